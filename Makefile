@@ -1,0 +1,34 @@
+# The two commands of the README: `make run` (install and run the app) and `make test` (install and run
+# every test). Everything else here is what those two need.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+
+.PHONY: run test install install-test browser migrate bench lint
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install -e '.[test]'
+	$(PIP) install -e tests/addons/sample_memory_provider
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) manage.py up
+
+# Debian's Chromium (browser tests) and axe-core (accessibility checks), as the README explains.
+browser:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	@test -f node_modules/axe-core/axe.min.js || npm install --no-save --no-audit --no-fund axe-core@4 >/dev/null
+
+test: install browser
+	$(PY) -m pytest -n 2 --dist loadgroup -q
+
+migrate: install
+	$(PY) manage.py migrate
+
+lint: install
+	$(VENV)/bin/ruff check localai_memory bridges tests

@@ -1,0 +1,7 @@
+"""LocalAI Memory: durable, user-controlled memory for self-hosted AI assistants."""
+
+from __future__ import annotations
+
+from .celery import app as celery_app
+
+__all__ = ["celery_app"]

@@ -1,0 +1,42 @@
+"""``Authorization: Token <key>`` (or ``Bearer <key>`` for OpenAI-style clients), checked against hashes."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from .models import ApiToken, hash_key
+
+
+class TokenAuthentication(authentication.BaseAuthentication):
+    keywords = ("token", "bearer")
+
+    def authenticate(self, request):  # type: ignore[override]
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower().decode(errors="replace") not in self.keywords:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header: use 'Token <key>'.")
+        try:
+            key = header[1].decode()
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        return user_for_key(key)
+
+    def authenticate_header(self, request) -> str:  # type: ignore[override]
+        return 'Token realm="api"'
+
+
+def user_for_key(key: str):
+    """The (user, token) pair for an API key, or AuthenticationFailed."""
+    token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key)).first()
+    if token is None or not token.user.is_active:
+        raise exceptions.AuthenticationFailed("Invalid token.")
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user, token
+
+
+class SessionAuthentication(authentication.SessionAuthentication):
+    """Session auth for the pages' own API calls; CSRF is enforced as usual."""

@@ -1,0 +1,39 @@
+"""Writes for accounts: users and API tokens."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from localai_memory.core.errors import Conflict, InvalidInput
+
+from .models import ApiToken, hash_key
+
+User = get_user_model()
+
+
+@transaction.atomic
+def token_create(*, user: User, name: str = "api") -> str:
+    """Make a new API token for ``user`` and return its key (shown once; only its hash is kept)."""
+    key = ApiToken.new_key()
+    ApiToken.objects.create(user=user, name=name[:100], prefix=key[:8], key_hash=hash_key(key))
+    return key
+
+
+def user_register(*, username: str, password: str) -> User:
+    """Create a user. Raises InvalidInput for a bad name or weak password, Conflict if the name is taken."""
+    username = (username or "").strip()
+    if not username or len(username) > 150 or not all(c.isalnum() or c in "@.+-_" for c in username):
+        raise InvalidInput("username must be 1-150 letters, digits or @.+-_", code="invalid_username")
+    candidate = User(username=username)
+    try:
+        validate_password(password, user=candidate)
+    except ValidationError as exc:
+        raise InvalidInput(" ".join(exc.messages), code="weak_password") from None
+    try:
+        with transaction.atomic():
+            return User.objects.create_user(username=username, password=password)
+    except IntegrityError:
+        raise Conflict("That username is taken.", code="username_taken") from None

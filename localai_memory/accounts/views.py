@@ -1,0 +1,53 @@
+"""Log in, log out and sign up pages (session auth for the web app)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth.views import LoginView
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from localai_memory.core.errors import ApplicationError
+
+from .services import user_register
+
+
+class MemoryLoginView(LoginView):
+    template_name = "accounts/login.html"
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs):  # type: ignore[no-untyped-def]
+        context = super().get_context_data(**kwargs)
+        context["open_signup"] = settings.OPEN_SIGNUP
+        return context
+
+
+@require_http_methods(["POST"])
+def logout_view(request: HttpRequest) -> HttpResponse:
+    auth.logout(request)
+    return redirect(settings.LOGOUT_REDIRECT_URL)
+
+
+@require_http_methods(["GET", "POST"])
+def register_view(request: HttpRequest) -> HttpResponse:
+    if not settings.OPEN_SIGNUP:
+        return render(request, "accounts/register.html", {"closed": True}, status=403)
+    error = None
+    username = ""
+    if request.method == "POST":
+        username = request.POST.get("username", "")
+        password = request.POST.get("password", "")
+        if password != request.POST.get("password2", ""):
+            error = "The two passwords differ."
+        else:
+            try:
+                user = user_register(username=username, password=password)
+            except ApplicationError as exc:
+                error = exc.message
+            else:
+                auth.login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                return redirect("/")
+    return render(request, "accounts/register.html", {"error": error, "username": username},
+                  status=400 if error else 200)

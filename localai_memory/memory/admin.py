@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils import timezone
+
+from .models import MemorySettings, Proposal
+
+
+@admin.register(MemorySettings)
+class MemorySettingsAdmin(admin.ModelAdmin):
+    list_display = ["user", "enabled", "save_mode", "messaging_save", "provider", "updated_at"]
+    list_filter = ["enabled", "save_mode", "messaging_save", "provider"]
+    search_fields = ["user__username"]
+
+
+@admin.register(Proposal)
+class ProposalAdmin(admin.ModelAdmin):
+    list_display = ["id", "owner", "status", "topic", "scope_kind", "source", "origin", "created_at", "expires_at"]
+    list_filter = ["status", "source", "origin", "scope_kind", "locked"]
+    search_fields = ["topic", "summary", "owner__username"]
+    readonly_fields = [f.name for f in Proposal._meta.fields]
+    actions = ["expire_now"]
+
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+        return False
+
+    @admin.action(description="Expire now")
+    def expire_now(self, request, queryset) -> None:
+        now = timezone.now()
+        count = queryset.filter(status=Proposal.Status.PENDING).update(status=Proposal.Status.EXPIRED,
+                                                                        decided_at=now, decided_by="admin",
+                                                                        expires_at=now)
+        self.message_user(request, f"Expired {count} proposal(s).")

@@ -1,0 +1,150 @@
+"""Memory settings, providers, export, forget and the notes listing (spec: "The API")."""
+
+from __future__ import annotations
+
+from django.apps import apps
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from localai_memory.core.api import StrictBooleanField, StrictCharField, validated
+from localai_memory.core.errors import InvalidInput
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.paths import Scope, parse_index
+
+from . import services
+from .models import MessagingSave, SaveMode
+from .providers import memory_providers
+from .selectors import memory_state
+
+
+class SettingsInput(serializers.Serializer):
+    enabled = StrictBooleanField(required=False)
+    save_mode = serializers.ChoiceField(choices=SaveMode.values, required=False)
+    messaging_save = serializers.ChoiceField(choices=MessagingSave.values, required=False)
+
+
+class SettingsOutput(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    enabled_set = serializers.BooleanField()
+    save_mode = serializers.ChoiceField(choices=SaveMode.values)
+    messaging_save = serializers.ChoiceField(choices=MessagingSave.values)
+    save_mode_set = serializers.BooleanField()
+    provider = serializers.CharField()
+    available = serializers.BooleanField()
+
+
+class ProviderInput(serializers.Serializer):
+    provider = StrictCharField(max_length=100)
+
+
+class ForgetInput(serializers.Serializer):
+    confirm = StrictBooleanField()
+
+
+class MemorySettingsApi(APIView):
+    @extend_schema(responses={200: SettingsOutput})
+    def get(self, request):
+        """The memory settings: on/off, save level, messaging row, provider."""
+        return Response(memory_state(user_id=request.user.pk).as_api())
+
+    @extend_schema(request=SettingsInput, responses={200: SettingsOutput})
+    def put(self, request):
+        """Change any of enabled, save_mode, messaging_save; a field left out stays as it is."""
+        data = validated(SettingsInput, request.data)
+        return Response(services.settings_update(user_id=request.user.pk, **data).as_api())
+
+
+class ProvidersApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """The providers of each slot and which one serves now."""
+        state = memory_state(user_id=request.user.pk)
+        return Response({"slots": {"memory": {
+            "current": state.provider,
+            "chosen": state.provider_choice,
+            "available": state.available,
+            "providers": [p.as_dict() for p in memory_providers()],
+        }}})
+
+
+class ProviderPickApi(APIView):
+    @extend_schema(request=ProviderInput, responses={200: SettingsOutput})
+    def put(self, request, slot: str):
+        """Pick the provider of a slot (only ``memory`` exists)."""
+        if slot != "memory":
+            raise InvalidInput(f"unknown slot {slot!r}; the only slot is memory", code="unknown_slot")
+        data = validated(ProviderInput, request.data)
+        return Response(services.provider_pick(user_id=request.user.pk, provider=data["provider"]).as_api())
+
+
+class ExportApi(APIView):
+    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
+    def get(self, request):
+        """A zip of every Memory file (works while memory is off)."""
+        body = notes_services.memory_export(owner_id=request.user.pk)
+        response = HttpResponse(body, content_type="application/zip")
+        response["Content-Disposition"] = 'attachment; filename="memory-export.zip"'
+        return response
+
+
+class ForgetApi(APIView):
+    @extend_schema(request=ForgetInput, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request):
+        """Move every note to the Trash (restorable from Files). Needs {"confirm": true}."""
+        data = validated(ForgetInput, request.data)
+        if not data["confirm"]:
+            raise InvalidInput("send {\"confirm\": true} to forget everything", code="confirm_required")
+        entry = notes_services.memory_forget(owner_id=request.user.pk)
+        return Response({"trash_id": entry.pk if entry else None,
+                         "files": entry.files.count() if entry else 0,
+                         "message": "Your notes are in the Trash; restore them from Files."})
+
+
+def scope_listing(*, owner_id: int) -> list[dict]:
+    """Every scope with notes (and every live agent), with its index entries and topic files."""
+    files = list(notes_selectors.file_list(owner_id=owner_id))
+    live_agents: dict[str, str] = {}
+    if apps.is_installed("localai_memory.agents"):
+        try:
+            agent_model = apps.get_model("agents", "Agent")
+            live_agents = {str(pk): name for pk, name in agent_model.objects.filter(owner_id=owner_id)
+                           .values_list("pk", "name")}
+        except LookupError:
+            live_agents = {}
+    by_root: dict[str, list] = {}
+    for note in files:
+        by_root.setdefault(note.path.rsplit("/", 1)[0], []).append(note)
+    scopes = [Scope.user()] + [Scope.agent(k) for k in sorted(set(live_agents) | {
+        r.split("/")[2] for r in by_root if r.startswith("Memory/agents/")}, key=lambda k: (len(k), k))]
+    scopes += [Scope("channel", r.split("/")[2]) for r in sorted(by_root) if r.startswith("Memory/channels/")]
+    result = []
+    for scope in scopes:
+        notes = by_root.get(scope.root, [])
+        index = next((n for n in notes if n.path == scope.index_path), None)
+        try:
+            entries = [e.as_dict() for e in parse_index(index.content)] if index else []
+        except InvalidInput:
+            entries = []
+        item = {
+            "kind": scope.kind, "key": scope.key, "root": scope.root,
+            "label": "Yours" if scope.kind == "user" else live_agents.get(scope.key, scope.label),
+            "deleted_agent": scope.kind == "agent" and scope.key not in live_agents,
+            "index": entries,
+            "index_version": index.version if index else None,
+            "bytes": len(index.content.encode()) if index else 0,
+            "files": [{"path": n.path, "version": n.version} for n in notes],
+        }
+        result.append(item)
+    return result
+
+
+class NotesApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """The indexes and topics of every scope: yours, each agent's, deleted agents', conversations'."""
+        return Response({"scopes": scope_listing(owner_id=request.user.pk)})

@@ -1,0 +1,100 @@
+"""Memory settings of each user and the proposals that wait for a confirmation."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class SaveMode(models.TextChoices):
+    AUTO = "auto", "Save it and tell me"
+    ASK = "ask", "Ask me first"
+    ALWAYS = "always", "Always confirm"
+    NEVER = "never", "Never"
+
+
+class MessagingSave(models.TextChoices):
+    ASK = "ask", "Ask me first"
+    PAIRED_PRIVATE = "paired_private", "Save it for a paired sender in a private chat"
+    NEVER = "never", "Never"
+
+
+class MemorySettings(models.Model):
+    """One row per user who changed anything; without a row the defaults apply (on, ask, ask, built-in)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_settings")
+    enabled = models.BooleanField(default=True)
+    enabled_set = models.BooleanField(default=False, help_text="The user chose on or off themselves.")
+    save_mode = models.CharField(max_length=10, choices=SaveMode.choices, default=SaveMode.ASK)
+    save_mode_set = models.BooleanField(default=False)
+    messaging_save = models.CharField(max_length=20, choices=MessagingSave.choices, default=MessagingSave.ASK)
+    provider = models.CharField(max_length=100, default="builtin",
+                                help_text="builtin or an add-on's name; 'off' is the enabled switch.")
+    legacy_addon_disabled = models.BooleanField(
+        default=False, help_text="The user had disabled the old Memory add-on to stop memory and never chose since.")
+    consolidation_enabled = models.BooleanField(default=True)
+    mcp_propose_enabled = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "memory settings"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(save_mode__in=SaveMode.values), name="save_mode_valid"),
+            models.CheckConstraint(condition=models.Q(messaging_save__in=MessagingSave.values),
+                                   name="messaging_save_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {'on' if self.enabled else 'off'}, {self.save_mode}"
+
+
+class Proposal(models.Model):
+    """A change to memory that waits for the owner (or a permitted sender) to confirm it."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting"
+        CONFIRMED = "confirmed", "Saved"
+        REJECTED = "rejected", "Dropped"
+        EXPIRED = "expired", "Expired"
+
+    class Source(models.TextChoices):
+        MODEL = "model", "The model in a chat"
+        CONSOLIDATION = "consolidation", "Grown from your chats"
+        IMPORT = "import", "Import"
+        MCP = "mcp", "An MCP client"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="proposals")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.MODEL)
+    kind = models.CharField(max_length=20, default="memory")
+    scope_kind = models.CharField(max_length=10)  # user, agent, channel
+    scope_key = models.CharField(max_length=60, blank=True)
+    topic = models.CharField(max_length=40)
+    summary = models.CharField(max_length=300, blank=True)
+    details = models.TextField(blank=True)
+    delete = models.BooleanField(default=False)
+    old_summary = models.CharField(max_length=300, blank=True, help_text="The line as it was when proposed.")
+    old_details = models.TextField(blank=True)
+    correction = models.BooleanField(default=False, help_text="Changes a note the user typed.")
+    locked = models.BooleanField(default=False, help_text="Always confirm: only the owner, or the paired sender "
+                                                          "who asked, can confirm.")
+    reason = models.CharField(max_length=40, blank=True, help_text="Why it waits (ask, secret, long, …).")
+    origin = models.CharField(max_length=20, default="web")
+    chat_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    requested_by_sender_id = models.BigIntegerField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64, db_index=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.CharField(max_length=200, blank=True)
+    change_set = models.ForeignKey("notes.ChangeSet", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="proposals")
+    notified = models.BooleanField(default=False, help_text="Expiry was announced where it was asked.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "status", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.status}: {self.topic}"

@@ -1,0 +1,73 @@
+"""Reads of memory settings: what a user chose, with the defaults for a user who never chose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from .models import MemorySettings, MessagingSave, SaveMode
+from .providers import BUILTIN, OFF, provider_state
+
+
+@dataclass(frozen=True)
+class MemoryState:
+    enabled: bool  # the user's switch (provider Off is the same switch)
+    enabled_set: bool
+    save_mode: str
+    save_mode_set: bool
+    messaging_save: str
+    provider: str  # what serves now: builtin, off, or the add-on's name
+    provider_choice: str  # the stored choice (builtin or an add-on), kept while the switch is off
+    provider_state: str  # builtin, off, addon, addon_unavailable
+    server_files_on: bool
+    consolidation_enabled: bool
+    mcp_propose_enabled: bool
+
+    @property
+    def available(self) -> bool:
+        """Memory can serve now: switched on, the provider runs, and the server has files on."""
+        return self.enabled and self.server_files_on and self.provider_state in ("builtin", "addon")
+
+    def as_api(self) -> dict:
+        body = {
+            "enabled": self.enabled,
+            "enabled_set": self.enabled_set,
+            "save_mode": self.save_mode,
+            "messaging_save": self.messaging_save,
+            "save_mode_set": self.save_mode_set,
+            "provider": self.provider,
+            "available": self.available,
+        }
+        if self.provider_state == "addon_unavailable":
+            body["unavailable"] = {"code": "memory_provider_unavailable", "provider": self.provider_choice,
+                                   "message": f"The memory provider {self.provider_choice!r} is not running, so "
+                                              "memory is off. Pick it again once it runs, or pick Built-in."}
+        elif not self.server_files_on:
+            body["unavailable"] = {"code": "server_files_off", "provider": self.provider,
+                                   "message": "This server has files turned off, and notes are files."}
+        return body
+
+
+def memory_state(*, user_id: int) -> MemoryState:
+    row = MemorySettings.objects.filter(user_id=user_id).first()
+    if row is None:
+        row = MemorySettings(user_id=user_id)
+    enabled = row.enabled and not (row.legacy_addon_disabled and not row.enabled_set)
+    if not enabled:
+        state, provider = OFF, OFF
+    else:
+        state, provider = provider_state(row.provider), row.provider
+    return MemoryState(
+        enabled=enabled,
+        enabled_set=row.enabled_set,
+        save_mode=row.save_mode if row.save_mode in SaveMode.values else SaveMode.ASK,
+        save_mode_set=row.save_mode_set,
+        messaging_save=row.messaging_save if row.messaging_save in MessagingSave.values else MessagingSave.ASK,
+        provider=provider if provider != BUILTIN or enabled else OFF,
+        provider_choice=row.provider,
+        provider_state=state,
+        server_files_on=bool(settings.FILES_ENABLED),
+        consolidation_enabled=row.consolidation_enabled,
+        mcp_propose_enabled=row.mcp_propose_enabled,
+    )

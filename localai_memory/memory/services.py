@@ -1,0 +1,64 @@
+"""Writes of memory settings and the provider choice."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from localai_memory.core.errors import InvalidInput
+
+from .models import MemorySettings, MessagingSave, SaveMode
+from .providers import BUILTIN, OFF, addon
+from .selectors import MemoryState, memory_state
+
+
+def _row_for_update(user_id: int) -> MemorySettings:
+    MemorySettings.objects.get_or_create(user_id=user_id)
+    return MemorySettings.objects.select_for_update().get(user_id=user_id)
+
+
+@transaction.atomic
+def settings_update(*, user_id: int, enabled: bool | None = None, save_mode: str | None = None,
+                    messaging_save: str | None = None, consolidation_enabled: bool | None = None,
+                    mcp_propose_enabled: bool | None = None) -> MemoryState:
+    """Change any of the memory settings; a field left as None stays as it is."""
+    if save_mode is not None and save_mode not in SaveMode.values:
+        raise InvalidInput(f"save_mode must be one of {', '.join(SaveMode.values)}", code="invalid_save_mode")
+    if messaging_save is not None and messaging_save not in MessagingSave.values:
+        raise InvalidInput(f"messaging_save must be one of {', '.join(MessagingSave.values)}",
+                           code="invalid_messaging_save")
+    row = _row_for_update(user_id)
+    fields = ["updated_at"]
+    if enabled is not None:
+        row.enabled, row.enabled_set = enabled, True
+        fields += ["enabled", "enabled_set"]
+    if save_mode is not None:
+        row.save_mode, row.save_mode_set = save_mode, True
+        fields += ["save_mode", "save_mode_set"]
+    if messaging_save is not None:
+        row.messaging_save = messaging_save
+        fields.append("messaging_save")
+    if consolidation_enabled is not None:
+        row.consolidation_enabled = consolidation_enabled
+        fields.append("consolidation_enabled")
+    if mcp_propose_enabled is not None:
+        row.mcp_propose_enabled = mcp_propose_enabled
+        fields.append("mcp_propose_enabled")
+    row.save(update_fields=fields)
+    return memory_state(user_id=user_id)
+
+
+@transaction.atomic
+def provider_pick(*, user_id: int, provider: str) -> MemoryState:
+    """Pick the memory provider: builtin, off (the same as the switch), or an installed add-on."""
+    if not isinstance(provider, str) or not provider:
+        raise InvalidInput("provider is required", code="invalid_provider")
+    if provider not in (BUILTIN, OFF) and addon(provider) is None:
+        raise InvalidInput(f"no installed add-on serves memory as {provider!r}", code="unknown_provider")
+    row = _row_for_update(user_id)
+    if provider == OFF:
+        row.enabled = False
+    else:
+        row.enabled, row.provider = True, provider
+    row.enabled_set = True
+    row.save(update_fields=["enabled", "enabled_set", "provider", "updated_at"])
+    return memory_state(user_id=user_id)

