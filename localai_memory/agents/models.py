@@ -1,0 +1,52 @@
+"""Saved agents and their memory choices (spec: "Memory for each agent")."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class AgentMemory(models.TextChoices):
+    OWN = "own", "Its own only"
+    MINE_AND_OWN = "mine_and_own", "Mine and its own"
+    MINE = "mine", "Mine"
+    NONE = "none", "None"
+
+
+class AgentMemorySave(models.TextChoices):
+    ALWAYS = "always", "Always confirm"
+    NEVER = "never", "Never"
+
+
+class Agent(models.Model):
+    """A saved agent. ``memory`` NULL is "as before" (saved before the field existed); ``memory_save`` NULL
+    uses the owner's level."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=100)
+    instructions = models.TextField(blank=True)
+    tools = models.JSONField(default=list, blank=True, help_text='The Tools list, e.g. ["memory"].')
+    addons = models.JSONField(default=list, blank=True, help_text='The Add-ons list, e.g. ["memory"].')
+    grants = models.JSONField(default=list, blank=True, help_text='Grants, e.g. ["memory.write"].')
+    memory = models.CharField(max_length=20, choices=AgentMemory.choices, null=True, blank=True)
+    memory_save = models.CharField(max_length=10, choices=AgentMemorySave.choices, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def tools_memory(self) -> bool:
+        return "memory" in (self.tools or [])
+
+    @property
+    def addons_memory(self) -> bool:
+        return "memory" in (self.addons or [])
+
+    @property
+    def grant_write(self) -> bool:
+        return "memory.write" in (self.grants or [])
