@@ -1,0 +1,17 @@
+# One image for every process of LocalAI Memory: web, worker, beat and bridges differ only in their command.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY localai_memory ./localai_memory
+COPY bridges ./bridges
+COPY templates ./templates
+COPY manage.py ./
+RUN pip install . && useradd --system --home /app memory && mkdir -p /app/.localai && chown memory /app/.localai
+USER memory
+# collectstatic needs settings but no database or Redis: give it throwaway URLs.
+RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
+    python manage.py collectstatic --noinput
+EXPOSE 8000
+CMD ["gunicorn", "localai_memory.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
