@@ -8,7 +8,7 @@ COPY localai_memory ./localai_memory
 COPY bridges ./bridges
 COPY templates ./templates
 COPY manage.py ./
-RUN pip install . && useradd --system --home /app memory && mkdir -p /app/.localai && chown memory /app/.localai
+RUN pip install -e . && useradd --system --home /app memory && mkdir -p /app/.localai && chown memory /app/.localai
 USER memory
 # collectstatic needs settings but no database or Redis: give it throwaway URLs.
 RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
