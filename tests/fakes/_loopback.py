@@ -119,7 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.owner._untrack(self.connection)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+    def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
     def _serve(self) -> None:

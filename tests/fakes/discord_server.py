@@ -49,8 +49,15 @@ def _now_iso() -> str:
 
 
 def user_payload(user_id: int, username: str, *, bot: bool = False) -> dict[str, Any]:
-    return {"id": str(user_id), "username": username, "global_name": username, "discriminator": "0",
-            "avatar": None, "bot": bot, "public_flags": 0}
+    return {
+        "id": str(user_id),
+        "username": username,
+        "global_name": username,
+        "discriminator": "0",
+        "avatar": None,
+        "bot": bot,
+        "public_flags": 0,
+    }
 
 
 @dataclass
@@ -81,9 +88,17 @@ class DiscordCall:
 class DiscordServer:
     """Discord REST + gateway on 127.0.0.1. `url` is the REST base (`.../api/v10`), `gateway_url` the ws."""
 
-    def __init__(self, *, bot_id: int = BOT_ID, bot_username: str = "memory", application_id: int = APPLICATION_ID,
-                 guild_id: int = GUILD_ID, channel_id: int = CHANNEL_ID, heartbeat_interval_ms: int = 41250,
-                 latency_ms: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        bot_id: int = BOT_ID,
+        bot_username: str = "memory",
+        application_id: int = APPLICATION_ID,
+        guild_id: int = GUILD_ID,
+        channel_id: int = CHANNEL_ID,
+        heartbeat_interval_ms: int = 41250,
+        latency_ms: int = 0,
+    ) -> None:
         self.bot_id = bot_id
         self.bot_user = user_payload(bot_id, bot_username, bot=True)
         self.application_id = application_id
@@ -194,8 +209,15 @@ class DiscordServer:
 
     # -- knobs and helpers ----------------------------------------------------------------------------
 
-    def fail_next(self, kind: int | str = 500, *, times: int = 1, method: str | None = None,
-                  path: str | None = None, retry_after: float = 0.05) -> None:
+    def fail_next(
+        self,
+        kind: int | str = 500,
+        *,
+        times: int = 1,
+        method: str | None = None,
+        path: str | None = None,
+        retry_after: float = 0.05,
+    ) -> None:
         """Answer the next `times` REST requests (optionally of one HTTP `method` and/or whose path contains
         `path`) with status `kind` (401, 429, 500, ...) or "hang"."""
         with self._cond:
@@ -217,7 +239,9 @@ class DiscordServer:
 
     def posted_contents(self, channel_id: int | None = None) -> list[str]:
         with self._cond:
-            return [m["content"] for m in self.messages if channel_id is None or m["channel_id"] == channel_id]
+            return [
+                m["content"] for m in self.messages if channel_id is None or m["channel_id"] == channel_id
+            ]
 
     def dm_channel_id(self, user_id: int) -> int:
         """The id of the DM channel between the bot and `user_id` (stable for this server)."""
@@ -228,9 +252,16 @@ class DiscordServer:
                 self._channel_users[channel_id] = user_id
             return self._dm_channels[user_id]
 
-    def message_payload(self, content: str, *, author_id: int = DEFAULT_USER_ID, username: str = "alice",
-                        channel_id: int | None = None, guild_id: int | None = None,
-                        message_id: int | None = None) -> dict[str, Any]:
+    def message_payload(
+        self,
+        content: str,
+        *,
+        author_id: int = DEFAULT_USER_ID,
+        username: str = "alice",
+        channel_id: int | None = None,
+        guild_id: int | None = None,
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
         """A MESSAGE_CREATE payload: a DM when `guild_id` is None, else a message in a guild channel.
         `<@BOT_ID>` in `content` becomes a mention of the bot."""
         self._users[author_id] = username
@@ -238,50 +269,107 @@ class DiscordServer:
             channel_id = self.dm_channel_id(author_id) if guild_id is None else self.channel_id
         mentions = [self.bot_user] if re.search(rf"<@!?{self.bot_id}>", content) else []
         payload: dict[str, Any] = {
-            "id": str(message_id or snowflake()), "channel_id": str(channel_id),
-            "author": user_payload(author_id, username), "content": content, "timestamp": _now_iso(),
-            "edited_timestamp": None, "tts": False, "mention_everyone": False, "mentions": mentions,
-            "mention_roles": [], "attachments": [], "embeds": [], "pinned": False, "type": 0, "flags": 0,
+            "id": str(message_id or snowflake()),
+            "channel_id": str(channel_id),
+            "author": user_payload(author_id, username),
+            "content": content,
+            "timestamp": _now_iso(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": mentions,
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "flags": 0,
             "components": [],
         }
         if guild_id is not None:
             payload["guild_id"] = str(guild_id)
-            payload["member"] = {"roles": [], "joined_at": _now_iso(), "deaf": False, "mute": False, "flags": 0}
+            payload["member"] = {
+                "roles": [],
+                "joined_at": _now_iso(),
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+            }
         return payload
 
-    def push_message(self, content: str, *, author_id: int = DEFAULT_USER_ID, username: str = "alice",
-                     channel_id: int | None = None, guild_id: int | None = None,
-                     message_id: int | None = None) -> dict[str, Any]:
+    def push_message(
+        self,
+        content: str,
+        *,
+        author_id: int = DEFAULT_USER_ID,
+        username: str = "alice",
+        channel_id: int | None = None,
+        guild_id: int | None = None,
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
         """Deliver MESSAGE_CREATE to the connected client (queued until it has identified).
 
         A DM by default (no guild_id: discord.py makes the channel a `DMChannel`); pass
         `guild_id=server.guild_id` for a message in the guild's text channel `server.channel_id`.
         """
-        payload = self.message_payload(content, author_id=author_id, username=username, channel_id=channel_id,
-                                       guild_id=guild_id, message_id=message_id)
+        payload = self.message_payload(
+            content,
+            author_id=author_id,
+            username=username,
+            channel_id=channel_id,
+            guild_id=guild_id,
+            message_id=message_id,
+        )
         self._send_from_thread("MESSAGE_CREATE", payload)
         return payload
 
-    def push_button_click(self, custom_id: str, *, author_id: int = DEFAULT_USER_ID, username: str = "alice",
-                          channel_id: int | None = None, guild_id: int | None = None,
-                          message_id: int | None = None, message_content: str = "Save this note?"
-                          ) -> dict[str, Any]:
+    def push_button_click(
+        self,
+        custom_id: str,
+        *,
+        author_id: int = DEFAULT_USER_ID,
+        username: str = "alice",
+        channel_id: int | None = None,
+        guild_id: int | None = None,
+        message_id: int | None = None,
+        message_content: str = "Save this note?",
+    ) -> dict[str, Any]:
         """Deliver INTERACTION_CREATE for a click on a button `custom_id` under a bot message."""
         self._users[author_id] = username
         user = user_payload(author_id, username)
         if channel_id is None:
             channel_id = self.dm_channel_id(author_id) if guild_id is None else self.channel_id
         message = {
-            "id": str(message_id or snowflake()), "channel_id": str(channel_id), "author": self.bot_user,
-            "content": message_content, "timestamp": _now_iso(), "edited_timestamp": None, "tts": False,
-            "mention_everyone": False, "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
-            "pinned": False, "type": 0, "flags": 0, "components": [],
+            "id": str(message_id or snowflake()),
+            "channel_id": str(channel_id),
+            "author": self.bot_user,
+            "content": message_content,
+            "timestamp": _now_iso(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "flags": 0,
+            "components": [],
         }
         payload: dict[str, Any] = {
-            "id": str(snowflake()), "application_id": str(self.application_id), "type": 3,
-            "data": {"custom_id": custom_id, "component_type": 2}, "token": f"itoken-{snowflake()}",
-            "version": 1, "attachment_size_limit": 8388608, "locale": "en-US", "app_permissions": "0",
-            "entitlements": [], "channel_id": str(channel_id), "message": message,
+            "id": str(snowflake()),
+            "application_id": str(self.application_id),
+            "type": 3,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "token": f"itoken-{snowflake()}",
+            "version": 1,
+            "attachment_size_limit": 8388608,
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "channel_id": str(channel_id),
+            "message": message,
         }
         if guild_id is None:
             payload["channel"] = {"id": str(channel_id), "type": 1, "recipients": [user]}
@@ -293,8 +381,15 @@ class DiscordServer:
             payload["guild_id"] = str(guild_id)
             payload["guild_locale"] = "en-US"
             payload["channel"] = self._guild_channel(guild_id)
-            payload["member"] = {"user": user, "roles": [], "joined_at": _now_iso(), "deaf": False, "mute": False,
-                                 "flags": 0, "permissions": "2248473465835073"}
+            payload["member"] = {
+                "user": user,
+                "roles": [],
+                "joined_at": _now_iso(),
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+                "permissions": "2248473465835073",
+            }
             payload["context"] = 0
             payload["authorizing_integration_owners"] = {"0": str(guild_id)}
         self._send_from_thread("INTERACTION_CREATE", payload)
@@ -303,56 +398,134 @@ class DiscordServer:
     # -- payloads -----------------------------------------------------------------------------------
 
     def _guild_channel(self, guild_id: int) -> dict[str, Any]:
-        return {"id": str(self.channel_id), "type": 0, "guild_id": str(guild_id), "name": "general",
-                "position": 0, "permission_overwrites": [], "nsfw": False, "parent_id": None, "topic": None,
-                "last_message_id": None, "rate_limit_per_user": 0, "flags": 0}
+        return {
+            "id": str(self.channel_id),
+            "type": 0,
+            "guild_id": str(guild_id),
+            "name": "general",
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+            "topic": None,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+        }
 
     def _guild(self) -> dict[str, Any]:
         joined = _now_iso()
         return {
-            "id": str(self.guild_id), "name": "Team", "icon": None, "owner_id": str(OWNER_ID),
-            "unavailable": False, "member_count": 2, "large": False, "joined_at": joined,
-            "roles": [{"id": str(self.guild_id), "name": "@everyone", "permissions": "2248473465835073",
-                       "position": 0, "color": 0, "hoist": False, "managed": False, "mentionable": False,
-                       "flags": 0}],
+            "id": str(self.guild_id),
+            "name": "Team",
+            "icon": None,
+            "owner_id": str(OWNER_ID),
+            "unavailable": False,
+            "member_count": 2,
+            "large": False,
+            "joined_at": joined,
+            "roles": [
+                {
+                    "id": str(self.guild_id),
+                    "name": "@everyone",
+                    "permissions": "2248473465835073",
+                    "position": 0,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                }
+            ],
             "channels": [self._guild_channel(self.guild_id)],
-            "members": [{"user": self.bot_user, "roles": [], "joined_at": joined, "deaf": False, "mute": False,
-                         "flags": 0}],
-            "threads": [], "presences": [], "voice_states": [], "emojis": [], "stickers": [], "features": [],
-            "verification_level": 0, "default_message_notifications": 0, "explicit_content_filter": 0,
-            "mfa_level": 0, "system_channel_id": None, "premium_tier": 0, "preferred_locale": "en-US",
-            "nsfw_level": 0, "premium_progress_bar_enabled": False, "stage_instances": [],
-            "guild_scheduled_events": [], "soundboard_sounds": [],
+            "members": [
+                {
+                    "user": self.bot_user,
+                    "roles": [],
+                    "joined_at": joined,
+                    "deaf": False,
+                    "mute": False,
+                    "flags": 0,
+                }
+            ],
+            "threads": [],
+            "presences": [],
+            "voice_states": [],
+            "emojis": [],
+            "stickers": [],
+            "features": [],
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "system_channel_id": None,
+            "premium_tier": 0,
+            "preferred_locale": "en-US",
+            "nsfw_level": 0,
+            "premium_progress_bar_enabled": False,
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "soundboard_sounds": [],
         }
 
     def _ready(self) -> dict[str, Any]:
         return {
-            "v": 10, "user": {**self.bot_user, "verified": True, "mfa_enabled": False, "flags": 0},
+            "v": 10,
+            "user": {**self.bot_user, "verified": True, "mfa_enabled": False, "flags": 0},
             "guilds": [{"id": str(self.guild_id), "unavailable": True}],
-            "session_id": f"session-{snowflake()}", "resume_gateway_url": self.gateway_url,
-            "shard": [0, 1], "application": {"id": str(self.application_id), "flags": 0},
-            "private_channels": [], "relationships": [], "presences": [], "guild_join_requests": [],
-            "geo_ordered_rtc_regions": [], "session_type": "normal", "auth": {}, "user_settings": {},
+            "session_id": f"session-{snowflake()}",
+            "resume_gateway_url": self.gateway_url,
+            "shard": [0, 1],
+            "application": {"id": str(self.application_id), "flags": 0},
+            "private_channels": [],
+            "relationships": [],
+            "presences": [],
+            "guild_join_requests": [],
+            "geo_ordered_rtc_regions": [],
+            "session_type": "normal",
+            "auth": {},
+            "user_settings": {},
         }
 
-    def _bot_message(self, channel_id: int, payload: dict[str, Any], message_id: int | None = None
-                     ) -> dict[str, Any]:
+    def _bot_message(
+        self, channel_id: int, payload: dict[str, Any], message_id: int | None = None
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {
-            "id": str(message_id or snowflake()), "channel_id": str(channel_id), "author": self.bot_user,
-            "content": payload.get("content") or "", "timestamp": _now_iso(), "edited_timestamp": None,
-            "tts": bool(payload.get("tts")), "mention_everyone": False, "mentions": [], "mention_roles": [],
-            "attachments": [], "embeds": payload.get("embeds") or [], "pinned": False, "type": 0,
-            "flags": int(payload.get("flags") or 0), "components": payload.get("components") or [],
+            "id": str(message_id or snowflake()),
+            "channel_id": str(channel_id),
+            "author": self.bot_user,
+            "content": payload.get("content") or "",
+            "timestamp": _now_iso(),
+            "edited_timestamp": None,
+            "tts": bool(payload.get("tts")),
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": payload.get("embeds") or [],
+            "pinned": False,
+            "type": 0,
+            "flags": int(payload.get("flags") or 0),
+            "components": payload.get("components") or [],
         }
         if payload.get("message_reference"):
             message["message_reference"] = payload["message_reference"]
         return message
 
-    def _record_message(self, kind: str, channel_id: int, payload: dict[str, Any], message: dict[str, Any]
-                        ) -> None:
-        self.messages.append({"kind": kind, "channel_id": channel_id, "content": message["content"],
-                              "embeds": payload.get("embeds"), "components": payload.get("components"),
-                              "message_id": int(message["id"]), "payload": payload})
+    def _record_message(
+        self, kind: str, channel_id: int, payload: dict[str, Any], message: dict[str, Any]
+    ) -> None:
+        self.messages.append(
+            {
+                "kind": kind,
+                "channel_id": channel_id,
+                "content": message["content"],
+                "embeds": payload.get("embeds"),
+                "components": payload.get("components"),
+                "message_id": int(message["id"]),
+                "payload": payload,
+            }
+        )
 
     # -- aiohttp side -------------------------------------------------------------------------------
 
@@ -398,8 +571,11 @@ class DiscordServer:
         await ws.prepare(request)
         session = _Session(ws=ws)
         self._sessions.append(session)
-        await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms},
-                                      "s": None, "t": None}))
+        await ws.send_str(
+            json.dumps(
+                {"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}, "s": None, "t": None}
+            )
+        )
         try:
             async for msg in ws:
                 if msg.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
@@ -434,19 +610,33 @@ class DiscordServer:
             session.ready = True
         elif op == 8:  # request guild members
             d = data["d"]
-            await self._send_event(session, "GUILD_MEMBERS_CHUNK", {
-                "guild_id": str(d.get("guild_id")), "members": self._guild()["members"], "chunk_index": 0,
-                "chunk_count": 1, "not_found": [], **({"nonce": d["nonce"]} if d.get("nonce") else {})})
+            await self._send_event(
+                session,
+                "GUILD_MEMBERS_CHUNK",
+                {
+                    "guild_id": str(d.get("guild_id")),
+                    "members": self._guild()["members"],
+                    "chunk_index": 0,
+                    "chunk_count": 1,
+                    "not_found": [],
+                    **({"nonce": d["nonce"]} if d.get("nonce") else {}),
+                },
+            )
 
     def _json(self, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
         # Not web.json_response: it appends "; charset=utf-8" and discord.py then treats the body as text.
-        return web.Response(status=status, body=json.dumps(payload).encode("utf-8"),
-                            headers={"Content-Type": "application/json", **(headers or {})})
+        return web.Response(
+            status=status,
+            body=json.dumps(payload).encode("utf-8"),
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:
         with self._cond:
             for fault in self._faults:
-                if (fault.method is None or fault.method == method) and (fault.path is None or fault.path in path):
+                if (fault.method is None or fault.method == method) and (
+                    fault.path is None or fault.path in path
+                ):
                     fault.times -= 1
                     if fault.times <= 0:
                         self._faults.remove(fault)
@@ -487,9 +677,16 @@ class DiscordServer:
         status = int(fault.kind)
         if status == 429:
             # discord.py treats a 429 without a Via header as a Cloudflare ban and gives up at once.
-            return self._json({"message": "You are being rate limited.", "retry_after": fault.retry_after,
-                               "global": False, "code": 0}, status=429,
-                              headers={"Via": "1.1 google", "Retry-After": str(max(1, int(fault.retry_after)))})
+            return self._json(
+                {
+                    "message": "You are being rate limited.",
+                    "retry_after": fault.retry_after,
+                    "global": False,
+                    "code": 0,
+                },
+                status=429,
+                headers={"Via": "1.1 google", "Retry-After": str(max(1, int(fault.retry_after)))},
+            )
         if status == 401:
             return self._json({"message": "401: Unauthorized", "code": 0}, status=401)
         return self._json({"message": f"{status}: injected", "code": 0}, status=status)
@@ -498,26 +695,60 @@ class DiscordServer:
         if method == "GET" and path == "/users/@me":
             return self._json({**self.bot_user, "verified": True, "mfa_enabled": False, "flags": 0})
         if method == "GET" and path == "/oauth2/applications/@me":
-            return self._json({
-                "id": str(self.application_id), "name": "Memory", "icon": None, "description": "",
-                "bot_public": False, "bot_require_code_grant": False, "verify_key": "0" * 64,
-                "owner": user_payload(OWNER_ID, "owner"), "flags": 0, "interactions_endpoint_url": None,
-                "summary": "", "rpc_origins": [], "team": None, "bot": self.bot_user,
-            })
+            return self._json(
+                {
+                    "id": str(self.application_id),
+                    "name": "Memory",
+                    "icon": None,
+                    "description": "",
+                    "bot_public": False,
+                    "bot_require_code_grant": False,
+                    "verify_key": "0" * 64,
+                    "owner": user_payload(OWNER_ID, "owner"),
+                    "flags": 0,
+                    "interactions_endpoint_url": None,
+                    "summary": "",
+                    "rpc_origins": [],
+                    "team": None,
+                    "bot": self.bot_user,
+                }
+            )
         if method == "GET" and path in ("/gateway", "/gateway/bot"):
-            return self._json({"url": self.gateway_url, "shards": 1, "session_start_limit": {
-                "total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}})
+            return self._json(
+                {
+                    "url": self.gateway_url,
+                    "shards": 1,
+                    "session_start_limit": {
+                        "total": 1000,
+                        "remaining": 999,
+                        "reset_after": 0,
+                        "max_concurrency": 1,
+                    },
+                }
+            )
         if method == "POST" and path == "/users/@me/channels":
             user_id = int(body.get("recipient_id", 0))
-            return self._json({"id": str(self.dm_channel_id(user_id)), "type": 1, "last_message_id": None,
-                               "recipients": [user_payload(user_id, self._users.get(user_id, "user"))]})
+            return self._json(
+                {
+                    "id": str(self.dm_channel_id(user_id)),
+                    "type": 1,
+                    "last_message_id": None,
+                    "recipients": [user_payload(user_id, self._users.get(user_id, "user"))],
+                }
+            )
         match = re.fullmatch(r"/channels/(\d+)", path)
         if method == "GET" and match:
             channel_id = int(match.group(1))
             if channel_id in self._channel_users:
                 user_id = self._channel_users[channel_id]
-                return self._json({"id": str(channel_id), "type": 1, "last_message_id": None,
-                                   "recipients": [user_payload(user_id, self._users.get(user_id, "user"))]})
+                return self._json(
+                    {
+                        "id": str(channel_id),
+                        "type": 1,
+                        "last_message_id": None,
+                        "recipients": [user_payload(user_id, self._users.get(user_id, "user"))],
+                    }
+                )
             return self._json({**self._guild_channel(self.guild_id), "id": str(channel_id)})
         match = re.fullmatch(r"/channels/(\d+)/messages", path)
         if method == "POST" and match:
@@ -538,8 +769,9 @@ class DiscordServer:
         if method == "POST" and match:
             kind = int(body.get("type", 0))
             data = body.get("data") or {}
-            self.interaction_responses.append({"interaction_id": int(match.group(1)), "token": match.group(2),
-                                               "type": kind, "data": data})
+            self.interaction_responses.append(
+                {"interaction_id": int(match.group(1)), "token": match.group(2), "type": kind, "data": data}
+            )
             result: dict[str, Any] = {"interaction": {"id": match.group(1), "type": 3}}
             if kind in (4, 7):
                 result["resource"] = {"type": kind, "message": self._bot_message(0, data)}

@@ -43,8 +43,9 @@ def reply(text: str, *, finish_reason: str = "stop") -> ScriptedReply:
     return ScriptedReply(content=text, finish_reason=finish_reason)
 
 
-def tool_calls(*calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, Any] | str, str],
-               text: str | None = None) -> ScriptedReply:
+def tool_calls(
+    *calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, Any] | str, str], text: str | None = None
+) -> ScriptedReply:
     """An assistant message calling tools: `tool_calls(("context_read", {"topic": "diet"}), ...)`.
 
     Arguments given as a `str` are sent verbatim (use it to send the model's malformed JSON); a third item
@@ -54,7 +55,9 @@ def tool_calls(*calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, A
     return ScriptedReply(content=text, calls=normalised, finish_reason="tool_calls")
 
 
-ScriptItem = ScriptedReply | dict[str, Any] | str | Callable[[dict[str, Any]], "ScriptedReply | dict[str, Any] | str"]
+ScriptItem = (
+    ScriptedReply | dict[str, Any] | str | Callable[[dict[str, Any]], "ScriptedReply | dict[str, Any] | str"]
+)
 
 
 def hash_embedding(text: str, dim: int = DEFAULT_EMBEDDING_DIM) -> list[float]:
@@ -134,8 +137,14 @@ class OpenAIServer(LoopbackHTTPServer):
             headers["Retry-After"] = str(fault.options.get("retry_after", 1))
         kinds = {401: "invalid_api_key", 429: "rate_limit_exceeded", 400: "invalid_request_error"}
         return json_response(
-            {"error": {"message": fault.options.get("message", f"injected {status}"),
-                       "type": kinds.get(status, "server_error"), "param": None, "code": kinds.get(status)}},
+            {
+                "error": {
+                    "message": fault.options.get("message", f"injected {status}"),
+                    "type": kinds.get(status, "server_error"),
+                    "param": None,
+                    "code": kinds.get(status),
+                }
+            },
             status=status,
             headers=headers,
         )
@@ -143,26 +152,55 @@ class OpenAIServer(LoopbackHTTPServer):
     def handle(self, request: Request) -> Response:
         if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
             return json_response(
-                {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
-                           "param": None, "code": "invalid_api_key"}},
+                {
+                    "error": {
+                        "message": "Incorrect API key provided.",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": "invalid_api_key",
+                    }
+                },
                 status=401,
             )
         path = request.path.rstrip("/")
         if request.method == "GET" and path == "/v1/models":
-            return json_response({"object": "list", "data": [
-                {"id": m, "object": "model", "created": 0, "owned_by": "loopback"} for m in self.models]})
+            return json_response(
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "loopback"}
+                        for m in self.models
+                    ],
+                }
+            )
         if request.method == "POST" and path == "/v1/chat/completions":
             return self._chat(request)
         if request.method == "POST" and path == "/v1/embeddings":
             return self._embeddings(request)
-        return json_response({"error": {"message": f"no route {request.method} {request.path}",
-                                        "type": "invalid_request_error", "code": None}}, status=404)
+        return json_response(
+            {
+                "error": {
+                    "message": f"no route {request.method} {request.path}",
+                    "type": "invalid_request_error",
+                    "code": None,
+                }
+            },
+            status=404,
+        )
 
     def _chat(self, request: Request) -> Response:
         body = request.json
         if not isinstance(body, dict) or "messages" not in body:
-            return json_response({"error": {"message": "'messages' is required",
-                                            "type": "invalid_request_error", "code": None}}, status=400)
+            return json_response(
+                {
+                    "error": {
+                        "message": "'messages' is required",
+                        "type": "invalid_request_error",
+                        "code": None,
+                    }
+                },
+                status=400,
+            )
         self.requests.append(body)
         item: ScriptItem = self._script.popleft() if self._script else self.default_reply
         if callable(item) and not isinstance(item, ScriptedReply):
@@ -185,66 +223,132 @@ class OpenAIServer(LoopbackHTTPServer):
             message["tool_calls"] = calls
         prompt_tokens = sum(len(json.dumps(m)) // 4 for m in body["messages"])
         completion_tokens = len(json.dumps(message)) // 4
-        usage = scripted.usage or {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                                   "total_tokens": prompt_tokens + completion_tokens}
+        usage = scripted.usage or {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
         if body.get("stream"):
             return self._stream(completion_id, model, message, scripted.finish_reason, usage, body)
-        return json_response({
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": scripted.finish_reason,
-                         "logprobs": None}],
-            "usage": usage,
-        })
+        return json_response(
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": scripted.finish_reason,
+                        "logprobs": None,
+                    }
+                ],
+                "usage": usage,
+            }
+        )
 
-    def _stream(self, completion_id: str, model: str, message: dict[str, Any], finish_reason: str,
-                usage: dict[str, int], body: dict[str, Any]) -> Response:
+    def _stream(
+        self,
+        completion_id: str,
+        model: str,
+        message: dict[str, Any],
+        finish_reason: str,
+        usage: dict[str, int],
+        body: dict[str, Any],
+    ) -> Response:
         """Server-sent events, the way OpenAI streams: role, content pieces, tool call pieces, [DONE]."""
         created = int(time.time())
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
 
         chunks = [chunk({"role": "assistant", "content": ""})]
         for piece in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
             chunks.append(chunk({"content": piece}))
         for index, call in enumerate(message.get("tool_calls", [])):
-            chunks.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                                 "function": {"name": call["function"]["name"],
-                                                              "arguments": ""}}]}))
+            chunks.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": call["function"]["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
             arguments = call["function"]["arguments"]
             for start in range(0, len(arguments), 16):
-                chunks.append(chunk({"tool_calls": [{"index": index,
-                                                     "function": {"arguments": arguments[start:start + 16]}}]}))
+                chunks.append(
+                    chunk(
+                        {
+                            "tool_calls": [
+                                {"index": index, "function": {"arguments": arguments[start : start + 16]}}
+                            ]
+                        }
+                    )
+                )
         chunks.append(chunk({}, finish_reason))
         if (body.get("stream_options") or {}).get("include_usage"):
-            chunks.append({"id": completion_id, "object": "chat.completion.chunk", "created": created,
-                           "model": model, "choices": [], "usage": usage})
+            chunks.append(
+                {
+                    "id": completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
         text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-        return Response(status=200, body=text.encode("utf-8"),
-                        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        return Response(
+            status=200,
+            body=text.encode("utf-8"),
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+        )
 
     def _embeddings(self, request: Request) -> Response:
         body = request.json
         if not isinstance(body, dict) or "input" not in body:
-            return json_response({"error": {"message": "'input' is required",
-                                            "type": "invalid_request_error", "code": None}}, status=400)
+            return json_response(
+                {"error": {"message": "'input' is required", "type": "invalid_request_error", "code": None}},
+                status=400,
+            )
         self.embedding_requests.append(body)
         raw = body["input"]
-        inputs = [raw] if isinstance(raw, str) or (isinstance(raw, list) and raw and isinstance(raw[0], int)) \
+        inputs = (
+            [raw]
+            if isinstance(raw, str) or (isinstance(raw, list) and raw and isinstance(raw[0], int))
             else list(raw)
+        )
         texts = [item if isinstance(item, str) else " ".join(map(str, item)) for item in inputs]
         dim = int(body.get("dimensions") or self.embedding_dim)
         vectors = self.embed(texts) if self.embed else [hash_embedding(t, dim) for t in texts]
         as_base64 = body.get("encoding_format") == "base64"
         data = [
-            {"object": "embedding", "index": i,
-             "embedding": base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() if as_base64 else v}
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() if as_base64 else v,
+            }
             for i, v in enumerate(vectors)
         ]
         tokens = sum(len(t.split()) for t in texts)
-        return json_response({"object": "list", "data": data, "model": str(body.get("model") or self.models[0]),
-                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        return json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": str(body.get("model") or self.models[0]),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )

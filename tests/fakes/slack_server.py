@@ -56,8 +56,14 @@ class SignedRequest:
         return {k: v for k, v in self.headers.items() if k != "Content-Type"}
 
 
-def sign(body: str, *, signing_secret: str, timestamp: int | None = None,
-         content_type: str = "application/json", retry_num: int | None = None) -> SignedRequest:
+def sign(
+    body: str,
+    *,
+    signing_secret: str,
+    timestamp: int | None = None,
+    content_type: str = "application/json",
+    retry_num: int | None = None,
+) -> SignedRequest:
     """Sign `body` with `signing_secret` (timestamp defaults to now, as Slack's verifier expects)."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
     headers = {
@@ -107,20 +113,28 @@ def message_event(
     return event
 
 
-def message_im(text: str, *, user: str = DEFAULT_USER_ID, channel: str = DEFAULT_DM_CHANNEL,
-               **kwargs: Any) -> dict[str, Any]:
+def message_im(
+    text: str, *, user: str = DEFAULT_USER_ID, channel: str = DEFAULT_DM_CHANNEL, **kwargs: Any
+) -> dict[str, Any]:
     """A message.im event: a direct message to the bot."""
     return message_event(text, user=user, channel=channel, channel_type="im", **kwargs)
 
 
-def message_channel(text: str, *, user: str = DEFAULT_USER_ID, channel: str = DEFAULT_CHANNEL,
-                    **kwargs: Any) -> dict[str, Any]:
+def message_channel(
+    text: str, *, user: str = DEFAULT_USER_ID, channel: str = DEFAULT_CHANNEL, **kwargs: Any
+) -> dict[str, Any]:
     """A message.channels event: a message in a public channel the bot is in."""
     return message_event(text, user=user, channel=channel, channel_type="channel", **kwargs)
 
 
-def event_callback(event: dict[str, Any], *, event_id: str | None = None, team_id: str = TEAM_ID,
-                   api_app_id: str = API_APP_ID, bot_user_id: str = BOT_USER_ID) -> dict[str, Any]:
+def event_callback(
+    event: dict[str, Any],
+    *,
+    event_id: str | None = None,
+    team_id: str = TEAM_ID,
+    api_app_id: str = API_APP_ID,
+    bot_user_id: str = BOT_USER_ID,
+) -> dict[str, Any]:
     """The Events API envelope around `event`."""
     return {
         "token": "legacy-verification-token",
@@ -130,22 +144,38 @@ def event_callback(event: dict[str, Any], *, event_id: str | None = None, team_i
         "type": "event_callback",
         "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
         "event_time": int(time.time()),
-        "authorizations": [{"enterprise_id": None, "team_id": team_id, "user_id": bot_user_id,
-                            "is_bot": True, "is_enterprise_install": False}],
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": team_id,
+                "user_id": bot_user_id,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
         "is_ext_shared_channel": False,
         "event_context": f"4-{uuid.uuid4().hex}",
     }
 
 
-def event_request(event: dict[str, Any], *, signing_secret: str, event_id: str | None = None,
-                  timestamp: int | None = None, retry_num: int | None = None, **envelope: Any) -> SignedRequest:
+def event_request(
+    event: dict[str, Any],
+    *,
+    signing_secret: str,
+    event_id: str | None = None,
+    timestamp: int | None = None,
+    retry_num: int | None = None,
+    **envelope: Any,
+) -> SignedRequest:
     """A signed Events API request carrying `event` (e.g. `message_im("hi")`)."""
     body = json.dumps(event_callback(event, event_id=event_id, **envelope))
     return sign(body, signing_secret=signing_secret, timestamp=timestamp, retry_num=retry_num)
 
 
 def url_verification_request(challenge: str, *, signing_secret: str) -> SignedRequest:
-    body = json.dumps({"token": "legacy-verification-token", "challenge": challenge, "type": "url_verification"})
+    body = json.dumps(
+        {"token": "legacy-verification-token", "challenge": challenge, "type": "url_verification"}
+    )
     return sign(body, signing_secret=signing_secret)
 
 
@@ -169,28 +199,52 @@ def block_actions_payload(
         "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team_id},
         "api_app_id": api_app_id,
         "token": "legacy-verification-token",
-        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel, "is_ephemeral": False},
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": channel,
+            "is_ephemeral": False,
+        },
         "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex[:12]}",
         "team": {"id": team_id, "domain": "loopback"},
         "enterprise": None,
         "is_enterprise_install": False,
         "channel": {"id": channel, "name": "directmessage" if channel.startswith("D") else "general"},
-        "message": {"type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID, "ts": message_ts,
-                    "text": message_text, "team": team_id, "blocks": []},
+        "message": {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "ts": message_ts,
+            "text": message_text,
+            "team": team_id,
+            "blocks": [],
+        },
         "state": {"values": {}},
         "response_url": response_url,
-        "actions": [{"action_id": action_id, "block_id": block_id, "value": value, "type": "button",
-                     "text": {"type": "plain_text", "text": value, "emoji": True},
-                     "action_ts": f"{time.time():.6f}"}],
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": block_id,
+                "value": value,
+                "type": "button",
+                "text": {"type": "plain_text", "text": value, "emoji": True},
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
     }
 
 
-def interactive_request(payload: dict[str, Any], *, signing_secret: str,
-                        timestamp: int | None = None) -> SignedRequest:
+def interactive_request(
+    payload: dict[str, Any], *, signing_secret: str, timestamp: int | None = None
+) -> SignedRequest:
     """A signed interactivity request: the payload JSON in a `payload` form field, as Slack posts it."""
     body = urlencode({"payload": json.dumps(payload)})
-    return sign(body, signing_secret=signing_secret, timestamp=timestamp,
-                content_type="application/x-www-form-urlencoded")
+    return sign(
+        body,
+        signing_secret=signing_secret,
+        timestamp=timestamp,
+        content_type="application/x-www-form-urlencoded",
+    )
 
 
 # -- server -------------------------------------------------------------------------------------------
@@ -206,8 +260,14 @@ class SlackCall:
 class SlackServer(LoopbackHTTPServer):
     """Slack Web API on 127.0.0.1. Give `slack_sdk.WebClient(base_url=server.url)` (ends with /api/)."""
 
-    def __init__(self, *, team_id: str = TEAM_ID, bot_user_id: str = BOT_USER_ID, bot_id: str = BOT_ID,
-                 latency_ms: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        team_id: str = TEAM_ID,
+        bot_user_id: str = BOT_USER_ID,
+        bot_id: str = BOT_ID,
+        latency_ms: int = 0,
+    ) -> None:
         super().__init__(latency_ms=latency_ms)
         self.team_id = team_id
         self.bot_user_id = bot_user_id
@@ -242,12 +302,14 @@ class SlackServer(LoopbackHTTPServer):
         self.wait_for(lambda: len(self.posts) >= count, timeout, f"expected {count} posts")
         return self.posts
 
-    def block_actions_request(self, action_id: str, value: str, *, signing_secret: str,
-                              **kwargs: Any) -> SignedRequest:
+    def block_actions_request(
+        self, action_id: str, value: str, *, signing_secret: str, **kwargs: Any
+    ) -> SignedRequest:
         """A signed button click whose `response_url` points back at this server (see `responses`)."""
         response_url = f"{self.origin}/actions/{next(self._response_ids)}"
-        payload = block_actions_payload(action_id, value, response_url=response_url, team_id=self.team_id,
-                                        **kwargs)
+        payload = block_actions_payload(
+            action_id, value, response_url=response_url, team_id=self.team_id, **kwargs
+        )
         return interactive_request(payload, signing_secret=signing_secret)
 
     # -- HTTP -----------------------------------------------------------------------------------------
@@ -261,11 +323,16 @@ class SlackServer(LoopbackHTTPServer):
     def error_response(self, fault: Fault, request: Request) -> Response:
         status = int(fault.kind)
         if status == 429:
-            return json_response({"ok": False, "error": "ratelimited"}, status=429,
-                                 headers={"Retry-After": str(fault.options.get("retry_after", 1))})
+            return json_response(
+                {"ok": False, "error": "ratelimited"},
+                status=429,
+                headers={"Retry-After": str(fault.options.get("retry_after", 1))},
+            )
         if status >= 500:
             return json_response({"ok": False, "error": "internal_error"}, status=status)
-        return json_response({"ok": False, "error": fault.options.get("error", "invalid_auth")}, status=status)
+        return json_response(
+            {"ok": False, "error": fault.options.get("error", "invalid_auth")}, status=status
+        )
 
     def handle(self, request: Request) -> Response:
         if request.path.startswith("/actions/"):
@@ -297,26 +364,40 @@ class SlackServer(LoopbackHTTPServer):
     # -- methods --------------------------------------------------------------------------------------
 
     def _record(self, method: str, params: dict[str, Any], ts: str) -> None:
-        self.posts.append({
-            "method": method,
-            "channel": params.get("channel"),
-            "text": params.get("text"),
-            "blocks": params.get("blocks"),
-            "thread_ts": params.get("thread_ts"),
-            "ts": ts,
-            "params": params,
-        })
+        self.posts.append(
+            {
+                "method": method,
+                "channel": params.get("channel"),
+                "text": params.get("text"),
+                "blocks": params.get("blocks"),
+                "thread_ts": params.get("thread_ts"),
+                "ts": ts,
+                "params": params,
+            }
+        )
 
     def _api_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"url": "https://loopback.slack.invalid/", "team": "Loopback", "user": "memory",
-                "team_id": self.team_id, "user_id": self.bot_user_id, "bot_id": self.bot_id,
-                "is_enterprise_install": False}
+        return {
+            "url": "https://loopback.slack.invalid/",
+            "team": "Loopback",
+            "user": "memory",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
 
     def _api_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         ts = _ts()
         self._record("chat.postMessage", params, ts)
-        message = {"type": "message", "user": self.bot_user_id, "bot_id": self.bot_id, "text": params.get("text"),
-                   "ts": ts, "team": self.team_id}
+        message = {
+            "type": "message",
+            "user": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "text": params.get("text"),
+            "ts": ts,
+            "team": self.team_id,
+        }
         if params.get("blocks"):
             message["blocks"] = params["blocks"]
         if params.get("thread_ts"):
@@ -331,8 +412,12 @@ class SlackServer(LoopbackHTTPServer):
     def _api_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
         ts = str(params.get("ts"))
         self._record("chat.update", params, ts)
-        return {"channel": params.get("channel"), "ts": ts, "text": params.get("text"),
-                "message": {"type": "message", "user": self.bot_user_id, "text": params.get("text"), "ts": ts}}
+        return {
+            "channel": params.get("channel"),
+            "ts": ts,
+            "text": params.get("text"),
+            "message": {"type": "message", "user": self.bot_user_id, "text": params.get("text"), "ts": ts},
+        }
 
     def _api_chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"channel": params.get("channel"), "ts": params.get("ts")}
@@ -340,9 +425,16 @@ class SlackServer(LoopbackHTTPServer):
     def _api_conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = str(params.get("channel", ""))
         is_im = channel.startswith("D")
-        info: dict[str, Any] = {"id": channel, "created": 1700000000, "is_im": is_im,
-                                "is_channel": channel.startswith("C"), "is_group": channel.startswith("G"),
-                                "is_mpim": False, "is_private": not channel.startswith("C"), "is_archived": False}
+        info: dict[str, Any] = {
+            "id": channel,
+            "created": 1700000000,
+            "is_im": is_im,
+            "is_channel": channel.startswith("C"),
+            "is_group": channel.startswith("G"),
+            "is_mpim": False,
+            "is_private": not channel.startswith("C"),
+            "is_archived": False,
+        }
         if is_im:
             info["user"] = DEFAULT_USER_ID
         else:
@@ -354,6 +446,15 @@ class SlackServer(LoopbackHTTPServer):
         if user_id in self.users:
             return {"user": self.users[user_id]}
         name = user_id.lower()
-        return {"user": {"id": user_id, "team_id": self.team_id, "name": name, "real_name": f"User {user_id}",
-                         "deleted": False, "is_bot": user_id == self.bot_user_id, "tz": "UTC",
-                         "profile": {"display_name": name, "real_name": f"User {user_id}"}}}
+        return {
+            "user": {
+                "id": user_id,
+                "team_id": self.team_id,
+                "name": name,
+                "real_name": f"User {user_id}",
+                "deleted": False,
+                "is_bot": user_id == self.bot_user_id,
+                "tz": "UTC",
+                "profile": {"display_name": name, "real_name": f"User {user_id}"},
+            }
+        }

@@ -51,8 +51,12 @@ class TelegramCall:
 
 
 def _user(user_id: int, first_name: str, username: str | None, language_code: str = "en") -> dict[str, Any]:
-    user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name,
-                            "language_code": language_code}
+    user: dict[str, Any] = {
+        "id": user_id,
+        "is_bot": False,
+        "first_name": first_name,
+        "language_code": language_code,
+    }
     if username:
         user["username"] = username
     return user
@@ -67,12 +71,21 @@ def _entities(text: str) -> list[dict[str, Any]]:
     for mention in re.finditer(r"(?<![\w/])@[A-Za-z0-9_]{3,}", text):
         if command and mention.start() < command.end():
             continue
-        entities.append({"type": "mention", "offset": mention.start(), "length": mention.end() - mention.start()})
+        entities.append(
+            {"type": "mention", "offset": mention.start(), "length": mention.end() - mention.start()}
+        )
     return entities
 
 
-def _message(text: str, *, chat: dict[str, Any], sender: dict[str, Any], message_id: int | None,
-             date: int | None, reply_to: dict[str, Any] | None) -> dict[str, Any]:
+def _message(
+    text: str,
+    *,
+    chat: dict[str, Any],
+    sender: dict[str, Any],
+    message_id: int | None,
+    date: int | None,
+    reply_to: dict[str, Any] | None,
+) -> dict[str, Any]:
     message: dict[str, Any] = {
         "message_id": message_id if message_id is not None else next(_message_ids),
         "from": sender,
@@ -101,10 +114,17 @@ def private_message(
 ) -> dict[str, Any]:
     """An update with a text message in a one-to-one chat (chat id = user id, type "private")."""
     sender = _user(user_id, first_name, username)
-    chat = {"id": user_id, "type": "private", "first_name": first_name, **({"username": username} if username else {})}
+    chat = {
+        "id": user_id,
+        "type": "private",
+        "first_name": first_name,
+        **({"username": username} if username else {}),
+    }
     return {
         "update_id": update_id if update_id is not None else next(_update_ids),
-        "message": _message(text, chat=chat, sender=sender, message_id=message_id, date=date, reply_to=reply_to),
+        "message": _message(
+            text, chat=chat, sender=sender, message_id=message_id, date=date, reply_to=reply_to
+        ),
     }
 
 
@@ -127,7 +147,9 @@ def group_message(
     chat = {"id": chat_id, "type": chat_type, "title": title}
     return {
         "update_id": update_id if update_id is not None else next(_update_ids),
-        "message": _message(text, chat=chat, sender=sender, message_id=message_id, date=date, reply_to=reply_to),
+        "message": _message(
+            text, chat=chat, sender=sender, message_id=message_id, date=date, reply_to=reply_to
+        ),
     }
 
 
@@ -157,8 +179,13 @@ def callback_query(
     else:
         chat["title"] = "Team"
     bot = {"id": BOT_ID, "is_bot": True, "first_name": "Memory", "username": BOT_USERNAME}
-    message: dict[str, Any] = {"message_id": message_id, "from": bot, "chat": chat, "date": int(time.time()),
-                               "text": message_text}
+    message: dict[str, Any] = {
+        "message_id": message_id,
+        "from": bot,
+        "chat": chat,
+        "date": int(time.time()),
+        "text": message_text,
+    }
     if reply_markup is not None:
         message["reply_markup"] = reply_markup
     return {
@@ -196,17 +223,32 @@ class TelegramServer(LoopbackHTTPServer):
     """Telegram Bot API on 127.0.0.1. Give python-telegram-bot `base_url=server.url`,
     `base_file_url=server.file_url`."""
 
-    def __init__(self, *, bot_username: str = BOT_USERNAME, bot_id: int = BOT_ID, long_poll_cap: float = 0.5,
-                 latency_ms: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        bot_username: str = BOT_USERNAME,
+        bot_id: int = BOT_ID,
+        long_poll_cap: float = 0.5,
+        latency_ms: int = 0,
+    ) -> None:
         super().__init__(latency_ms=latency_ms)
-        self.bot = {"id": bot_id, "is_bot": True, "first_name": "Memory", "username": bot_username,
-                    "can_join_groups": True, "can_read_all_group_messages": False,
-                    "supports_inline_queries": False, "can_connect_to_business": False,
-                    "has_main_web_app": False}
+        self.bot = {
+            "id": bot_id,
+            "is_bot": True,
+            "first_name": "Memory",
+            "username": bot_username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+            "can_connect_to_business": False,
+            "has_main_web_app": False,
+        }
         self.long_poll_cap = long_poll_cap
         self.revoked = False
         self.calls: list[TelegramCall] = []
-        self.sent: list[dict[str, Any]] = []  # sendMessage / edits: {method, chat_id, text, reply_markup, ...}
+        self.sent: list[
+            dict[str, Any]
+        ] = []  # sendMessage / edits: {method, chat_id, text, reply_markup, ...}
         self.webhook: dict[str, Any] = {"url": ""}
         self._updates: list[dict[str, Any]] = []
         self._message_ids = itertools.count(5001)
@@ -260,12 +302,18 @@ class TelegramServer(LoopbackHTTPServer):
     def error_response(self, fault: Fault, request: Request) -> Response:
         status = int(fault.kind)
         if status in (500, 502, 503, 504):
-            return Response(status=status, body=b"<html><body>Bad Gateway</body></html>",
-                            headers={"Content-Type": "text/html"})
+            return Response(
+                status=status,
+                body=b"<html><body>Bad Gateway</body></html>",
+                headers={"Content-Type": "text/html"},
+            )
         retry_after = int(fault.options.get("retry_after", 3))
         description = fault.options.get("description") or _DESCRIPTIONS.get(status, f"Error {status}")
-        payload: dict[str, Any] = {"ok": False, "error_code": status,
-                                   "description": description.format(retry_after=retry_after)}
+        payload: dict[str, Any] = {
+            "ok": False,
+            "error_code": status,
+            "description": description.format(retry_after=retry_after),
+        }
         if status == 429:
             payload["parameters"] = {"retry_after": retry_after}
         return json_response(payload, status=status)
@@ -287,13 +335,23 @@ class TelegramServer(LoopbackHTTPServer):
 
     def _chat(self, chat_id: int | str) -> dict[str, Any]:
         if isinstance(chat_id, str):
-            return {"id": -1009999999999, "type": "channel", "title": chat_id.lstrip("@"), "username": chat_id[1:]}
+            return {
+                "id": -1009999999999,
+                "type": "channel",
+                "title": chat_id.lstrip("@"),
+                "username": chat_id[1:],
+            }
         if chat_id > 0:
             return {"id": chat_id, "type": "private", "first_name": "User"}
-        return {"id": chat_id, "type": "supergroup" if str(chat_id).startswith("-100") else "group", "title": "Team"}
+        return {
+            "id": chat_id,
+            "type": "supergroup" if str(chat_id).startswith("-100") else "group",
+            "title": "Team",
+        }
 
-    def _bot_message(self, chat_id: int | str, text: str, markup: Any, message_id: int | None = None
-                     ) -> dict[str, Any]:
+    def _bot_message(
+        self, chat_id: int | str, text: str, markup: Any, message_id: int | None = None
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {
             "message_id": message_id if message_id is not None else next(self._message_ids),
             "from": {k: self.bot[k] for k in ("id", "is_bot", "first_name", "username")},
@@ -306,14 +364,16 @@ class TelegramServer(LoopbackHTTPServer):
         return message
 
     def _record(self, method: str, params: dict[str, Any], message: dict[str, Any]) -> None:
-        self.sent.append({
-            "method": method,
-            "chat_id": _chat_id(params.get("chat_id")),
-            "text": params.get("text", message.get("text")),
-            "reply_markup": params.get("reply_markup"),
-            "message_id": message["message_id"],
-            "params": params,
-        })
+        self.sent.append(
+            {
+                "method": method,
+                "chat_id": _chat_id(params.get("chat_id")),
+                "text": params.get("text", message.get("text")),
+                "reply_markup": params.get("reply_markup"),
+                "message_id": message["message_id"],
+                "params": params,
+            }
+        )
 
     def _api_getme(self, params: dict[str, Any]) -> dict[str, Any]:
         return self.bot
@@ -326,19 +386,32 @@ class TelegramServer(LoopbackHTTPServer):
 
     def _api_editmessagetext(self, params: dict[str, Any]) -> dict[str, Any] | bool:
         if "inline_message_id" in params:
-            self.sent.append({"method": "editMessageText", "chat_id": None, "text": params.get("text"),
-                              "reply_markup": params.get("reply_markup"), "message_id": None, "params": params})
+            self.sent.append(
+                {
+                    "method": "editMessageText",
+                    "chat_id": None,
+                    "text": params.get("text"),
+                    "reply_markup": params.get("reply_markup"),
+                    "message_id": None,
+                    "params": params,
+                }
+            )
             return True
         chat_id = _chat_id(params.get("chat_id"))
-        message = self._bot_message(chat_id, str(params.get("text", "")), params.get("reply_markup"),
-                                    message_id=int(params.get("message_id", 0)))
+        message = self._bot_message(
+            chat_id,
+            str(params.get("text", "")),
+            params.get("reply_markup"),
+            message_id=int(params.get("message_id", 0)),
+        )
         self._record("editMessageText", params, message)
         return message
 
     def _api_editmessagereplymarkup(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = _chat_id(params.get("chat_id"))
-        message = self._bot_message(chat_id, "", params.get("reply_markup"),
-                                    message_id=int(params.get("message_id", 0)))
+        message = self._bot_message(
+            chat_id, "", params.get("reply_markup"), message_id=int(params.get("message_id", 0))
+        )
         self._record("editMessageReplyMarkup", params, message)
         return message
 
@@ -353,8 +426,11 @@ class TelegramServer(LoopbackHTTPServer):
         return sorted(self._updates, key=lambda u: u["update_id"])[:limit]
 
     def _api_setwebhook(self, params: dict[str, Any]) -> bool:
-        self.webhook = {"url": params.get("url", ""), "secret_token": params.get("secret_token"),
-                        "allowed_updates": params.get("allowed_updates")}
+        self.webhook = {
+            "url": params.get("url", ""),
+            "secret_token": params.get("secret_token"),
+            "allowed_updates": params.get("allowed_updates"),
+        }
         return True
 
     def _api_deletewebhook(self, params: dict[str, Any]) -> bool:
@@ -364,5 +440,8 @@ class TelegramServer(LoopbackHTTPServer):
         return True
 
     def _api_getwebhookinfo(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"url": self.webhook.get("url", ""), "has_custom_certificate": False,
-                "pending_update_count": len(self._updates)}
+        return {
+            "url": self.webhook.get("url", ""),
+            "has_custom_certificate": False,
+            "pending_update_count": len(self._updates),
+        }
