@@ -141,6 +141,8 @@ INSTALLED_APPS = [
     "localai_memory.agents",
     "localai_memory.chats",
     "localai_memory.recall",
+    "localai_memory.growth",
+    "localai_memory.mcpserver",
     "localai_memory.web",
     "bridges",
 ]

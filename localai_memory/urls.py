@@ -16,6 +16,8 @@ urlpatterns = [
     path("", include("localai_memory.agents.urls")),
     path("", include("localai_memory.chats.urls")),
     path("", include("bridges.urls")),
+    path("", include("localai_memory.growth.urls")),
+    path("", include("localai_memory.mcpserver.urls")),
     path("", include("localai_memory.web.urls")),
 ]
 
