@@ -363,12 +363,13 @@ def _choice_reads(facts: TurnFacts) -> frozenset[Scope]:
     """The notes the agent's choice reads outside messaging (memory is on)."""
     if not facts.has_agent:
         return frozenset({"user"})
-    return {
+    reads: dict[AgentMemory | None, frozenset[Scope]] = {
         "own": frozenset({"agent"}),
         "mine_and_own": frozenset({"user", "agent"}),
         "mine": frozenset({"user"}),
         None: frozenset({"user", "agent"}),  # as before, with memory in its Add-ons list
-    }[facts.agent_memory]
+    }
+    return reads[facts.agent_memory]
 
 
 def _choice_writes(facts: TurnFacts) -> tuple[Scope, ...]:
@@ -438,7 +439,8 @@ def decide_turn(facts: TurnFacts) -> TurnDecision:
     messaging = facts.origin == "messaging"
     if messaging:
         # A messaging chat reads the user's notes and its conversation's, plus the agent's per its choice.
-        reads = frozenset({"user", "channel"}) | (_choice_reads(facts) & {"agent"})
+        conversation: frozenset[Scope] = frozenset({"user", "channel"})
+        reads = conversation | (_choice_reads(facts) & {"agent"})
         # The conversation first; another scope only from a paired sender, where the choice allows it.
         writes: tuple[Scope, ...] = ("channel", *(_choice_writes(facts) if facts.sender_paired else ()))
     else:
@@ -622,6 +624,12 @@ def _looks_generated(run: str) -> bool:
     return changes >= 0.4 or (changes >= 0.25 and _CONSONANTS.search(run) is not None)
 
 
+def _card_prefix(digits: str) -> bool:
+    """Starts like a payment card: Amex, Diners, JCB (3), Visa (4), Mastercard (51-55, 2221-2720), Discover,
+    UnionPay, Maestro (6). Keeps a row of years or a phone number from counting as a card."""
+    return (digits[0] in "3456" and digits[:2] != "50") or "2221" <= digits[:4] <= "2720"
+
+
 def _luhn(digits: str) -> bool:
     total = 0
     for position, char in enumerate(reversed(digits)):
@@ -641,6 +649,6 @@ def looks_secret(text: str) -> bool:
         return True
     for run in _CARD_RUN.findall(text):
         digits = re.sub(r"\D", "", run)
-        if 13 <= len(digits) <= 19 and _luhn(digits):
+        if 13 <= len(digits) <= 19 and _card_prefix(digits) and _luhn(digits):
             return True
     return False

@@ -1,0 +1,312 @@
+"""Properties of the memory policy that must hold for any input, checked with hypothesis.
+
+Each property is a promise of spec/short-memory.md to the user: nothing is looser than what they chose, a
+sub-agent or a scheduled run never saves, memory off means nothing at all, a message from outside never
+saves at once except in the one case the user allowed, a secret never saves at once, and an agent can never
+widen the user's choice. No database: the policy is pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localai_memory.memory.policy import (
+    AgentRule,
+    NoteFacts,
+    Origin,
+    TurnFacts,
+    decide_note,
+    decide_revert,
+    decide_turn,
+    looks_secret,
+)
+
+RANK = {"auto": 0, "ask": 1, "always": 2, "never": 3}
+OUTCOME_RANK = {"save_now": 0, "ask": 1, "locked": 2, "refuse": 3}
+
+turn_facts = st.builds(
+    TurnFacts,
+    private_chat=st.booleans(),
+    has_agent=st.booleans(),
+    agent_tools_memory=st.booleans(),
+    agent_addons_memory=st.booleans(),
+    agent_memory=st.sampled_from(["own", "mine_and_own", "mine", "none", None]),
+    agent_memory_save=st.sampled_from(["always", "never", None]),
+    agent_grant_write=st.booleans(),
+    user_enabled=st.sampled_from([True, False, None]),
+    save_mode=st.sampled_from(["auto", "ask", "always", "never", None]),
+    messaging_save=st.sampled_from(["ask", "paired_private", "never", None]),
+    server_files_on=st.booleans(),
+    provider=st.sampled_from(["builtin", "off", "addon", "addon_unavailable"]),
+    origin=st.sampled_from(["web", "messaging", "subagent", "trigger", "job"]),
+    sender_paired=st.booleans(),
+    one_to_one=st.sampled_from([True, False, None]),
+)
+# Mostly turns where memory is on, so the interesting rules are reached often.
+memory_on_facts = turn_facts.map(
+    lambda f: replace(f, private_chat=False, user_enabled=True, server_files_on=True, provider="builtin")
+)
+any_facts = st.one_of(turn_facts, memory_on_facts)
+note_facts = st.builds(
+    NoteFacts,
+    scope=st.sampled_from(["user", "agent", "channel", None]),
+    length=st.integers(min_value=0, max_value=2000),
+    looks_secret=st.booleans(),
+    saved_in_this_reply=st.integers(min_value=0, max_value=10),
+    is_delete=st.booleans(),
+)
+
+# The whole space is walked in test_policy.py; these properties sample it, so a modest count suffices.
+fast = settings(max_examples=150, deadline=None)
+
+
+def users_own_level(f: TurnFacts) -> str:
+    """The level the user chose for this kind of chat: their save mode, and in a messaging chat with
+    "auto"/"ask" the messaging row (its paired_private case counting as "auto")."""
+    mode = f.save_mode or "ask"
+    if f.origin != "messaging" or f.save_mode is None or mode in ("always", "never"):
+        return mode
+    return {"ask": "ask", "never": "never", "paired_private": "auto", None: "ask"}[f.messaging_save]
+
+
+@fast
+@given(any_facts, note_facts)
+def test_nothing_is_ever_looser_than_the_users_level(f: TurnFacts, n: NoteFacts) -> None:
+    turn = decide_turn(f)
+    assert RANK[turn.effective_level] >= RANK[users_own_level(f)]
+    decision = decide_note(f, n)
+    if decision.outcome == "save_now":
+        assert users_own_level(f) == "auto"
+    if users_own_level(f) in ("always", "never"):
+        assert decision.outcome in ("locked", "refuse")
+    if (f.save_mode or "ask") == "never":
+        assert decision.outcome == "refuse"
+        assert "propose_change" not in turn.tools
+
+
+@fast
+@given(any_facts, note_facts)
+def test_a_note_is_never_looser_than_the_turns_level(f: TurnFacts, n: NoteFacts) -> None:
+    turn = decide_turn(f)
+    decision = decide_note(f, n)
+    least = {"auto": "save_now", "ask": "ask", "always": "locked", "never": "refuse"}[turn.effective_level]
+    assert OUTCOME_RANK[decision.outcome] >= OUTCOME_RANK[least]
+
+
+@fast
+@given(any_facts, note_facts)
+def test_a_sub_agent_never_reads_or_saves(f: TurnFacts, n: NoteFacts) -> None:
+    f = replace(f, origin="subagent")
+    turn = decide_turn(f)
+    assert not turn.read_scopes
+    assert not turn.tools
+    assert decide_note(f, n).outcome == "refuse"
+    assert not decide_revert(f).allowed
+
+
+@fast
+@given(any_facts, note_facts, st.sampled_from(["trigger", "job"]))
+def test_a_scheduled_run_never_saves(f: TurnFacts, n: NoteFacts, origin: Origin) -> None:
+    f = replace(f, origin=origin)
+    turn = decide_turn(f)
+    assert "propose_change" not in turn.tools
+    assert "revert_change" not in turn.tools
+    assert "channel" not in turn.read_scopes
+    assert decide_note(f, n).outcome == "refuse"
+    assert not decide_revert(f).allowed
+
+
+@fast
+@given(any_facts, note_facts)
+def test_memory_off_means_no_tools_no_notes_and_no_saving(f: TurnFacts, n: NoteFacts) -> None:
+    turn = decide_turn(f)
+    if not turn.memory_on:
+        assert not turn.tools
+        assert not turn.read_scopes
+        assert turn.code is not None and turn.blocked_by is not None and turn.fix
+        assert decide_note(f, n).outcome == "refuse"
+    off_somewhere = (
+        f.private_chat
+        or f.user_enabled is not True
+        or f.provider in ("off", "addon_unavailable")
+        or not f.server_files_on
+    )
+    if off_somewhere:
+        assert not turn.memory_on
+
+
+@fast
+@given(any_facts, note_facts)
+def test_a_messaging_chat_saves_at_once_only_for_a_paired_sender_in_a_known_dm_to_its_conversation(
+    f: TurnFacts, n: NoteFacts
+) -> None:
+    f = replace(f, origin="messaging")
+    decision = decide_note(f, n)
+    if decision.outcome == "save_now":
+        assert f.messaging_save == "paired_private"
+        assert f.sender_paired
+        assert f.one_to_one is True
+        assert decision.scope == "channel"
+        assert f.save_mode in ("auto", "ask")
+    if decision.scope in ("user", "agent"):
+        assert f.sender_paired
+        assert decision.outcome in ("ask", "locked")
+        assert decision.requester_only
+
+
+@fast
+@given(any_facts, note_facts)
+def test_a_secret_never_saves_at_once(f: TurnFacts, n: NoteFacts) -> None:
+    assert decide_note(f, replace(n, looks_secret=True)).outcome != "save_now"
+
+
+@fast
+@given(any_facts, note_facts)
+def test_a_long_note_a_delete_or_a_sixth_save_never_saves_at_once(f: TurnFacts, n: NoteFacts) -> None:
+    assert decide_note(f, replace(n, length=max(n.length, 501))).outcome != "save_now"
+    assert decide_note(f, replace(n, is_delete=True)).outcome != "save_now"
+    assert decide_note(f, replace(n, saved_in_this_reply=max(n.saved_in_this_reply, 5))).outcome != "save_now"
+
+
+@fast
+@given(any_facts, note_facts)
+def test_an_agent_can_never_widen_the_users_choice(f: TurnFacts, n: NoteFacts) -> None:
+    with_agent = replace(f, has_agent=True)
+    without_agent = replace(f, has_agent=False)
+    turn, plain = decide_turn(with_agent), decide_turn(without_agent)
+    assert RANK[turn.effective_level] >= RANK[plain.effective_level]
+    if not plain.memory_on:
+        assert not turn.memory_on
+        assert not turn.read_scopes and not turn.tools
+    # Reads an agent adds are its own notes only; it never reads a conversation the chat would not.
+    assert turn.read_scopes - plain.read_scopes <= {"agent"}
+    # A note that names no scope is never treated more loosely because of the agent.
+    default = replace(n, scope=None)
+    assert (
+        OUTCOME_RANK[decide_note(with_agent, default).outcome]
+        >= OUTCOME_RANK[decide_note(without_agent, default).outcome]
+    )
+
+
+@fast
+@given(any_facts, st.sampled_from(["always", "never"]))
+def test_the_agents_rule_only_makes_saving_stricter(f: TurnFacts, rule: AgentRule) -> None:
+    loose = decide_turn(replace(f, agent_memory_save=None))
+    strict = decide_turn(replace(f, agent_memory_save=rule))
+    assert RANK[strict.effective_level] >= RANK[loose.effective_level]
+    assert strict.read_scopes == loose.read_scopes
+
+
+@fast
+@given(any_facts)
+def test_always_confirm_refuses_the_models_revert(f: TurnFacts) -> None:
+    for locked in (replace(f, save_mode="always"), replace(f, has_agent=True, agent_memory_save="always")):
+        assert not decide_revert(locked).allowed
+
+
+@fast
+@given(turn_facts, st.sampled_from(["web", "subagent", "trigger", "job"]))
+def test_messaging_facts_do_not_matter_outside_messaging(f: TurnFacts, origin: Origin) -> None:
+    f = replace(f, origin=origin)
+    assert decide_turn(f) == decide_turn(
+        replace(f, messaging_save="paired_private", sender_paired=True, one_to_one=True)
+    )
+    assert decide_turn(f) == decide_turn(
+        replace(f, messaging_save="never", sender_paired=False, one_to_one=None)
+    )
+
+
+def luhn_complete(body: str) -> str:
+    """``body`` with the check digit that makes it pass the Luhn test."""
+    total = 0
+    for position, char in enumerate(reversed(body)):
+        digit = int(char)
+        if position % 2 == 0:
+            digit *= 2
+            if digit > 9:
+                digit -= 9
+        total += digit
+    return body + str((10 - total % 10) % 10)
+
+
+WORDS = [
+    "lives",
+    "in",
+    "Rome",
+    "eats",
+    "no",
+    "meat",
+    "answers",
+    "in",
+    "Italian",
+    "uses",
+    "metric",
+    "units",
+    "works",
+    "at",
+    "the",
+    "harbour",
+    "since",
+    "2019",
+]
+prose = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)
+alnum = st.text(
+    alphabet=st.sampled_from(list("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")),
+    min_size=20,
+    max_size=40,
+)
+secrets = st.one_of(
+    alnum.map(lambda s: "sk-" + s),
+    alnum.map(lambda s: "ghp_" + s),
+    alnum.map(lambda s: "xoxb-" + s),
+    st.text(alphabet=st.sampled_from(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")), min_size=16, max_size=16).map(
+        lambda s: "AKIA" + s
+    ),
+    st.text(alphabet=st.sampled_from(list("0123456789abcdef")), min_size=32, max_size=64),
+    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=20).map(
+        lambda s: "password: " + s
+    ),
+    st.just("-----BEGIN PRIVATE KEY-----"),
+    st.text(alphabet=st.sampled_from(list("0123456789")), min_size=15, max_size=15).map(
+        lambda s: luhn_complete("4" + s)
+    ),
+)
+
+
+@fast
+@given(prose, secrets, prose)
+def test_a_note_holding_a_key_password_or_card_number_never_saves_at_once(
+    before: str, secret: str, after: str
+) -> None:
+    text = f"{before} {secret} {after}"
+    assert looks_secret(text)
+    n = NoteFacts.of(text, scope=None, saved_in_this_reply=0)
+    auto = TurnFacts(
+        private_chat=False,
+        has_agent=False,
+        agent_tools_memory=True,
+        agent_addons_memory=False,
+        agent_memory=None,
+        agent_memory_save=None,
+        agent_grant_write=True,
+        user_enabled=True,
+        save_mode="auto",
+        messaging_save="paired_private",
+        server_files_on=True,
+        provider="builtin",
+        origin="web",
+    )
+    assert decide_note(auto, n).outcome == "ask"
+    assert (
+        decide_note(replace(auto, origin="messaging", sender_paired=True, one_to_one=True), n).outcome
+        == "ask"
+    )
+
+
+@fast
+@given(prose)
+def test_plain_prose_is_not_a_secret(text: str) -> None:
+    assert not looks_secret(text)
