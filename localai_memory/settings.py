@@ -93,7 +93,8 @@ def parse_database_url(url: str) -> dict:
         "OPTIONS": options,
         "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 0),
         "CONN_HEALTH_CHECKS": True,
-        "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or None},
+        # One test database per test process, so two suites on one machine never drop each other's tables.
+        "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or (f"test_lm_{os.getpid()}" if TESTING else None)},
     }
 
 

@@ -35,6 +35,17 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(memory__isnull=True) | models.Q(memory__in=AgentMemory.values),
+                name="agent_memory_known_or_as_before",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(memory_save__isnull=True) | models.Q(memory_save__in=AgentMemorySave.values),
+                name="agent_memory_save_stricter_only",
+            ),
+            models.CheckConstraint(condition=~models.Q(name=""), name="agent_name_not_empty"),
+        ]
 
     def __str__(self) -> str:
         return self.name

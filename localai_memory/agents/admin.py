@@ -1,0 +1,102 @@
+"""Admin for saved agents. Creates, edits and deletes go through agents.services, so the admin obeys the same
+rules as the API (no agent rule looser than the owner's level; deleting keeps the agent's notes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+
+from localai_memory.core.errors import InvalidInput
+
+from . import services
+from .models import Agent
+
+_CLEANERS = {
+    "name": services.clean_name,
+    "instructions": services.clean_instructions,
+    "tools": lambda value: services.clean_names("tools", value),
+    "addons": lambda value: services.clean_names("addons", value),
+    "grants": lambda value: services.clean_names("grants", value),
+    "memory": services.clean_memory,
+    "memory_save": services.clean_memory_save,
+}
+
+
+class AgentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = ["owner", "name", "instructions", "tools", "addons", "grants", "memory", "memory_save"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        for field, clean in _CLEANERS.items():
+            if field in data:
+                try:
+                    data[field] = clean(data[field])
+                except InvalidInput as error:
+                    self.add_error(field, error.message)
+        return data
+
+
+class MemoryChoiceFilter(admin.SimpleListFilter):
+    title = "memory"
+    parameter_name = "memory_choice"
+
+    def lookups(self, request, model_admin):
+        return [("as_before", "As before"), *[(value, label) for value, label in Agent._meta.get_field("memory")
+                                              .choices]]
+
+    def queryset(self, request, queryset):
+        if self.value() == "as_before":
+            return queryset.filter(memory__isnull=True)
+        if self.value():
+            return queryset.filter(memory=self.value())
+        return queryset
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentAdminForm
+    list_display = ["id", "name", "owner", "memory_choice", "save_rule", "has_memory_tool", "may_save",
+                    "updated_at"]
+    list_filter = [MemoryChoiceFilter, "memory_save", "created_at", "updated_at"]
+    search_fields = ["name", "instructions", "owner__username"]
+    list_select_related = ["owner"]
+    readonly_fields = ["created_at", "updated_at"]
+
+    def get_readonly_fields(self, request, obj: Agent | None = None) -> list[str]:
+        # An agent's notes live in its owner's files; moving it to another owner would strand them.
+        return [*self.readonly_fields, "owner"] if obj is not None else list(self.readonly_fields)
+
+    @admin.display(description="Memory", ordering="memory")
+    def memory_choice(self, obj: Agent) -> str:
+        return obj.get_memory_display() if obj.memory else "As before"
+
+    @admin.display(description="Save rule", ordering="memory_save")
+    def save_rule(self, obj: Agent) -> str:
+        return obj.get_memory_save_display() if obj.memory_save else "Use my setting"
+
+    @admin.display(description="Memory tool", boolean=True)
+    def has_memory_tool(self, obj: Agent) -> bool:
+        return obj.tools_memory
+
+    @admin.display(description="Remember things", boolean=True)
+    def may_save(self, obj: Agent) -> bool:
+        return obj.grant_write
+
+    def save_model(self, request, obj: Agent, form, change: bool) -> None:
+        fields = {field: form.cleaned_data[field] for field in _CLEANERS}
+        if change:
+            saved = services.agent_update(owner_id=obj.owner_id, agent_id=obj.pk, **fields)
+        else:
+            saved = services.agent_create(owner_id=obj.owner_id, **fields)
+        obj.pk, obj.created_at, obj.updated_at = saved.pk, saved.created_at, saved.updated_at
+
+    def delete_model(self, request, obj: Agent) -> None:
+        services.agent_delete(owner_id=obj.owner_id, agent_id=obj.pk, memory="keep")
+
+    def delete_queryset(self, request, queryset) -> None:
+        for agent in queryset:
+            services.agent_delete(owner_id=agent.owner_id, agent_id=agent.pk, memory="keep")

@@ -1,0 +1,143 @@
+"""Deleting an agent and what happens to its own notes: keep, export then delete, or delete."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from localai_memory.agents.models import Agent
+from localai_memory.notes.models import NoteFile, TrashEntry
+
+pytestmark = pytest.mark.django_db
+
+AGENTS = "/api/chats/agents"
+
+
+def agent_files(user, agent_id: int) -> list[str]:
+    return sorted(NoteFile.objects.filter(owner=user, path__startswith=f"Memory/agents/{agent_id}/")
+                  .values_list("path", flat=True))
+
+
+def test_an_agent_with_notes_needs_a_choice_naming_the_three(api, owner, make_agent, give_notes):
+    agent = make_agent()
+    give_notes(owner, agent["id"], "home")
+    response = api.delete(f"{AGENTS}/{agent['id']}")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "memory_choice_required"
+    assert all(choice in error["message"] for choice in ("keep", "export", "delete"))
+    assert error["details"]["choices"] == ["keep", "export", "delete"]
+    assert Agent.objects.filter(pk=agent["id"]).exists()
+    assert len(agent_files(owner, agent["id"])) == 2
+
+
+def test_an_unknown_choice_is_a_400_and_deletes_nothing(api, owner, make_agent, give_notes):
+    agent = make_agent()
+    give_notes(owner, agent["id"])
+    response = api.delete(f"{AGENTS}/{agent['id']}?memory=shred")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_memory_choice"
+    assert Agent.objects.filter(pk=agent["id"]).exists()
+
+
+def test_an_agent_without_notes_is_deleted_without_a_choice(api, make_agent):
+    agent = make_agent()
+    response = api.delete(f"{AGENTS}/{agent['id']}")
+    assert response.status_code == 200
+    assert response.json()["memory"] == "none" and response.json()["files"] == 0
+    assert not Agent.objects.filter(pk=agent["id"]).exists()
+    assert api.get(f"{AGENTS}/{agent['id']}").status_code == 404
+
+
+def test_keep_leaves_the_notes_and_the_memory_tab_lists_them_under_deleted_agents(api, owner, make_agent,
+                                                                                   give_notes):
+    agent = make_agent(name="Gardener")
+    give_notes(owner, agent["id"], "roses", "soil")
+    before = agent_files(owner, agent["id"])
+
+    response = api.delete(f"{AGENTS}/{agent['id']}?memory=keep")
+
+    assert response.status_code == 200
+    assert response.json()["memory"] == "keep" and response.json()["trash_id"] is None
+    assert "Deleted agents" in response.json()["message"]
+    assert not Agent.objects.filter(pk=agent["id"]).exists()
+    assert agent_files(owner, agent["id"]) == before
+    assert not TrashEntry.objects.filter(owner=owner).exists()
+    scopes = api.get("/api/chats/memory/notes").json()["scopes"]
+    kept = next(s for s in scopes if s["kind"] == "agent" and s["key"] == str(agent["id"]))
+    assert kept["deleted_agent"] is True
+    assert [e["topic"] for e in kept["index"]] == ["roses", "soil"]
+
+
+def test_delete_moves_the_notes_to_the_trash_where_they_can_be_restored(api, owner, make_agent, give_notes):
+    agent = make_agent()
+    give_notes(owner, agent["id"], "home")
+    mine = make_agent(name="Other")
+    give_notes(owner, mine["id"], "keepme")
+
+    response = api.delete(f"{AGENTS}/{agent['id']}?memory=delete")
+
+    assert response.status_code == 200
+    assert response.json()["memory"] == "delete" and response.json()["files"] == 2
+    assert agent_files(owner, agent["id"]) == []
+    assert len(agent_files(owner, mine["id"])) == 2  # another agent's notes are untouched
+    entry = TrashEntry.objects.get(pk=response.json()["trash_id"])
+    assert entry.kind == "agent"
+    assert sorted(f.path for f in entry.files.all()) == [f"Memory/agents/{agent['id']}/home.md",
+                                                          f"Memory/agents/{agent['id']}/index.md"]
+    restored = api.post(f"/api/files/trash/{entry.pk}/restore")
+    assert restored.status_code == 200, restored.content
+    assert len(agent_files(owner, agent["id"])) == 2
+
+
+def test_export_answers_with_a_zip_of_the_notes_and_then_moves_them_to_the_trash(api, owner, make_agent,
+                                                                                  give_notes):
+    agent = make_agent(name="Cook")
+    give_notes(owner, agent["id"], "diet")
+    expected = {f.path: f.content for f in NoteFile.objects.filter(owner=owner)}
+
+    response = api.delete(f"{AGENTS}/{agent['id']}?memory=export")
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/zip"
+    assert response["Content-Disposition"] == f'attachment; filename="agent-{agent["id"]}-cook-notes.zip"'
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        assert {name: archive.read(name).decode() for name in archive.namelist()} == expected
+    assert agent_files(owner, agent["id"]) == []
+    assert TrashEntry.objects.filter(owner=owner, kind="agent").count() == 1
+    assert not Agent.objects.filter(pk=agent["id"]).exists()
+
+
+def test_export_leaves_my_own_notes_out_of_the_zip_and_in_place(api, owner, make_agent, give_notes):
+    from localai_memory.notes import services as notes_services
+    from localai_memory.notes.paths import Scope
+
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files")
+    agent = make_agent()
+    give_notes(owner, agent["id"], "diet")
+    response = api.delete(f"{AGENTS}/{agent['id']}?memory=export")
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        assert all(name.startswith(f"Memory/agents/{agent['id']}/") for name in archive.namelist())
+    assert NoteFile.objects.filter(owner=owner, path="Memory/index.md").exists()
+
+
+def test_export_of_an_agent_without_notes_is_an_empty_zip(api, make_agent):
+    agent = make_agent()
+    response = api.delete(f"{AGENTS}/{agent['id']}?memory=export")
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        assert archive.namelist() == []
+    assert not Agent.objects.filter(pk=agent["id"]).exists()
+
+
+def test_another_user_cannot_delete_my_agent_or_touch_its_notes(api, owner, outsider_api, make_agent,
+                                                                give_notes):
+    agent = make_agent()
+    give_notes(owner, agent["id"])
+    for choice in ("", "?memory=keep", "?memory=export", "?memory=delete"):
+        assert outsider_api.delete(f"{AGENTS}/{agent['id']}{choice}").status_code == 404
+    assert Agent.objects.filter(pk=agent["id"]).exists()
+    assert len(agent_files(owner, agent["id"])) == 2
