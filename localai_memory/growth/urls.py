@@ -1,3 +1,13 @@
+"""Routes of memory growth: Synthesize now, the stats, import."""
+
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from . import api
+
+urlpatterns = [
+    path("api/chats/memory/consolidate", api.ConsolidateApi.as_view(), name="memory-consolidate"),
+    path("api/chats/memory/stats", api.StatsApi.as_view(), name="memory-stats"),
+    path("api/chats/memory/import", api.ImportApi.as_view(), name="memory-import"),
+]

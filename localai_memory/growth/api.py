@@ -1,0 +1,91 @@
+"""Memory growth over the API: "Synthesize now", the stats, and import. Thin views over the services."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+
+from localai_memory.core.api import ApiView, StrictBooleanField, validated
+from localai_memory.core.errors import InvalidInput
+from localai_memory.core.parsers import JSONParser
+
+from . import importing
+from .consolidation import consolidate_user
+from .models import ConsolidationRun
+from .selectors import memory_stats
+
+
+class ConsolidateApi(ApiView):
+    class InputSerializer(serializers.Serializer):
+        background = StrictBooleanField(required=False, default=False)
+
+    @extend_schema(request=InputSerializer, responses={200: OpenApiTypes.OBJECT, 202: OpenApiTypes.OBJECT})
+    def post(self, request):
+        """Synthesize now: suggest notes from your recent chats. Every result waits in the inbox.
+
+        The pass runs in the request and answers what it did; with ``{"background": true}`` it is queued for
+        the worker instead (202), for a slow model.
+        """
+        data = validated(self.InputSerializer, request.data)
+        if data["background"]:
+            from .tasks import consolidate_user_task
+
+            consolidate_user_task.delay(owner_id=request.user.pk, trigger=ConsolidationRun.Trigger.MANUAL)
+            return Response({"status": "queued"}, status=202)
+        result = consolidate_user(owner_id=request.user.pk, trigger=ConsolidationRun.Trigger.MANUAL)
+        return Response(result.as_dict())
+
+
+class StatsApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """Per scope: lines and bytes against the caps, topics, proposals waiting, last change."""
+        return Response(memory_stats(owner_id=request.user.pk))
+
+
+class ImportApi(ApiView):
+    parser_classes = [JSONParser, MultiPartParser]
+
+    @extend_schema(
+        request={"multipart/form-data": {"type": "object", "properties": {
+                     "file": {"type": "string", "format": "binary"},
+                     "facts": {"type": "string"}}},
+                 "application/json": {"type": "object", "properties": {"facts": {"type": "string"}}}},
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def post(self, request):
+        """Import an export zip (multipart ``file``) or a list of facts (``facts``: one a line).
+
+        Into an account without notes a zip is written back exactly; otherwise topics are merged and every
+        difference waits as a proposal. Refused as a whole (422 with the current entries) past a cap.
+        """
+        upload = request.FILES.get("file") if hasattr(request, "FILES") else None
+        data = request.data
+        if upload is not None:
+            if upload.size > importing.ZIP_MAX_BYTES:
+                raise InvalidInput(f"The file is larger than {importing.ZIP_MAX_BYTES} bytes.",
+                                   code="import_too_large", status=413)
+            body = upload.read()
+            if body[:4] == b"PK\x03\x04":
+                result = importing.import_zip(owner_id=request.user.pk, data=body, actor="you")
+            else:
+                try:
+                    text = body.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InvalidInput("The file is neither a zip nor UTF-8 text.", code="invalid_import") from None
+                result = importing.import_facts(owner_id=request.user.pk, text=text, actor="you")
+            return Response(result.as_dict())
+        facts = data.get("facts") if hasattr(data, "get") else None
+        if isinstance(facts, list) and all(isinstance(item, str) for item in facts):
+            facts = "\n".join(facts)
+        if not isinstance(facts, str):
+            raise InvalidInput("Send a zip as multipart 'file', or {\"facts\": \"one fact a line\"}.",
+                               code="invalid_import")
+        if hasattr(data, "keys") and set(data.keys()) - {"facts"}:
+            raise InvalidInput(f"unknown field(s): {', '.join(sorted(set(data.keys()) - {'facts'}))}",
+                               code="unknown_field")
+        result = importing.import_facts(owner_id=request.user.pk, text=facts, actor="you")
+        return Response(result.as_dict())

@@ -1,0 +1,354 @@
+"""Import: the export zip back into an account, or a plain list of facts copied out of another assistant.
+
+* An export zip into an account without notes is written back exactly (byte-identical files, one change
+  set). Into an account with notes it is merged topic by topic: a topic the account lacks is added, a topic
+  that says something else becomes a proposal showing old and new, an identical one is left alone. Nothing is
+  ever overwritten silently.
+* A list of facts (one a line; bullets and numbering are dropped) becomes notes of the user's own scope per
+  the policy: saved at once only where the owner's save level says so (and within the policy's limits),
+  otherwise proposals; refused as a whole where the policy refuses.
+
+An import never passes a cap: the whole import is checked first and refused with the current listing, and it
+runs in one transaction, so nothing is half-imported. The zip is read defensively: only ``Memory/…`` note
+paths, no traversal, no links, no encryption, bounded sizes, UTF-8 text.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from localai_memory.core.errors import ApplicationError, Forbidden, InvalidInput, TooLarge
+from localai_memory.memory import policy
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.proposals import AlreadySaved, proposal_create
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.models import ChangeSet, NoteFile
+from localai_memory.notes.paths import (
+    INDEX_MAX_BYTES,
+    INDEX_MAX_LINES,
+    ROOT,
+    SUMMARY_MAX_CHARS,
+    TOPIC_MAX_BYTES,
+    IndexEntry,
+    Scope,
+    index_size,
+    parse_index,
+    parse_path,
+    render_index,
+)
+from localai_memory.notes.services import _apply, _cap_error, lock_owner
+from localai_memory.recall.ranking import Candidate as RankCandidate
+from localai_memory.recall.ranking import is_duplicate
+
+from .parsing import one_line, slugify
+from .selectors import note_author, owner_context
+
+#: The largest zip accepted (the API's body limit is the other bound).
+ZIP_MAX_BYTES = 1024 * 1024
+#: Everything in one zip together, uncompressed.
+UNCOMPRESSED_MAX_BYTES = 4 * 1024 * 1024
+#: Files in one zip.
+MAX_MEMBERS = 2000
+#: Facts in one list.
+MAX_FACTS = 200
+FACTS_MAX_CHARS = 64 * 1024
+
+_BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)]|\[[ xX]?\])\s+")
+_S_IFMT, _S_IFLNK = 0o170000, 0o120000
+
+
+@dataclass
+class ImportResult:
+    kind: str  # zip or facts
+    mode: str  # restored (empty account), merged, facts
+    written: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)  # "<scope root>/<topic>" added at once
+    proposals: list[int] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    change_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "mode": self.mode, "written": self.written, "added": self.added,
+                "proposals": self.proposals, "unchanged": self.unchanged, "skipped": self.skipped,
+                "change_id": self.change_id}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Reading a zip
+# --------------------------------------------------------------------------------------------------------
+
+
+def _bad(message: str, **details: Any) -> InvalidInput:
+    return InvalidInput(message, code="invalid_import", details=details or None)
+
+
+def read_export_zip(data: bytes) -> dict[str, str]:
+    """The note files of an export zip as ``{path: text}``; InvalidInput/TooLarge for anything unsafe."""
+    if len(data) > ZIP_MAX_BYTES:
+        raise TooLarge(f"The zip is larger than {ZIP_MAX_BYTES} bytes.", code="import_too_large")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError, OSError):
+        raise _bad("This is not a zip file; export your notes with Export and import that file.") from None
+    files: dict[str, str] = {}
+    with archive:
+        infos = archive.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise TooLarge(f"The zip holds more than {MAX_MEMBERS} entries.", code="import_too_large")
+        total = 0
+        for info in infos:
+            name = info.filename
+            if name.endswith("/"):
+                if name == ROOT + "/" or name.startswith(ROOT + "/") and ".." not in name.split("/"):
+                    continue  # a folder entry of the export layout
+                raise _bad(f"{name!r} is not a note folder; only Memory/… may be imported.", path=name)
+            try:
+                parsed = parse_path(name)
+            except InvalidInput as exc:
+                raise _bad(f"{name!r}: {exc.message}", path=name) from None
+            if parsed.path != name:
+                raise _bad(f"{name!r} is not a plain note path (expected {parsed.path!r}).", path=name)
+            if (info.external_attr >> 16) & _S_IFMT == _S_IFLNK:
+                raise _bad(f"{name!r} is a link; only plain files may be imported.", path=name)
+            if info.flag_bits & 0x1:
+                raise _bad(f"{name!r} is encrypted.", path=name)
+            if name in files:
+                raise _bad(f"{name!r} is in the zip twice.", path=name)
+            if info.file_size > TOPIC_MAX_BYTES:
+                raise _bad(f"{name!r} is larger than {TOPIC_MAX_BYTES} bytes; Memory is for short notes.",
+                           path=name)
+            total += info.file_size
+            if total > UNCOMPRESSED_MAX_BYTES:
+                raise TooLarge(f"The zip unpacks to more than {UNCOMPRESSED_MAX_BYTES} bytes.",
+                               code="import_too_large")
+            try:
+                with archive.open(info) as member:
+                    raw = member.read(TOPIC_MAX_BYTES + 1)
+            except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
+                raise _bad(f"{name!r} cannot be read: {exc}", path=name) from None
+            if len(raw) > TOPIC_MAX_BYTES or len(raw) != info.file_size:
+                raise _bad(f"{name!r} is not what the zip says it is.", path=name)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _bad(f"{name!r} is not UTF-8 text.", path=name) from None
+            if "\x00" in text:
+                raise _bad(f"{name!r} holds NUL characters.", path=name)
+            files[name] = text
+    if not files:
+        raise _bad("The zip holds no notes (Memory/index.md, Memory/<topic>.md, …).")
+    return files
+
+
+def _scope_of(path: str) -> Scope:
+    return parse_path(path).scope
+
+
+# --------------------------------------------------------------------------------------------------------
+# Importing a zip
+# --------------------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResult:
+    """Import an export zip (see the module docstring). Raises InvalidInput (400) for a bad zip or index,
+    TooLarge (413), CapExceeded (422, with the current entries) when an index would pass its cap."""
+    files = read_export_zip(data)
+    for path, text in files.items():
+        if parse_path(path).is_index:
+            try:
+                parse_index(text)
+            except InvalidInput as exc:
+                raise _bad(f"{path}: {exc.message}", path=path) from None
+    lock_owner(owner_id)
+    if not NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").exists():
+        change = _apply(owner_id=owner_id, writes=dict(files), source=ChangeSet.Source.IMPORT,
+                        summary=f"Imported {len(files)} files", actor=actor)
+        return ImportResult(kind="zip", mode="restored", written=sorted(files), change_id=change.pk)
+    return _merge(owner_id=owner_id, files=files, actor=actor)
+
+
+def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
+    result = ImportResult(kind="zip", mode="merged")
+    existing = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=list(files))}
+    writes: dict[str, str] = {}
+    differences: list[tuple[Scope, IndexEntry, IndexEntry, str | None]] = []
+    scopes = sorted({_scope_of(path) for path in files}, key=lambda s: s.root)
+    referenced: set[str] = set()
+    for scope in scopes:
+        incoming = parse_index(files[scope.index_path]) if scope.index_path in files else []
+        current = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+        by_topic = {entry.topic: entry for entry in current}
+        added: list[IndexEntry] = []
+        for entry in incoming:
+            topic_path = scope.topic_path(entry.topic)
+            referenced.add(topic_path)
+            details = files.get(topic_path)
+            mine = by_topic.get(entry.topic)
+            if mine is None:
+                if topic_path in existing and details is not None and existing[topic_path] != details:
+                    result.skipped.append({"path": topic_path, "reason": "a different file of that name exists"})
+                    continue
+                added.append(entry)
+                if details is not None:
+                    writes[topic_path] = details
+                result.added.append(f"{scope.root}/{entry.topic}")
+                continue
+            my_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=entry.topic)
+            if mine.summary == entry.summary and (details is None or details == my_details):
+                result.unchanged.append(f"{scope.root}/{entry.topic}")
+                continue
+            differences.append((scope, mine, entry, details))
+        if added:
+            grown = [*current, *added]
+            lines, size = index_size(render_index(grown))
+            if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+                raise _cap_error(scope.index_path, grown, lines, size, current=current)
+            writes[scope.index_path] = render_index(grown)
+    for path, text in files.items():
+        parsed = parse_path(path)
+        if parsed.is_index or path in referenced:
+            continue
+        if path not in existing:
+            writes[path] = text  # a topic file no index line names: kept as it was
+            result.added.append(path)
+        elif existing[path] != text:
+            result.skipped.append({"path": path, "reason": "a different file of that name exists"})
+        else:
+            result.unchanged.append(path)
+    if writes:
+        change = _apply(owner_id=owner_id, writes=writes, source=ChangeSet.Source.IMPORT,
+                        summary=f"Imported {len(result.added)} notes", actor=actor)
+        result.change_id, result.written = change.pk, sorted(writes)
+    for scope, mine, entry, details in differences:
+        try:
+            proposal = proposal_create(
+                owner_id=owner_id, scope=scope, topic=entry.topic, summary=entry.summary, details=details,
+                reason="import_differs", origin="web", source=Proposal.Source.IMPORT,
+                correction=note_author(owner_id=owner_id, scope=scope, topic=entry.topic) != "model",
+            )
+        except AlreadySaved:
+            result.unchanged.append(f"{scope.root}/{entry.topic}")
+            continue
+        result.proposals.append(proposal.pk)
+    return result
+
+
+# --------------------------------------------------------------------------------------------------------
+# Importing a list of facts
+# --------------------------------------------------------------------------------------------------------
+
+
+def parse_facts(text: str) -> list[str]:
+    """One fact a line: bullets, numbering and check boxes dropped, blank lines and headings skipped."""
+    if not isinstance(text, str):
+        raise InvalidInput("facts must be text, one fact a line", code="invalid_facts")
+    if len(text) > FACTS_MAX_CHARS:
+        raise TooLarge(f"The list is longer than {FACTS_MAX_CHARS} characters.", code="import_too_large")
+    facts: list[str] = []
+    seen: set[str] = set()
+    for raw in text.splitlines():
+        line = _BULLET.sub("", raw).strip()
+        if not line or line.startswith("#"):
+            continue
+        fact = " ".join(line.split())
+        if fact.lower() in seen:
+            continue
+        seen.add(fact.lower())
+        facts.append(fact)
+    if not facts:
+        raise InvalidInput("The list holds no facts (one fact a line).", code="invalid_facts")
+    if len(facts) > MAX_FACTS:
+        raise TooLarge(f"The list holds more than {MAX_FACTS} facts.", code="import_too_large")
+    return facts
+
+
+@transaction.atomic
+def import_facts(*, owner_id: int, text: str, actor: str = "you") -> ImportResult:
+    """Import a list of facts into the user's own notes, per the policy (see the module docstring).
+
+    Raises Forbidden (403, the policy's code) when the policy lets nothing be proposed (memory off, saving
+    Never), CapExceeded (422, with the current entries) when the new lines would pass the index caps.
+    """
+    facts = parse_facts(text)
+    context = owner_context(owner_id=owner_id)
+    if "propose_change" not in context.decision.tools:
+        code = context.decision.save_code or "saving_off"
+        raise Forbidden(context.decision.save_message or "Saving notes is off.", code=code)
+    if context.decision.served_by != "builtin":
+        raise Forbidden("Your memory is served by an add-on you picked; import the facts there.",
+                        code="served_by_addon")
+    scope = Scope.user()
+    lock_owner(owner_id)
+    current = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+    epoch = timezone.now()
+    known = [RankCandidate(id=e.topic, text=e.summary, updated_at=epoch) for e in current]
+    topics = {e.topic for e in current}
+    result = ImportResult(kind="facts", mode="facts")
+    saves: list[tuple[IndexEntry, str | None]] = []
+    asks: list[tuple[IndexEntry, str | None, policy.NoteDecision]] = []
+    for fact in facts:
+        if is_duplicate(fact, known) is not None:
+            result.unchanged.append(fact)
+            continue
+        summary = one_line(fact, SUMMARY_MAX_CHARS)
+        details = fact + "\n" if summary != fact else None
+        topic = _free_topic(slugify(None, fact) or "fact", topics)
+        topics.add(topic)
+        known.append(RankCandidate(id=topic, text=fact, updated_at=epoch))
+        decision = policy.decide_note(context.facts, policy.NoteFacts.of(
+            fact, scope=None, saved_in_this_reply=len(saves)))
+        if decision.outcome == "refuse":
+            raise Forbidden(decision.message, code=decision.reason)
+        entry = IndexEntry(topic, summary, topic if details else None)
+        if decision.outcome == "save_now":
+            saves.append((entry, details))
+        else:
+            asks.append((entry, details, decision))
+    grown = [*current, *(entry for entry, _ in saves), *(entry for entry, _, _ in asks)]
+    lines, size = index_size(render_index(grown))
+    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+        raise _cap_error(scope.index_path, grown, lines, size, current=current)
+    if saves:
+        writes: dict[str, str | None] = {scope.index_path: render_index([*current, *(e for e, _ in saves)])}
+        for entry, details in saves:
+            if details:
+                writes[scope.topic_path(entry.topic)] = details
+        change = _apply(owner_id=owner_id, writes=writes, source=ChangeSet.Source.IMPORT,
+                        summary=f"Imported {len(saves)} facts", actor=actor)
+        result.change_id = change.pk
+        result.written = sorted(p for p in writes)
+        result.added = [f"{scope.root}/{entry.topic}" for entry, _ in saves]
+    for entry, details, decision in asks:
+        try:
+            proposal = proposal_create(
+                owner_id=owner_id, scope=scope, topic=entry.topic, summary=entry.summary, details=details,
+                reason=decision.reason, locked=decision.outcome == "locked", requester_only=decision.requester_only,
+                origin="web", source=Proposal.Source.IMPORT,
+            )
+        except AlreadySaved:
+            result.unchanged.append(entry.summary)
+            continue
+        except ApplicationError:
+            raise
+        result.proposals.append(proposal.pk)
+    return result
+
+
+def _free_topic(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    for number in range(2, 1000):
+        suffix = f"-{number}"
+        candidate = base[: 40 - len(suffix)].rstrip("-") + suffix
+        if candidate not in taken:
+            return candidate
+    raise InvalidInput("too many facts share a topic name", code="invalid_facts")

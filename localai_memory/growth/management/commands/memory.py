@@ -1,0 +1,367 @@
+"""``python manage.py memory <command> --user NAME``: manage one user's memory from a terminal.
+
+The same store as the web app: every write goes through ``notes.services``, ``memory.proposals`` or the
+growth services, and whatever those (or the policy) refuse is refused here with a clear message (a
+``CommandError``, exit status 1). Output is a table, or JSON with ``--json``.
+
+Commands: list, show, add, edit, forget, trash, restore, proposals, accept, reject, export, import, clear,
+stats, consolidate.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from localai_memory.core.errors import ApplicationError, InvalidInput
+from localai_memory.growth import importing
+from localai_memory.growth.consolidation import consolidate_user
+from localai_memory.growth.selectors import memory_stats, owner_context, owner_scopes
+from localai_memory.growth.services import memory_clear, memory_leftovers
+from localai_memory.memory import proposals
+from localai_memory.memory.policy import MESSAGES
+from localai_memory.memory.proposals_api import proposal_json
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import Scope
+
+ACTOR = "you (terminal)"
+COMMANDS = ("list", "show", "add", "edit", "forget", "trash", "restore", "proposals", "accept", "reject",
+            "export", "import", "clear", "stats", "consolidate")
+
+
+def parse_scope(raw: str | None) -> Scope:
+    """``user`` (default), ``agent:<id>`` or ``channel:<binding>-<hash>``."""
+    if raw in (None, "", "user", "yours"):
+        return Scope.user()
+    kind, _, key = str(raw).partition(":")
+    if kind not in ("agent", "channel") or not key:
+        raise CommandError(f"--scope must be user, agent:<id> or channel:<key>, not {raw!r}")
+    try:
+        return Scope(kind, key)  # type: ignore[arg-type]
+    except InvalidInput as exc:
+        raise CommandError(f"--scope {raw!r}: {exc.message}") from None
+
+
+def scope_name(scope: Scope) -> str:
+    return "user" if scope.kind == "user" else f"{scope.kind}:{scope.key}"
+
+
+def refusal(exc: ApplicationError) -> CommandError:
+    """An application error as the terminal says it: the message, plus the current entries of a full index."""
+    lines = [exc.message]
+    details = exc.details if isinstance(exc.details, dict) else {}
+    entries = details.get("entries")
+    if isinstance(entries, list) and entries:
+        lines.append("Current entries:")
+        lines += [f"  - {e.get('topic')}: {e.get('summary')}" for e in entries if isinstance(e, dict)]
+    return CommandError("\n".join(lines))
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [min(max(len(row[i]) for row in cells), 60) for i in range(len(headers))]
+
+    def fit(text: str, width: int) -> str:
+        text = " ".join(text.split())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    out = ["  ".join(fit(v, widths[i]).ljust(widths[i]) for i, v in enumerate(row)).rstrip() for row in cells]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+class Command(BaseCommand):
+    help = "Manage a user's memory: list, show, add, edit, forget, trash, restore, proposals, accept, reject, " \
+           "export, import, clear, stats, consolidate (each with --user NAME; --json for JSON)."
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        common = CommandParser(add_help=False)
+        common.add_argument("--user", required=True, help="The username whose memory to manage.")
+        common.add_argument("--json", action="store_true", dest="as_json", help="Print JSON instead of a table.")
+        scoped = CommandParser(add_help=False)
+        scoped.add_argument("--scope", default=None,
+                            help="user (default), agent:<id> or channel:<binding>-<hash>")
+        sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+        def add(name: str, help_text: str, *parents: CommandParser) -> CommandParser:
+            return sub.add_parser(name, help=help_text, parents=[common, *parents],
+                                  called_from_command_line=getattr(parser, "called_from_command_line", None))
+
+        p = add("list", "The notes of every scope (or one with --scope).")
+        p.add_argument("--scope", default=None)
+        p = add("show", "One topic in full: its index line, its file and its last change.", scoped)
+        p.add_argument("topic")
+        p = add("add", "Save a note yourself (a new topic).", scoped)
+        p.add_argument("topic")
+        p.add_argument("summary", help="The one-line index entry.")
+        p.add_argument("--details", default=None, help="The topic file's text.")
+        p = add("edit", "Change a note's summary and/or details.", scoped)
+        p.add_argument("topic")
+        p.add_argument("--summary", default=None)
+        p.add_argument("--details", default=None)
+        p = add("forget", "Remove one topic (its earlier text stays in the Files history).", scoped)
+        p.add_argument("topic")
+        p.add_argument("-y", "--yes", action="store_true")
+        add("trash", "What is in the Trash.")
+        p = add("restore", "Put a Trash entry back.")
+        p.add_argument("entry_id", type=int)
+        p = add("proposals", "Suggestions that wait for your answer (--all: decided ones too).")
+        p.add_argument("--all", action="store_true", dest="all_proposals")
+        p = add("accept", "Accept a suggestion (saves it as one change set).")
+        p.add_argument("proposal_id", type=int)
+        p = add("reject", "Reject a suggestion (it is not suggested again).")
+        p.add_argument("proposal_id", type=int)
+        p = add("export", "Write a zip of the Memory files.")
+        p.add_argument("--output", "-o", default=None, help="The zip to write (default memory-<user>.zip; - for "
+                                                            "stdout).")
+        p = add("import", "Import an export zip, or a text file with one fact a line.")
+        p.add_argument("path", help="A .zip export or a text file (- for stdin).")
+        p.add_argument("--facts", action="store_true", help="Read the file as a list of facts, one a line.")
+        p = add("clear", "Erase every note for good: files, versions, changes, Trash, proposals.")
+        p.add_argument("-y", "--yes", action="store_true")
+        add("stats", "Lines and bytes against the caps, topics, proposals, last change.")
+        add("consolidate", "Suggest notes from recent chats now (Synthesize now).")
+
+    # ----------------------------------------------------------------------------------------------------
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        username = options["user"]
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"There is no user named {username!r}.")
+        self.user = user
+        self.as_json = bool(options.get("as_json"))
+        command = options["command"]
+        try:
+            getattr(self, f"do_{command}")(**options)
+        except ApplicationError as exc:
+            raise refusal(exc) from None
+
+    def emit(self, data: Any, text: str) -> None:
+        self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) if self.as_json else text)
+
+    def _writes_allowed(self) -> None:
+        """Notes are files: while the server has files off, nothing can be written (the policy's reading)."""
+        decision = owner_context(owner_id=self.user.pk).decision
+        if decision.blocked_by == "server":
+            raise CommandError(MESSAGES["server_files_off"])
+
+    # --- reading ------------------------------------------------------------------------------------------
+
+    def do_list(self, *, scope: str | None = None, **_: Any) -> None:
+        scopes = [parse_scope(scope)] if scope not in (None, "all") else owner_scopes(owner_id=self.user.pk)
+        rows: list[dict[str, Any]] = []
+        for item in scopes:
+            for entry in notes_selectors.index_entries(owner_id=self.user.pk, scope=item):
+                rows.append({"scope": scope_name(item), **entry.as_dict()})
+        if not rows and not self.as_json:
+            self.stdout.write("No notes.")
+            return
+        self.emit({"notes": rows}, table(["scope", "topic", "summary", "file"],
+                                         [[r["scope"], r["topic"], r["summary"], r["file"] or ""] for r in rows]))
+
+    def do_show(self, *, topic: str, scope: str | None = None, **_: Any) -> None:
+        item = parse_scope(scope)
+        entry = next((e for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
+                      if e.topic == topic), None)
+        details = notes_selectors.topic_text(owner_id=self.user.pk, scope=item, topic=topic)
+        if entry is None and details is None:
+            raise CommandError(f"There is no note {topic!r} in {item.label}.")
+        last = (ChangeSet.objects.filter(owner_id=self.user.pk, files__path__in=[item.index_path,
+                                                                                 item.topic_path(topic)])
+                .order_by("-created_at", "-id").first())
+        data = {"scope": scope_name(item), "topic": topic, "summary": entry.summary if entry else None,
+                "details": details, "path": item.topic_path(topic),
+                "last_change": None if last is None else {"id": last.pk, "at": last.created_at.isoformat(),
+                                                          "source": last.source, "summary": last.summary}}
+        text = [f"{topic} ({scope_name(item)})", f"summary: {data['summary'] or '(no index line)'}"]
+        if details:
+            text += ["details:", details.rstrip("\n")]
+        if last is not None:
+            text.append(f"last change: #{last.pk} {last.created_at:%Y-%m-%d %H:%M} {last.source}: {last.summary}")
+        self.emit(data, "\n".join(text))
+
+    def do_trash(self, **_: Any) -> None:
+        entries = list(notes_selectors.trash_list(owner_id=self.user.pk))
+        data = [{"id": e.pk, "label": e.label, "kind": e.kind, "created_at": e.created_at.isoformat(),
+                 "files": [f.path for f in e.files.all()]} for e in entries]
+        if not data and not self.as_json:
+            self.stdout.write("The Trash is empty.")
+            return
+        self.emit({"trash": data}, table(["id", "moved", "what", "files"],
+                                         [[d["id"], d["created_at"][:16].replace("T", " "), d["label"],
+                                           len(d["files"])] for d in data]))
+
+    def do_proposals(self, *, all_proposals: bool = False, **_: Any) -> None:
+        rows = list(proposals.proposal_list(owner_id=self.user.pk, status="all" if all_proposals else "pending")
+                    [:500])
+        data = [proposal_json(p) for p in rows]
+        if not data and not self.as_json:
+            self.stdout.write("No suggestions wait for you.")
+            return
+
+        def change(item: dict[str, Any]) -> str:
+            new = "(forget)" if item["delete"] else item["summary"]
+            old = item["current"]["summary"]
+            return f"{old} → {new}" if old else new
+
+        self.emit({"proposals": data}, table(
+            ["id", "status", "scope", "topic", "change", "from", "correction"],
+            [[d["id"], d["status"], scope_name(Scope(d["scope"]["kind"], d["scope"]["key"])), d["topic"], change(d),
+              d["source"], "yes" if p.correction else ""] for d, p in zip(data, rows, strict=True)]))
+
+    def do_stats(self, **_: Any) -> None:
+        stats = memory_stats(owner_id=self.user.pk)
+        rows = [[scope_name(Scope(s["kind"], s["key"])) + (" (deleted agent)" if s["deleted_agent"] else ""),
+                 f"{s['lines']}/{s['max_lines']}", f"{s['bytes']}/{s['max_bytes']}", len(s["topics"]), s["files"],
+                 s["pending_proposals"], (s["last_change"] or {}).get("at", "")[:16].replace("T", " ")]
+                for s in stats["scopes"]]
+        totals = stats["totals"]
+        memory = stats["memory"]
+        text = "\n".join([
+            (f"memory {'on' if memory['enabled'] else 'off'}, saving: {memory['save_mode']}, "
+             f"suggestions from chats: {'on' if memory['consolidation_enabled'] else 'off'}"),
+            table(["scope", "lines", "bytes", "topics", "files", "waiting", "last change"], rows),
+            (f"total: {totals['topics']} topics, {totals['files']} files, {totals['pending_proposals']} waiting, "
+             f"{totals['trash_entries']} in the Trash"),
+        ])
+        self.emit(stats, text)
+
+    # --- writing ------------------------------------------------------------------------------------------
+
+    def do_add(self, *, topic: str, summary: str, details: str | None = None, scope: str | None = None,
+               **_: Any) -> None:
+        self._writes_allowed()
+        item = parse_scope(scope)
+        if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
+            raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
+        change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
+                                            details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
+        self.emit({"saved": topic, "scope": scope_name(item), "change_id": change.pk},
+                  f"Saved {topic} in {item.label} (change #{change.pk}).")
+
+    def do_edit(self, *, topic: str, summary: str | None = None, details: str | None = None,
+                scope: str | None = None, **_: Any) -> None:
+        self._writes_allowed()
+        item = parse_scope(scope)
+        if summary is None and details is None:
+            raise CommandError("Give --summary, --details or both.")
+        entry = next((e for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
+                      if e.topic == topic), None)
+        if entry is None:
+            raise CommandError(f"There is no note {topic!r} in {item.label}; use add to make it.")
+        change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic,
+                                            summary=summary if summary is not None else entry.summary,
+                                            details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
+        self.emit({"updated": topic, "scope": scope_name(item), "change_id": change.pk},
+                  f"Updated {topic} in {item.label} (change #{change.pk}).")
+
+    def do_forget(self, *, topic: str, scope: str | None = None, yes: bool = False, **options: Any) -> None:
+        self._writes_allowed()
+        item = parse_scope(scope)
+        if not yes and not self._confirm(f"Forget {topic!r} in {item.label}? [y/N] ", options):
+            raise CommandError("Nothing was forgotten.")
+        change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, delete=True,
+                                            source=ChangeSet.Source.CLI, actor=ACTOR)
+        self.emit({"forgot": topic, "scope": scope_name(item), "change_id": change.pk},
+                  f"Forgot {topic} in {item.label} (change #{change.pk}; its text stays in the Files history).")
+
+    def do_restore(self, *, entry_id: int, **_: Any) -> None:
+        self._writes_allowed()
+        change = notes_services.trash_restore(owner_id=self.user.pk, entry_id=entry_id, actor=ACTOR)
+        paths = [f.path for f in change.files.all()]
+        self.emit({"restored": entry_id, "change_id": change.pk, "files": paths},
+                  f"Restored {len(paths)} file(s) from the Trash (change #{change.pk}).")
+
+    def do_accept(self, *, proposal_id: int, **_: Any) -> None:
+        self._writes_allowed()
+        proposals.access_proposal(self.user, proposal_id)
+        change = proposals.proposal_confirm(owner_id=self.user.pk, proposal_id=proposal_id, actor=ACTOR)
+        self.emit({"accepted": proposal_id, "change_id": change.pk if change else None},
+                  f"Accepted suggestion #{proposal_id}"
+                  + (f" (change #{change.pk})." if change else "; memory already said exactly that."))
+
+    def do_reject(self, *, proposal_id: int, **_: Any) -> None:
+        proposals.access_proposal(self.user, proposal_id)
+        proposals.proposal_reject(owner_id=self.user.pk, proposal_id=proposal_id, actor=ACTOR)
+        self.emit({"rejected": proposal_id},
+                  f"Rejected suggestion #{proposal_id}; it will not be suggested again.")
+
+    def do_export(self, *, output: str | None = None, **_: Any) -> None:
+        body = notes_services.memory_export(owner_id=self.user.pk)
+        if output == "-":
+            stream = getattr(self.stdout, "_out", sys.stdout)
+            binary: Any = stream.buffer if hasattr(stream, "buffer") else stream
+            binary.write(body)
+            return
+        target = Path(output or f"memory-{self.user.get_username()}.zip")
+        try:
+            target.write_bytes(body)
+        except OSError as exc:
+            raise CommandError(f"Cannot write {target}: {exc.strerror}") from None
+        self.emit({"exported": str(target), "bytes": len(body)}, f"Wrote {target} ({len(body)} bytes).")
+
+    def do_import(self, *, path: str, facts: bool = False, **options: Any) -> None:
+        self._writes_allowed()
+        if path == "-":
+            stream = options.get("stdin") or sys.stdin
+            data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+            data = data.encode() if isinstance(data, str) else data
+        else:
+            try:
+                data = Path(path).read_bytes()
+            except OSError as exc:
+                raise CommandError(f"Cannot read {path}: {exc.strerror}") from None
+        if not facts and data[:4] == b"PK\x03\x04":
+            result = importing.import_zip(owner_id=self.user.pk, data=data, actor=ACTOR)
+        else:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise CommandError(f"{path} is neither a zip nor UTF-8 text.") from None
+            result = importing.import_facts(owner_id=self.user.pk, text=text, actor=ACTOR)
+        summary = (f"Imported: {len(result.added) or len(result.written)} added, {len(result.proposals)} waiting "
+                   f"for your answer, {len(result.unchanged)} unchanged, {len(result.skipped)} skipped.")
+        self.emit(result.as_dict(), summary)
+
+    def do_clear(self, *, yes: bool = False, **options: Any) -> None:
+        name = self.user.get_username()
+        if not yes and not self._confirm(
+                f"Erase every note of {name} for good (files, versions, changes, Trash, suggestions)? "
+                "Type yes: ", options, word="yes"):
+            raise CommandError("Nothing was erased.")
+        deleted = memory_clear(owner_id=self.user.pk)
+        left = memory_leftovers(owner_id=self.user.pk)
+        if left:
+            raise CommandError("Clear did not finish; still stored: "
+                               + ", ".join(f"{what} {count}" for what, count in sorted(left.items())))
+        self.emit({"cleared": True, "deleted": deleted, "left": left},
+                  f"Erased every note of {name}: nothing is left (files, versions, changes, Trash and "
+                  "suggestions checked).")
+
+    def do_consolidate(self, **_: Any) -> None:
+        result = consolidate_user(owner_id=self.user.pk, trigger="manual")
+        if result.status != "done":
+            raise CommandError(f"Nothing was suggested: {result.status} ({result.reason}).")
+        self.emit(result.as_dict(), f"Read {result.chats} chat(s); {len(result.proposals)} suggestion(s) wait "
+                                    f"for your answer (memory proposals --user {self.user.get_username()}).")
+
+    def _confirm(self, prompt: str, options: dict[str, Any], *, word: str = "y") -> bool:
+        stream = options.get("stdin") or sys.stdin
+        self.stdout.write(prompt, ending="")
+        self.stdout.flush()
+        try:
+            answer = stream.readline()
+        except (OSError, ValueError):
+            answer = ""
+        answer = answer.strip().lower()
+        return answer == word or (word == "y" and answer == "yes")
+

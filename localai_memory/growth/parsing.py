@@ -1,0 +1,174 @@
+"""Best-effort reading of the small JSON a model answers consolidation with. Pure: no I/O.
+
+Small local models are not airtight: the JSON may come bare, fenced (```json … ```), wrapped in chatter
+("Sure! Here is the JSON: … Hope that helps"), as a bare list of facts, with single-line comments or trailing
+commas. Everything that can be recovered is; what cannot is an empty reply (no facts, no summary), never an
+exception. Whatever the model says is data: this module only reads fields, it never acts on them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from localai_memory.notes.paths import SUMMARY_MAX_CHARS, TOPIC_RE
+
+ACTIONS = ("add", "update", "delete", "noop")
+_ACTION_WORDS = {
+    "add": "add", "new": "add", "create": "add", "insert": "add", "save": "add", "remember": "add",
+    "update": "update", "change": "update", "modify": "update", "replace": "update", "edit": "update",
+    "delete": "delete", "remove": "delete", "forget": "delete",
+    "noop": "noop", "no_op": "noop", "no-op": "noop", "none": "noop", "keep": "noop", "skip": "noop",
+}
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_LINE_COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
+_STOP = frozenset(["a", "an", "the", "is", "are", "was", "be", "of", "to", "in", "on", "at", "for", "and", "or", "my", "i", "me", "user", "user's", "their", "his", "her"])
+DETAILS_MAX_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One fact the model suggests: what to do with which topic."""
+
+    action: str  # add, update, delete, noop
+    topic: str  # a valid slug
+    summary: str  # one line ("" for a delete)
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    candidates: list[Candidate] = field(default_factory=list)
+    summary: str = ""  # the episodic one-liner, "" when none
+    recovered: bool = False  # some JSON was found
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    cleaned = _TRAILING_COMMA.sub(r"\1", _LINE_COMMENT.sub("", text))
+    return json.loads(cleaned)
+
+
+def _json_values(text: str) -> list[Any]:
+    """Every JSON object or list that can be read out of ``text``, the most likely first."""
+    found: list[Any] = []
+    attempts: list[str] = [text.strip()]
+    attempts += [body.strip() for _, body in _FENCE.findall(text)]
+    for attempt in attempts:
+        if not attempt:
+            continue
+        try:
+            found.append(_loads(attempt))
+        except ValueError:
+            continue
+    if found:
+        return found
+    decoder = json.JSONDecoder()
+    for start, char in enumerate(text):
+        if char not in "{[":
+            continue
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            # try once more with trailing commas and // comments dropped, up to the last matching bracket
+            end = text.rfind("}" if char == "{" else "]")
+            if end <= start:
+                continue
+            try:
+                value = _loads(text[start:end + 1])
+            except ValueError:
+                continue
+        if isinstance(value, (dict, list)):
+            found.append(value)
+            if isinstance(value, dict) and ("facts" in value or "summary" in value):
+                break
+    return found
+
+
+def one_line(value: object, limit: int = SUMMARY_MAX_CHARS) -> str:
+    """Text as one printable line, at most ``limit`` characters (cut at a word)."""
+    if not isinstance(value, str):
+        return ""
+    kept = []
+    for char in value:
+        category = unicodedata.category(char)
+        if category.startswith("C") or category in ("Zl", "Zp"):
+            kept.append(" ")
+        else:
+            kept.append(char)
+    text = " ".join("".join(kept).split()).replace(" -> ", " → ")
+    if len(text) > limit:
+        text = text[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+    return text
+
+
+def slugify(value: object, fallback: str = "") -> str:
+    """A topic slug (``[a-z0-9-]{1,40}``) from the model's topic, else from the first words of ``fallback``."""
+    for source in (value, fallback):
+        if not isinstance(source, str):
+            continue
+        ascii_text = unicodedata.normalize("NFKD", source).encode("ascii", "ignore").decode().lower()
+        words = re.findall(r"[a-z0-9]+", ascii_text)
+        if source is fallback:
+            words = [w for w in words if w not in _STOP][:3]
+        slug = "-".join(words)[:40].strip("-")
+        if slug and slug != "index" and TOPIC_RE.match(slug):
+            return slug
+    return ""
+
+
+def _candidate(raw: object) -> Candidate | None:
+    if isinstance(raw, str):
+        summary = one_line(raw)
+        topic = slugify(None, summary)
+        return Candidate("add", topic, summary) if summary and topic else None
+    if not isinstance(raw, dict):
+        return None
+    summary = one_line(raw.get("summary") or raw.get("fact") or raw.get("text") or raw.get("content") or "")
+    topic = slugify(raw.get("topic") or raw.get("key") or raw.get("name"), summary)
+    action = _ACTION_WORDS.get(str(raw.get("action") or raw.get("op") or raw.get("event") or "").strip().lower())
+    if raw.get("delete") is True:
+        action = "delete"
+    details_raw = raw.get("details")
+    details = details_raw.strip()[:DETAILS_MAX_CHARS] if isinstance(details_raw, str) else ""
+    if not topic:
+        return None
+    if action == "delete":
+        return Candidate("delete", topic, "", "")
+    if action == "noop":
+        return Candidate("noop", topic, summary, "")
+    if not summary:
+        return None
+    return Candidate(action or "add", topic, summary, details)
+
+
+def parse_reply(text: str | None) -> ParsedReply:
+    """The candidate facts and the episodic summary in a model's reply; empty when nothing is readable."""
+    if not text or not text.strip():
+        return ParsedReply()
+    for value in _json_values(text):
+        facts_raw: object
+        summary_raw: object = ""
+        if isinstance(value, list):
+            facts_raw = value
+        elif isinstance(value, dict):
+            facts_raw = value.get("facts", value.get("memories", value.get("candidates", [])))
+            summary_raw = value.get("summary") or value.get("episode") or value.get("session_summary") or ""
+            if isinstance(summary_raw, dict):
+                summary_raw = summary_raw.get("text", "")
+            if not isinstance(facts_raw, list) and ("topic" in value or "fact" in value):
+                facts_raw = [value]
+                summary_raw = ""
+        else:
+            continue
+        candidates = [c for c in (_candidate(item) for item in (facts_raw if isinstance(facts_raw, list) else []))
+                      if c is not None]
+        return ParsedReply(candidates=candidates, summary=one_line(summary_raw, 160), recovered=True)
+    return ParsedReply()

@@ -1,0 +1,231 @@
+"""Reads for memory growth: the stats and profile of a user's memory, who wrote a note, the facts of a run.
+
+``memory_stats`` is what the Memory tab, ``GET /api/chats/memory/stats``, ``manage.py memory stats`` and the
+MCP tool ``memory_stats`` show: per scope the lines and bytes against the caps, the topics, the proposals
+waiting and the last change. Everything here is scoped to one owner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import apps
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from localai_memory.core.errors import InvalidInput
+from localai_memory.memory import policy
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.selectors import MemoryState, memory_state
+from localai_memory.notes.models import ChangeSet, FileChange, NoteFile, TrashEntry
+from localai_memory.notes.paths import (
+    INDEX_MAX_BYTES,
+    INDEX_MAX_LINES,
+    ROOT,
+    TURN_INDEXES_MAX_BYTES,
+    IndexEntry,
+    Scope,
+    index_size,
+    parse_index,
+)
+
+from .models import ConsolidationRun
+
+#: A note's author as trust is concerned: a person (typed, accepted, restored), the model on its own, an import.
+Author = str  # "user" | "model" | "import"
+
+
+def _agent_names(owner_id: int) -> dict[str, str]:
+    try:
+        agent_model = apps.get_model("agents", "Agent")
+    except LookupError:  # pragma: no cover - the agents app is always installed
+        return {}
+    return {str(pk): name for pk, name in agent_model.objects.filter(owner_id=owner_id).values_list("pk", "name")}
+
+
+def _scope_of_path(path: str) -> Scope:
+    parts = path.split("/")
+    if len(parts) == 2:
+        return Scope.user()
+    return Scope("agent" if parts[1] == "agents" else "channel", parts[2])  # type: ignore[arg-type]
+
+
+def owner_scopes(*, owner_id: int) -> list[Scope]:
+    """Every scope of the owner that holds files, plus the user's own and each live agent's."""
+    roots = {_scope_of_path(path) for path in NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/")
+             .values_list("path", flat=True)}
+    roots |= {Scope.user()} | {Scope.agent(key) for key in _agent_names(owner_id)}
+    order = {"user": 0, "agent": 1, "channel": 2}
+    return sorted(roots, key=lambda s: (order[s.kind], len(s.key), s.key))
+
+
+def _change_json(change: ChangeSet | None) -> dict[str, Any] | None:
+    if change is None:
+        return None
+    return {"id": change.pk, "at": change.created_at.isoformat(), "source": change.source,
+            "summary": change.summary, "actor": change.actor}
+
+
+def _scope_files_filter(scope: Scope) -> Q:
+    if scope.kind == "user":
+        return Q(path__regex=r"^Memory/[^/]+$")
+    return Q(path__startswith=scope.root + "/")
+
+
+def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str, Any]:
+    """The stats and profile of the owner's memory (works while memory is off).
+
+    ``scopes``: per scope ``lines``/``bytes`` of its index against ``max_lines``/``max_bytes``, its topics
+    (the profile: each index line), how many topic files, proposals waiting and its last change.
+    ``totals`` adds them up; the indexes of one turn together hold at most ``turn_max_bytes``.
+    """
+    state = state or memory_state(user_id=owner_id)
+    names = _agent_names(owner_id)
+    files = list(NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").only("path", "content"))
+    now = timezone.now()
+    pending = (Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, expires_at__gt=now)
+               .values("scope_kind", "scope_key").annotate(n=Count("id")))
+    pending_by_scope = {(row["scope_kind"], row["scope_key"]): row["n"] for row in pending}
+    scopes: list[dict[str, Any]] = []
+    for scope in owner_scopes(owner_id=owner_id):
+        mine = [f for f in files if _scope_of_path(f.path) == scope]
+        index = next((f for f in mine if f.path == scope.index_path), None)
+        entries: list[IndexEntry] = []
+        valid = True
+        if index is not None:
+            try:
+                entries = parse_index(index.content)
+            except InvalidInput:
+                valid = False
+        lines, size = index_size(index.content) if index is not None else (0, 0)
+        sizes = {f.path: len(f.content.encode()) for f in mine}
+        last_file = (FileChange.objects.filter(_scope_files_filter(scope), change_set__owner_id=owner_id)
+                     .select_related("change_set").order_by("-change_set__created_at", "-change_set_id").first())
+        last = last_file.change_set if last_file else None
+        scopes.append({
+            "kind": scope.kind,
+            "key": scope.key,
+            "label": "Yours" if scope.kind == "user" else names.get(scope.key, scope.label),
+            "deleted_agent": scope.kind == "agent" and scope.key not in names,
+            "index_path": scope.index_path,
+            "lines": lines,
+            "max_lines": INDEX_MAX_LINES,
+            "bytes": size,
+            "max_bytes": INDEX_MAX_BYTES,
+            "full": lines >= INDEX_MAX_LINES or size >= INDEX_MAX_BYTES,
+            "index_valid": valid,
+            "topics": [{"topic": e.topic, "summary": e.summary,
+                        "file": f"{e.file}.md" if e.file else None,
+                        "file_bytes": sizes.get(scope.topic_path(e.file), 0) if e.file else 0} for e in entries],
+            "files": len(mine),
+            "files_bytes": sum(sizes.values()),
+            "pending_proposals": pending_by_scope.get((scope.kind, scope.key), 0),
+            "last_change": _change_json(last),
+        })
+    last_change = ChangeSet.objects.filter(owner_id=owner_id).order_by("-created_at", "-id").first()
+    last_run = ConsolidationRun.objects.filter(owner_id=owner_id).order_by("-started_at", "-id").first()
+    return {
+        "memory": {"enabled": state.enabled, "available": state.available, "save_mode": state.save_mode,
+                   "consolidation_enabled": state.consolidation_enabled,
+                   "mcp_propose_enabled": state.mcp_propose_enabled},
+        "scopes": scopes,
+        "totals": {
+            "scopes": sum(1 for s in scopes if s["files"]),
+            "lines": sum(s["lines"] for s in scopes),
+            "bytes": sum(s["bytes"] for s in scopes),
+            "topics": sum(len(s["topics"]) for s in scopes),
+            "files": len(files),
+            "pending_proposals": sum(pending_by_scope.values()),
+            "trash_entries": TrashEntry.objects.filter(owner_id=owner_id, restored_at__isnull=True).count(),
+            "turn_max_bytes": TURN_INDEXES_MAX_BYTES,
+        },
+        "last_change": _change_json(last_change),
+        "last_consolidation": None if last_run is None else {
+            "at": last_run.started_at.isoformat(), "trigger": last_run.trigger, "status": last_run.status,
+            "reason": last_run.reason, "proposals": last_run.proposals, "summaries": last_run.summaries},
+    }
+
+
+def note_author(*, owner_id: int, scope: Scope, topic: str, lookback: int = 200) -> Author | None:
+    """Who last wrote the index line of ``topic``: ``model`` (saved by the model on its own), ``import`` or
+    ``user`` (typed, accepted from a proposal, restored). None when no change set shows it (yet)."""
+    changes = (FileChange.objects.filter(change_set__owner_id=owner_id, path=scope.index_path)
+               .select_related("change_set").order_by("-change_set__created_at", "-change_set_id")[:lookback])
+    for change in changes:
+        before = _line_of(change.before, topic)
+        after = _line_of(change.after, topic)
+        if before == after:
+            continue
+        source = change.change_set.source
+        if source == ChangeSet.Source.PROPOSAL and change.change_set.proposal_id:
+            # An accepted suggestion: the user approved it, but typed it only if it came from their chat.
+            came_from = (Proposal.objects.filter(pk=change.change_set.proposal_id)
+                         .values_list("source", flat=True).first())
+            source = {"consolidation": "model", "import": "import"}.get(str(came_from), source)
+        if source == ChangeSet.Source.MODEL:
+            return "model"
+        if source == ChangeSet.Source.IMPORT:
+            return "import"
+        return "user"
+    return None
+
+
+def _line_of(text: str | None, topic: str) -> str | None:
+    if not text:
+        return None
+    try:
+        entries = parse_index(text)
+    except InvalidInput:
+        return None
+    entry = next((e for e in entries if e.topic == topic), None)
+    return entry.line() if entry else None
+
+
+@dataclass(frozen=True)
+class OwnerContext:
+    """The facts of a run that belongs to no chat (the terminal, an import, an MCP client)."""
+
+    state: MemoryState | None
+    facts: policy.TurnFacts
+    decision: policy.TurnDecision
+
+
+def owner_context(*, owner_id: int, agent: Any = None, origin: policy.Origin = "web") -> OwnerContext:
+    """The policy's view of the owner acting outside any chat (optionally with one of their agents).
+
+    Reads what has a say (the owner's memory settings, the agent) exactly as a chat of theirs would; what
+    cannot be read is passed as unknown, and the policy counts it as "ask".
+    """
+    from localai_memory.chats.selectors import read_memory_state
+
+    state = read_memory_state(owner_id=owner_id)
+    facts = policy.TurnFacts(
+        private_chat=False,
+        has_agent=agent is not None,
+        agent_tools_memory=agent.tools_memory if agent is not None else True,
+        agent_addons_memory=agent.addons_memory if agent is not None else False,
+        agent_memory=agent.memory if agent is not None else None,
+        agent_memory_save=agent.memory_save if agent is not None else None,
+        agent_grant_write=agent.grant_write if agent is not None else True,
+        user_enabled=state.enabled if state else None,
+        save_mode=state.save_mode if state else None,  # type: ignore[arg-type]
+        messaging_save=state.messaging_save if state else None,  # type: ignore[arg-type]
+        server_files_on=state.server_files_on if state else True,
+        provider=state.provider_state if state else "builtin",  # type: ignore[arg-type]
+        origin=origin,
+    )
+    return OwnerContext(state=state, facts=facts, decision=policy.decide_turn(facts))
+
+
+def read_scopes(*, decision: policy.TurnDecision, agent_id: int | None = None,
+                channel_key: str | None = None) -> list[Scope]:
+    """The concrete scopes a decision lets a run read (narrowest first, like the turn)."""
+    scopes: list[Scope] = []
+    if "channel" in decision.read_scopes and channel_key:
+        scopes.append(Scope("channel", channel_key))
+    if "agent" in decision.read_scopes and agent_id is not None:
+        scopes.append(Scope.agent(agent_id))
+    if "user" in decision.read_scopes:
+        scopes.append(Scope.user())
+    return scopes

@@ -1,0 +1,71 @@
+"""Writes of memory growth that are not consolidation or import: erasing everything of a user's notes.
+
+``memory_clear`` is the terminal's ``clear``: unlike Forget everything (which moves the notes to the Trash),
+it erases them for good — the files, every version, every change set, the Trash and every proposal — so no
+text of a note survives anywhere. ``memory_leftovers`` reads that back; the caller reports success only when
+it finds nothing.
+"""
+
+from __future__ import annotations
+
+from django.apps import apps
+from django.db import models, transaction
+
+from localai_memory.memory.models import Proposal
+from localai_memory.notes.models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
+from localai_memory.notes.services import lock_owner
+
+#: Apps whose rows keyed by an owner hold note text (vectors and copies made for recall).
+_DERIVED_APPS = ("recall",)
+
+
+def _derived_models() -> list[type[models.Model]]:
+    found: list[type[models.Model]] = []
+    for label in _DERIVED_APPS:
+        try:
+            config = apps.get_app_config(label)
+        except LookupError:
+            continue
+        for model in config.get_models():
+            if any(f.name == "owner" and f.is_relation for f in model._meta.get_fields()):
+                found.append(model)
+    return found
+
+
+def memory_leftovers(*, owner_id: int) -> dict[str, int]:
+    """What of the owner's notes is still stored anywhere: ``{what: count}`` for every non-zero count."""
+    counts = {
+        "files": NoteFile.objects.filter(owner_id=owner_id).count(),
+        "versions": FileVersion.objects.filter(owner_id=owner_id).count(),
+        "change_sets": ChangeSet.objects.filter(owner_id=owner_id).count(),
+        "changed_files": FileChange.objects.filter(change_set__owner_id=owner_id).count(),
+        "trash_entries": TrashEntry.objects.filter(owner_id=owner_id).count(),
+        "trash_files": TrashFile.objects.filter(entry__owner_id=owner_id).count(),
+        "proposals": Proposal.objects.filter(owner_id=owner_id).count(),
+    }
+    for model in _derived_models():
+        counts[model._meta.label_lower] = model.objects.filter(owner_id=owner_id).count()
+    return {what: count for what, count in counts.items() if count}
+
+
+@transaction.atomic
+def memory_clear(*, owner_id: int) -> dict[str, int]:
+    """Erase every note of the owner everywhere (files, versions, change sets, Trash, proposals, recall copies).
+
+    Not undoable: there is nothing left to undo from. The owner's settings, agents and chats stay; so do the
+    consolidation watermarks (ids only), so the notes are not suggested again from old chats. Returns what
+    was deleted, per kind.
+    """
+    lock_owner(owner_id)
+    deleted: dict[str, int] = {}
+    deleted["proposals"] = Proposal.objects.filter(owner_id=owner_id).delete()[0]
+    for model in _derived_models():
+        deleted[model._meta.label_lower] = model.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["trash_files"] = TrashFile.objects.filter(entry__owner_id=owner_id).delete()[0]
+    deleted["trash_entries"] = TrashEntry.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["versions"] = FileVersion.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["changed_files"] = FileChange.objects.filter(change_set__owner_id=owner_id).delete()[0]
+    ChangeSet.objects.filter(owner_id=owner_id).update(reverts=None)
+    deleted["change_sets"] = ChangeSet.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["files"] = NoteFile.objects.filter(owner_id=owner_id).delete()[0]
+    return deleted

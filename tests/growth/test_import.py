@@ -1,0 +1,214 @@
+"""Import: the export zip back byte for byte, a merge that never overwrites silently, facts per the policy."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from localai_memory.growth import importing
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.services import settings_update
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import ChangeSet, NoteFile
+from localai_memory.notes.paths import INDEX_MAX_LINES, Scope
+
+from ..api.conftest import assert_error
+
+pytestmark = pytest.mark.django_db
+URL = "/api/chats/memory/import"
+
+
+def files_of(owner) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(notes_services.memory_export(owner_id=owner.pk))) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def a_zip(members: dict[str, bytes | str], *, symlink: str | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, content in members.items():
+            info = zipfile.ZipInfo(name)
+            if name == symlink:
+                info.external_attr = 0o120777 << 16
+            archive.writestr(info, content)
+    return buffer.getvalue()
+
+
+def upload(client, data: bytes, name: str = "memory-export.zip"):
+    return client.post(URL, {"file": _named(data, name)}, format="multipart")
+
+
+def _named(data: bytes, name: str) -> io.BytesIO:
+    stream = io.BytesIO(data)
+    stream.name = name
+    return stream
+
+
+@pytest.fixture
+def alices_memory(owner):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               details="Moved to Rome in 2024.\nLikes the Trastevere area — ☀️\n", source="files",
+                               actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                               source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", summary="short answers",
+                               source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.channel(3, "C123"), topic="team",
+                               summary="Friday demos", details="no trailing newline", source="files", actor="you")
+    return notes_services.memory_export(owner_id=owner.pk)
+
+
+def test_the_export_imports_into_a_new_account_with_byte_identical_files(owner, make_user, alices_memory, client_for):
+    newcomer = make_user("newcomer")
+
+    response = upload(client_for(newcomer), alices_memory)
+
+    assert response.status_code == 200, response.content
+    assert response.json()["mode"] == "restored"
+    assert files_of(newcomer) == files_of(owner)
+    assert ChangeSet.objects.get(owner=newcomer).source == "import"
+
+
+def test_importing_into_a_full_index_is_refused_with_the_listing_and_nothing_is_half_imported(
+        owner, make_user, alices_memory, client_for):
+    full = make_user("full")
+    for number in range(INDEX_MAX_LINES - 1):
+        notes_services.note_upsert(owner_id=full.pk, scope=Scope.user(), topic=f"t{number}", summary=f"note {number}",
+                                   source="files", actor="you")
+    notes_services.note_upsert(owner_id=full.pk, scope=Scope.user(), topic="home", summary="lives in Oslo",
+                               source="files", actor="you")
+    before = files_of(full)
+    changes = ChangeSet.objects.filter(owner=full).count()
+
+    response = upload(client_for(full), alices_memory)
+
+    error = assert_error(response, 422, "cap_exceeded")
+    assert {e["topic"] for e in error["details"]["entries"]} >= {"t0", "t38", "home"}
+    assert files_of(full) == before  # not the agent's or the conversation's notes either
+    assert ChangeSet.objects.filter(owner=full).count() == changes
+    assert not Proposal.objects.filter(owner=full).exists()
+
+
+def test_a_merge_adds_new_topics_and_shows_differences_as_proposals(owner, make_user, alices_memory):
+    other = make_user("other")
+    notes_services.note_upsert(owner_id=other.pk, scope=Scope.user(), topic="home", summary="lives in Oslo",
+                               source="files", actor="you")
+    notes_services.note_upsert(owner_id=other.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                               source="files", actor="you")
+
+    result = importing.import_zip(owner_id=other.pk, data=alices_memory)
+
+    assert result.mode == "merged"
+    assert sorted(result.added) == ["Memory/agents/7/tone", f"Memory/channels/{Scope.channel(3, 'C123').key}/team"]
+    assert result.unchanged == ["Memory/diet"]
+    [difference] = Proposal.objects.filter(owner=other)
+    assert (difference.topic, difference.old_summary, difference.summary) == ("home", "lives in Oslo", "lives in Rome")
+    assert difference.source == "import" and difference.correction
+    assert "- home: lives in Oslo" in notes_selectors.index_text(owner_id=other.pk, scope=Scope.user())
+
+
+def test_importing_the_same_zip_twice_changes_nothing_the_second_time(owner, alices_memory):
+    result = importing.import_zip(owner_id=owner.pk, data=alices_memory)
+
+    assert result.written == [] and result.proposals == [] and len(result.unchanged) == 4
+
+
+@pytest.mark.parametrize("members, symlink, message", [
+    ({"../etc/passwd": "x"}, None, "'..'"),
+    ({"Memory/../../x.md": "x"}, None, "'..'"),
+    ({"/Memory/index.md": "- a: b\n"}, None, "plain note path"),
+    ({"Notes/index.md": "- a: b\n"}, None, "Memory/"),
+    ({"Memory/evil.sh": "x"}, None, ".md"),
+    ({"Memory/link.md": "/etc/passwd"}, "Memory/link.md", "link"),
+    ({"Memory/big.md": "x" * 9000}, None, "larger than"),
+    ({"Memory/index.md": "not an index line\n"}, None, "not an index entry"),
+    ({"Memory/bin.md": b"\xff\xfe"}, None, "UTF-8"),
+])
+def test_an_unsafe_zip_is_refused_and_nothing_is_written(owner, api, members, symlink, message):
+    response = upload(api, a_zip(members, symlink=symlink))
+
+    error = assert_error(response, 400, "invalid_import")
+    assert message in error["message"]
+    assert not NoteFile.objects.filter(owner=owner).exists()
+
+
+def test_something_that_is_not_a_zip_is_refused(owner, api):
+    response = upload(api, b"PK\x03\x04 not really a zip")
+
+    assert_error(response, 400, "invalid_import")
+
+
+def test_a_zip_bigger_than_the_limit_is_refused(owner):
+    with pytest.raises(importing.TooLarge):
+        importing.read_export_zip(b"PK\x03\x04" + b"\0" * (importing.ZIP_MAX_BYTES + 1))
+
+
+def test_a_list_of_facts_waits_for_confirmation_by_default(owner, api):
+    response = api.post(URL, {"facts": "- Lives in Porto\n* Prefers metric units\n\n1. Drinks no coffee\n"},
+                        format="json")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["proposals"] and response.json()["written"] == []
+    assert sorted(Proposal.objects.filter(owner=owner).values_list("summary", flat=True)) == [
+        "Drinks no coffee", "Lives in Porto", "Prefers metric units"]
+    assert not NoteFile.objects.filter(owner=owner).exists()
+
+
+def test_a_list_of_facts_is_saved_at_once_under_save_and_tell_within_the_policys_limits(owner, api):
+    settings_update(user_id=owner.pk, save_mode="auto")
+    facts = [f"Fact number {n} about {word}" for n, word in enumerate(["tea", "jazz", "cats", "rain", "maps",
+                                                                         "chess", "kites"])]
+    facts.append("my password is hunter22")
+
+    body = api.post(URL, {"facts": facts}, format="json").json()
+
+    assert len(body["added"]) == 5  # a reply saves at most 5 notes at once
+    waiting = Proposal.objects.filter(owner=owner)
+    assert waiting.count() == 3
+    assert waiting.get(summary__contains="password").reason == "looks_secret"
+
+
+def test_facts_that_repeat_a_note_are_left_alone(owner, api):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="Lives in Porto",
+                               source="files", actor="you")
+
+    body = api.post(URL, {"facts": "Lives in Porto\nlives in porto.\n"}, format="json").json()
+
+    assert body["unchanged"] and body["proposals"] == []
+
+
+def test_facts_are_refused_while_memory_is_off(owner, api):
+    settings_update(user_id=owner.pk, enabled=False)
+
+    assert_error(api.post(URL, {"facts": "Lives in Porto"}, format="json"), 403, "user_off")
+
+
+def test_facts_past_the_cap_are_refused_as_a_whole(owner, api):
+    for number in range(INDEX_MAX_LINES - 1):
+        notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=f"t{number}",
+                                   summary=f"note {number}", source="files", actor="you")
+
+    response = api.post(URL, {"facts": "Lives in Porto\nDrinks tea\n"}, format="json")
+
+    assert_error(response, 422, "cap_exceeded")
+    assert not Proposal.objects.filter(owner=owner).exists()
+
+
+def test_a_body_that_is_neither_a_zip_nor_facts_is_a_clear_400(api):
+    assert_error(api.post(URL, {"nothing": 1}, format="json"), 400)
+    assert_error(api.post(URL, {"facts": 3}, format="json"), 400, "invalid_import")
+    assert_error(api.post(URL, {"facts": "   \n"}, format="json"), 400, "invalid_facts")
+
+
+def test_an_outsiders_import_lands_only_in_their_own_account(owner, outsider, outsider_api, alices_memory):
+    upload(outsider_api, alices_memory)
+
+    assert files_of(outsider) == files_of(owner)  # their own copy…
+    assert ChangeSet.objects.filter(owner=owner, source="import").count() == 0  # …Alice's account untouched
+
+
+def test_import_needs_a_login(anon_api):
+    assert anon_api.post(URL, {"facts": "x"}, format="json").status_code == 401

@@ -1,0 +1,294 @@
+"""``manage.py memory …``: one test (at least) per command, refusals included, on the web app's own store."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from localai_memory.growth.services import memory_leftovers
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.proposals import proposal_create
+from localai_memory.memory.services import settings_update
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import ChangeSet, FileVersion, NoteFile, TrashEntry
+from localai_memory.notes.paths import INDEX_MAX_LINES, Scope
+from tests.fakes.openai_server import reply
+
+from .conftest import fact, facts_reply
+
+pytestmark = pytest.mark.django_db
+
+
+def memory(*args: str, stdin: str | None = None, **options: Any) -> str:
+    out = io.StringIO()
+    extra = {"stdin": io.StringIO(stdin)} if stdin is not None else {}
+    call_command("memory", *args, stdout=out, **options, **extra)
+    return out.getvalue()
+
+
+def index(owner, scope: Scope | None = None) -> str:
+    return notes_selectors.index_text(owner_id=owner.pk, scope=scope or Scope.user())
+
+
+@pytest.fixture
+def notes(owner):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               details="Moved to Rome in 2024.", source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", summary="short answers",
+                               source="files", actor="you")
+
+
+@pytest.fixture
+def suggestion(owner):
+    return proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                           source=Proposal.Source.CONSOLIDATION, origin="job")
+
+
+def test_an_unknown_user_is_refused_by_name(db):
+    with pytest.raises(CommandError, match="no user named 'nobody'"):
+        memory("list", user="nobody")
+
+
+def test_list_prints_a_table_of_every_scope(owner, notes):
+    out = memory("list", user="alice")
+
+    assert out.splitlines()[0].split() == ["scope", "topic", "summary", "file"]
+    assert "user" in out and "lives in Rome" in out and "agent:7" in out and "short answers" in out
+
+
+def test_list_json_is_the_same_notes(owner, notes):
+    data = json.loads(memory("list", user="alice", as_json=True))
+
+    assert {(n["scope"], n["topic"]) for n in data["notes"]} == {("user", "home"), ("agent:7", "tone")}
+
+
+def test_list_of_another_user_shows_none_of_alices_notes(owner, outsider, notes):
+    assert memory("list", user="mallory").strip() == "No notes."
+
+
+def test_show_prints_the_line_the_details_and_the_last_change(owner, notes):
+    out = memory("show", "home", user="alice")
+
+    assert "lives in Rome" in out and "Moved to Rome in 2024." in out and "last change" in out
+
+
+def test_show_refuses_a_topic_that_does_not_exist(owner, notes):
+    with pytest.raises(CommandError, match="no note 'nowhere'"):
+        memory("show", "nowhere", user="alice")
+
+
+def test_add_saves_a_note_on_the_same_store(owner):
+    out = memory("add", "diet", "vegetarian", "--details", "No meat, no fish.", user="alice")
+
+    assert "Saved diet" in out
+    assert "- diet: vegetarian -> diet.md" in index(owner)
+    assert ChangeSet.objects.get(owner=owner).source == "cli"
+
+
+def test_add_refuses_an_existing_topic_and_a_bad_topic(owner, notes):
+    with pytest.raises(CommandError, match="exists already"):
+        memory("add", "home", "lives in Paris", user="alice")
+    with pytest.raises(CommandError, match="lower-case"):
+        memory("add", "Not A Slug", "x", user="alice")
+
+
+def test_add_past_the_cap_is_refused_with_the_current_entries(owner):
+    for number in range(INDEX_MAX_LINES):
+        notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=f"t{number}", summary=f"n {number}",
+                                   source="files", actor="you")
+
+    with pytest.raises(CommandError) as refused:
+        memory("add", "one-more", "too many", user="alice")
+
+    assert "at most 40 lines" in str(refused.value) and "- t0: n 0" in str(refused.value)
+    assert "one-more" not in index(owner)
+
+
+def test_add_is_refused_while_the_server_has_files_off(owner, settings):
+    settings.FILES_ENABLED = False
+
+    with pytest.raises(CommandError, match="files off"):
+        memory("add", "diet", "vegetarian", user="alice")
+
+
+def test_edit_changes_the_summary_and_keeps_the_file(owner, notes):
+    memory("edit", "home", "--summary", "lives in Lisbon", user="alice")
+
+    assert "- home: lives in Lisbon -> home.md" in index(owner)
+    assert notes_selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "Moved to Rome in 2024.\n"
+
+
+def test_edit_refuses_a_missing_topic(owner):
+    with pytest.raises(CommandError, match="use add"):
+        memory("edit", "home", "--summary", "x", user="alice")
+
+
+def test_forget_asks_first_and_removes_the_topic_when_confirmed(owner, notes):
+    with pytest.raises(CommandError, match="Nothing was forgotten"):
+        memory("forget", "home", user="alice", stdin="n\n")
+    assert "home" in index(owner)
+
+    memory("forget", "home", user="alice", stdin="y\n")
+
+    assert "home" not in index(owner)
+
+
+def test_forget_of_another_scope(owner, notes):
+    memory("forget", "tone", "--scope", "agent:7", "-y", user="alice")
+
+    assert index(owner, Scope.agent(7)) == ""
+
+
+def test_trash_lists_and_restore_brings_back(owner, notes):
+    notes_services.memory_forget(owner_id=owner.pk)
+    entry = TrashEntry.objects.get(owner=owner)
+
+    assert "Everything in Memory" in memory("trash", user="alice")
+    memory("restore", str(entry.pk), user="alice")
+
+    assert "lives in Rome" in index(owner)
+    assert memory("trash", user="alice").strip() == "The Trash is empty."
+
+
+def test_restore_refuses_an_entry_of_another_user(owner, outsider, notes):
+    notes_services.memory_forget(owner_id=owner.pk)
+    entry = TrashEntry.objects.get(owner=owner)
+
+    with pytest.raises(CommandError, match="No such Trash entry"):
+        memory("restore", str(entry.pk), user="mallory")
+
+
+def test_proposals_lists_what_waits(owner, suggestion):
+    out = memory("proposals", user="alice")
+
+    assert str(suggestion.pk) in out and "diet" in out and "vegetarian" in out and "consolidation" in out
+
+
+def test_accept_saves_a_suggestion(owner, suggestion):
+    memory("accept", str(suggestion.pk), user="alice")
+
+    assert "- diet: vegetarian" in index(owner)
+    assert memory("proposals", user="alice").strip() == "No suggestions wait for you."
+
+
+def test_accept_twice_is_refused(owner, suggestion):
+    memory("accept", str(suggestion.pk), user="alice")
+
+    with pytest.raises(CommandError, match="saved already"):
+        memory("accept", str(suggestion.pk), user="alice")
+
+
+def test_accept_of_an_expired_suggestion_is_refused(owner, suggestion, time_machine):
+    time_machine.move_to(suggestion.created_at + __import__("datetime").timedelta(hours=25))
+
+    with pytest.raises(CommandError, match="expired"):
+        memory("accept", str(suggestion.pk), user="alice")
+    assert "diet" not in index(owner)
+
+
+def test_reject_drops_a_suggestion_and_another_user_cannot(owner, outsider, suggestion):
+    with pytest.raises(CommandError, match="No such proposal"):
+        memory("reject", str(suggestion.pk), user="mallory")
+
+    memory("reject", str(suggestion.pk), user="alice")
+
+    suggestion.refresh_from_db()
+    assert suggestion.status == "rejected" and "diet" not in index(owner)
+
+
+def test_export_writes_the_zip_of_the_files(owner, notes, tmp_path):
+    target = tmp_path / "mine.zip"
+
+    memory("export", "--output", str(target), user="alice")
+
+    with zipfile.ZipFile(target) as archive:
+        assert sorted(archive.namelist()) == ["Memory/agents/7/index.md", "Memory/home.md", "Memory/index.md"]
+        assert archive.read("Memory/home.md") == b"Moved to Rome in 2024.\n"
+
+
+def test_export_refuses_a_place_it_cannot_write(owner, notes, tmp_path):
+    with pytest.raises(CommandError, match="Cannot write"):
+        memory("export", "--output", str(tmp_path / "missing" / "x.zip"), user="alice")
+
+
+def test_import_reads_a_list_of_facts(owner, tmp_path):
+    facts = tmp_path / "facts.txt"
+    facts.write_text("- Lives in Porto\n- Prefers metric units\n")
+
+    out = memory("import", str(facts), user="alice")
+
+    assert "2 waiting" in out  # the default level asks first
+    assert Proposal.objects.filter(owner=owner, source="import").count() == 2
+
+
+def test_import_is_refused_where_the_policy_refuses(owner, tmp_path):
+    settings_update(user_id=owner.pk, save_mode="never")
+    facts = tmp_path / "facts.txt"
+    facts.write_text("Lives in Porto\n")
+
+    with pytest.raises(CommandError, match="Never"):
+        memory("import", str(facts), user="alice")
+
+
+def test_clear_asks_and_does_nothing_without_yes(owner, notes):
+    with pytest.raises(CommandError, match="Nothing was erased"):
+        memory("clear", user="alice", stdin="no\n")
+
+    assert NoteFile.objects.filter(owner=owner).exists()
+
+
+def test_clear_erases_everything_and_reads_it_back(owner, outsider, notes, suggestion):
+    notes_services.file_write(owner_id=owner.pk, path="Memory/scratch.md", content="scratch text", version=None)
+    notes_services.file_delete(owner_id=owner.pk, path="Memory/scratch.md")
+    notes_services.note_upsert(owner_id=outsider.pk, scope=Scope.user(), topic="mine", summary="mallory's",
+                               source="files", actor="you")
+
+    out = memory("clear", user="alice", stdin="yes\n")
+
+    assert "nothing is left" in out
+    assert memory_leftovers(owner_id=owner.pk) == {}
+    assert not FileVersion.objects.filter(owner=owner).exists()
+    assert not TrashEntry.objects.filter(owner=owner).exists()
+    assert not Proposal.objects.filter(owner=owner).exists()
+    assert "mallory's" in index(outsider)  # only Alice's notes
+
+
+def test_clear_with_y_does_not_ask(owner, notes):
+    data = json.loads(memory("clear", "-y", user="alice", as_json=True))
+
+    assert data["cleared"] is True and data["left"] == {} and data["deleted"]["files"] == 3
+
+
+def test_stats_prints_lines_and_bytes_against_the_caps(owner, notes, suggestion):
+    out = memory("stats", user="alice")
+
+    assert "1/40" in out and "agent:7" in out and "1 waiting" in out
+
+
+def test_stats_json(owner, notes):
+    data = json.loads(memory("stats", user="alice", as_json=True))
+
+    user = next(s for s in data["scopes"] if s["kind"] == "user")
+    assert (user["lines"], user["max_lines"], user["max_bytes"]) == (1, 40, 2048)
+
+
+def test_consolidate_suggests_from_recent_chats(owner, model, make_chat):
+    make_chat(owner, "I moved to Lisbon last month.")
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+
+    out = memory("consolidate", user="alice")
+
+    assert "1 suggestion(s)" in out
+
+
+def test_consolidate_is_refused_while_memory_is_off(owner, model):
+    settings_update(user_id=owner.pk, enabled=False)
+
+    with pytest.raises(CommandError, match="memory_off"):
+        memory("consolidate", user="alice")

@@ -1,0 +1,57 @@
+"""Reading the model's consolidation reply: whatever JSON is in there is recovered, nothing else is trusted."""
+
+from __future__ import annotations
+
+import pytest
+
+from localai_memory.growth.parsing import Candidate, parse_reply, slugify
+
+CLEAN = '{"facts": [{"action": "add", "topic": "home", "summary": "lives in Lisbon"}], "summary": "Moved"}'
+
+
+@pytest.mark.parametrize("text", [
+    CLEAN,
+    "```json\n" + CLEAN + "\n```",
+    "```\n" + CLEAN + "\n```",
+    "Sure! Here you go:\n\n" + CLEAN + "\n\nAnything else?",
+    "Here: ```json\n" + CLEAN.replace("}]", "},]") + "\n``` done",
+    ('{\n  // the facts\n  "facts": [{"action": "add", "topic": "home", "summary": "lives in Lisbon"}],\n'
+     '  "summary": "Moved",\n}'),
+])
+def test_clean_fenced_and_chatty_replies_give_the_same_facts(text):
+    parsed = parse_reply(text)
+
+    assert parsed.candidates == [Candidate("add", "home", "lives in Lisbon")]
+    assert parsed.summary == "Moved"
+
+
+def test_a_bare_list_of_facts_is_read():
+    parsed = parse_reply('[{"topic": "diet", "summary": "vegan"}, "prefers metric units"]')
+
+    assert parsed.candidates == [Candidate("add", "diet", "vegan"),
+                                 Candidate("add", "prefers-metric-units", "prefers metric units")]
+
+
+def test_a_reply_without_json_is_no_facts_and_no_error():
+    assert parse_reply("I could not find anything durable.").candidates == []
+    assert parse_reply("").candidates == [] and parse_reply(None).summary == ""
+    assert parse_reply('{"facts": "not a list"}').candidates == []
+
+
+def test_action_words_and_topics_are_normalised():
+    parsed = parse_reply('{"facts": [{"action": "Remove", "topic": "Old Job"}, '
+                         '{"action": "modify", "topic": "Home Town!", "summary": "  lives\\nin  Porto "}, '
+                         '{"action": "add", "topic": "", "summary": ""}]}')
+
+    assert parsed.candidates == [Candidate("delete", "old-job", ""), Candidate("update", "home-town", "lives in Porto")]
+
+
+def test_a_topic_is_made_from_the_summary_when_the_model_gives_none():
+    assert slugify(None, "The user prefers answers in German") == "prefers-answers-german"
+    assert slugify("index", "index") == ""
+
+
+def test_a_summary_is_one_short_line():
+    parsed = parse_reply('{"facts": [{"topic": "bio", "summary": "' + "word " * 80 + '"}]}')
+
+    assert len(parsed.candidates[0].summary) <= 200 and "\n" not in parsed.candidates[0].summary

@@ -1,0 +1,185 @@
+"""The MCP server at /mcp, driven by the ``mcp`` package's own streamable-HTTP client against a live server."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from localai_memory.accounts.services import token_create
+from localai_memory.agents.models import Agent
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.services import provider_pick, settings_update
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import NoteFile
+from localai_memory.notes.paths import Scope
+
+from ..api.conftest import assert_error
+
+Session = Callable[[Any, Callable[[Client], Awaitable[Any]]], Any]
+
+
+@pytest.fixture
+def mcp_session(live_server) -> Session:
+    """Run ``work(client)`` in an MCP client session of ``user`` (by their API token)."""
+
+    def run(user: Any, work: Callable[[Client], Awaitable[Any]]) -> Any:
+        token = token_create(user=user)
+
+        async def main() -> Any:
+            async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+                        Client(streamable_http_client(f"{live_server.url}/mcp", http_client=http)) as client):
+                return await work(client)
+
+        return anyio.run(main)
+
+    return run
+
+
+@pytest.fixture
+def alices_notes(owner):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               details="Moved to Rome in 2024, near Trastevere.", source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                               source="files", actor="you")
+
+
+async def tool_names(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+def call(name: str, arguments: dict[str, Any] | None = None) -> Callable[[Client], Awaitable[Any]]:
+    async def work(client: Client) -> Any:
+        return await client.call_tool(name, arguments or {})
+
+    return work
+
+
+def test_a_client_lists_the_memory_tools(mcp_session, owner):
+    assert mcp_session(owner, tool_names) == {"memory_recall", "memory_search", "memory_stats"}
+
+
+def test_it_recalls_the_note_that_matters_and_nothing_unrelated(mcp_session, owner, alices_notes):
+    async def work(client: Client) -> tuple[Any, Any]:
+        return (await client.call_tool("memory_recall", {"query": "Which city do I live in, Rome or Milan?"}),
+                await client.call_tool("memory_recall", {"query": "explain quantum tunnelling"}))
+
+    related, unrelated = mcp_session(owner, work)
+
+    assert not related.is_error
+    notes = related.structured_content["notes"]
+    assert [(n["topic"], n["summary"]) for n in notes] == [("home", "lives in Rome")]
+    assert notes[0]["details"] == "Moved to Rome in 2024, near Trastevere.\n"
+    assert unrelated.structured_content["notes"] == []
+
+
+def test_search_finds_lines_in_topic_files(mcp_session, owner, alices_notes):
+    result = mcp_session(owner, call("memory_search", {"query": "Trastevere"}))
+
+    assert [(m["topic"], m["in"]) for m in result.structured_content["matches"]] == [("home", "details")]
+
+
+def test_stats_reports_the_caps(mcp_session, owner, alices_notes):
+    result = mcp_session(owner, call("memory_stats"))
+
+    user = result.structured_content["scopes"][0]
+    assert (user["kind"], user["lines"], user["max_lines"]) == ("user", 2, 40)
+
+
+def test_every_tool_is_refused_while_memory_is_off(mcp_session, owner, alices_notes):
+    settings_update(user_id=owner.pk, enabled=False)
+
+    async def work(client: Client) -> list[Any]:
+        return [await client.call_tool(name, {"query": "Rome"} if name != "memory_stats" else {})
+                for name in ("memory_recall", "memory_search", "memory_stats")]
+
+    for result in mcp_session(owner, work):
+        assert result.is_error
+        assert "Memory is off in your settings" in result.content[0].text
+        assert "Rome" not in result.content[0].text
+
+
+def test_the_tools_are_refused_while_an_addon_serves_memory(mcp_session, owner, alices_notes, monkeypatch):
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    provider_pick(user_id=owner.pk, provider="sample")
+
+    result = mcp_session(owner, call("memory_recall", {"query": "Rome"}))
+
+    assert result.is_error and "served_by_addon" in result.content[0].text
+
+
+def test_propose_is_offered_only_when_turned_on_and_only_ever_proposes(mcp_session, owner, alices_notes):
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True, save_mode="auto")
+
+    async def work(client: Client) -> tuple[set[str], Any]:
+        return await tool_names(client), await client.call_tool(
+            "memory_propose", {"topic": "units", "summary": "prefers metric units"})
+
+    names, result = mcp_session(owner, work)
+
+    assert "memory_propose" in names
+    assert result.structured_content["status"] == "proposed"
+    proposal = Proposal.objects.get(pk=result.structured_content["proposal_id"])
+    assert (proposal.source, proposal.status, proposal.topic) == ("mcp", "pending", "units")
+    assert not NoteFile.objects.filter(owner=owner, content__contains="metric").exists()
+
+
+def test_propose_is_refused_where_the_policy_refuses(mcp_session, owner):
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True, save_mode="never")
+
+    result = mcp_session(owner, call("memory_propose", {"topic": "units", "summary": "metric"}))
+
+    assert result.structured_content["status"] == "refused"
+    assert result.structured_content["reason"] == "save_mode_never"
+    assert not Proposal.objects.filter(owner=owner).exists()
+
+
+def test_an_agent_reads_as_its_memory_choice_says(mcp_session, owner, alices_notes):
+    agent = Agent.objects.create(owner=owner, name="Chef", tools=["memory"], memory="own")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="menu",
+                               summary="cooks risotto in Rome", source="files", actor="you")
+
+    result = mcp_session(owner, call("memory_recall", {"query": "Rome", "agent_id": agent.pk}))
+
+    assert [n["scope"] for n in result.structured_content["notes"]] == [f"agent:{agent.pk}"]
+
+
+def test_an_outsider_sees_nothing_of_alices_notes(mcp_session, owner, outsider, alices_notes):
+    agent = Agent.objects.create(owner=owner, name="Chef", tools=["memory"], memory="own")
+
+    async def work(client: Client) -> tuple[Any, Any]:
+        return (await client.call_tool("memory_recall", {"query": "Rome"}),
+                await client.call_tool("memory_recall", {"query": "Rome", "agent_id": agent.pk}))
+
+    mine, alices_agent = mcp_session(outsider, work)
+
+    assert mine.structured_content["notes"] == []
+    assert alices_agent.is_error and "No such agent" in alices_agent.content[0].text
+
+
+def test_without_a_valid_token_the_server_answers_401(client, owner):
+    assert_error(client.post("/mcp", data="{}", content_type="application/json"), 401, "authentication_failed")
+    response = client.post("/mcp", data="{}", content_type="application/json",
+                           HTTP_AUTHORIZATION="Bearer lm_not-a-token")
+    assert_error(response, 401)
+
+
+def test_a_stateless_server_offers_no_event_stream(client, owner):
+    response = client.get("/mcp", HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner)}")
+
+    assert_error(response, 405, "method_not_allowed")
+    assert response["Allow"] == "POST"
+
+
+def test_the_switch_hides_the_server_entirely(client, owner, settings):
+    settings.MCP_ENABLED = False
+
+    response = client.post("/mcp", data="{}", content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner)}")
+
+    assert response.status_code == 404
