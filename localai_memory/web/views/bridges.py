@@ -1,0 +1,153 @@
+"""Bridges: the bots that carry your chats into Telegram, Slack and Discord.
+
+Per binding: its state and switch, the conversations it carries (with their notes and chat), the senders with
+their pairing state and the permission "Confirm changes from the chat", and the pairing codes that wait for
+you. Credentials are write-only: the page never shows them back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from bridges import selectors as bridge_selectors
+from bridges import services as bridge_services
+from bridges.models import PLATFORM_MODES, Mode, Platform
+from localai_memory.agents import selectors as agent_selectors
+from localai_memory.core.errors import ApplicationError
+
+from .common import int_or_404, not_found_as_404, page
+
+BRIDGES = "/bridges/"
+CREDENTIAL_LABELS = {
+    "token": "Bot token (Telegram, Discord)",
+    "webhook_secret": "Telegram webhook secret (optional)",
+    "bot_token": "Slack bot token (xoxb-…)",
+    "signing_secret": "Slack signing secret (Events API only)",
+    "app_token": "Slack app-level token (xapp-…, Socket Mode only)",
+}
+
+
+@login_required
+@require_GET
+def bridges_page(request: HttpRequest) -> HttpResponse:
+    bindings = []
+    for binding in bridge_selectors.binding_list(owner_id=request.user.pk):
+        bindings.append({
+            "binding": binding,
+            "conversations": list(bridge_selectors.conversation_list(binding=binding)[:100]),
+            "senders": list(bridge_selectors.sender_list(binding=binding)[:200]),
+            "pairings": list(bridge_selectors.pairing_list(binding=binding)),
+        })
+    platforms = [(p.value, p.label, [(m, Mode(m).label) for m in PLATFORM_MODES[p.value]]) for p in Platform]
+    credential_fields = [(key, CREDENTIAL_LABELS[key]) for key in
+                         ("token", "webhook_secret", "bot_token", "app_token", "signing_secret")]
+    return page(request, "web/bridges.html", {
+        "bindings": bindings, "platforms": platforms, "credential_fields": credential_fields,
+        "agents": list(agent_selectors.agent_list(owner_id=request.user.pk)),
+    }, section="bridges")
+
+
+def _credentials(request: HttpRequest, platform: str) -> dict[str, Any]:
+    keys = bridge_services.CREDENTIAL_KEYS.get(platform, ())
+    return {key: request.POST.get(key, "").strip() for key in keys if request.POST.get(key, "").strip()}
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def binding_new(request: HttpRequest) -> HttpResponse:
+    platform = request.POST.get("platform", "")
+    raw_agent = request.POST.get("agent", "")
+    try:
+        binding = bridge_services.binding_create(
+            owner_id=request.user.pk, platform=platform, name=request.POST.get("name", ""),
+            credentials=_credentials(request, platform), mode=request.POST.get("mode") or None,
+            agent_id=int_or_404(raw_agent) if raw_agent else None)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Connected the bot “{binding.name}”. It starts within a minute.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def binding_switch(request: HttpRequest, binding_id: int) -> HttpResponse:
+    binding = bridge_selectors.access_binding(request.user, binding_id)
+    enabled = request.POST.get("enabled") == "on"
+    binding = bridge_services.binding_set_enabled(binding=binding, enabled=enabled)
+    messages.success(request, f"“{binding.name}” is {'on' if binding.enabled else 'off'}.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def binding_delete(request: HttpRequest, binding_id: int) -> HttpResponse:
+    binding = bridge_selectors.access_binding(request.user, binding_id)
+    bridge_services.binding_delete(binding=binding)
+    messages.success(request, f"Disconnected “{binding.name}”. Its conversations' notes stay in Files.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def pairing_approve(request: HttpRequest, binding_id: int, pairing_id: int) -> HttpResponse:
+    binding = bridge_selectors.access_binding(request.user, binding_id)
+    pairing = bridge_selectors.access_pairing(request.user, binding, pairing_id)
+    try:
+        sender = bridge_services.pairing_approve(binding=binding, code=pairing.code,
+                                                 can_confirm=request.POST.get("can_confirm") == "on")
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Paired {sender.label}.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def pairing_deny(request: HttpRequest, binding_id: int, pairing_id: int) -> HttpResponse:
+    binding = bridge_selectors.access_binding(request.user, binding_id)
+    pairing = bridge_selectors.access_pairing(request.user, binding, pairing_id)
+    try:
+        sender = bridge_services.pairing_deny(request=pairing)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Denied {sender.label}; the bot ignores them now.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def sender_permission(request: HttpRequest, sender_id: int) -> HttpResponse:
+    sender = bridge_selectors.access_sender(request.user, sender_id)
+    try:
+        sender = bridge_services.sender_update(sender=sender, can_confirm=request.POST.get("can_confirm") == "on")
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{sender.label} {'can' if sender.can_confirm else 'cannot'} confirm changes "
+                                  "from the chat now.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def sender_unpair(request: HttpRequest, sender_id: int) -> HttpResponse:
+    sender = bridge_selectors.access_sender(request.user, sender_id)
+    sender = bridge_services.sender_unpair(sender=sender)
+    messages.success(request, f"Unpaired {sender.label}.")
+    return redirect(BRIDGES)

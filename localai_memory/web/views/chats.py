@@ -1,0 +1,226 @@
+"""Chats: the list, a new chat, and the chat page with what memory did on every turn.
+
+The chat page shows the conversation; a Tools menu whose Memory row is the chat's switch (off = a private
+chat, with the "Private chat" chip); a "used N memories" chip that opens what the turn read; a card for each
+proposal (Save / Don't save, with its expiry); "Saved to memory" with an Undo for 30 minutes for a note saved
+at once; and, when memory is off, one line naming the level that is off and how to turn it on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_GET, require_POST
+
+from localai_memory.agents import selectors as agent_selectors
+from localai_memory.chats import selectors as chat_selectors
+from localai_memory.chats import services as chat_services
+from localai_memory.chats.models import Chat, Message, Role
+from localai_memory.core.errors import ApplicationError, NotFound, UpstreamError
+from localai_memory.memory import proposals as proposal_services
+from localai_memory.notes import selectors as notes_selectors
+
+from .common import int_or_404, is_htmx, not_found_as_404, page
+from .inbox import ProposalView, proposal_views
+
+#: Where each level that can turn memory off is fixed, for the "memory is off" line.
+BLOCKED = {
+    "run": ("Memory is off for this run", None, None),
+    "chat": ("Memory is off because this chat is private", None, None),
+    "agent": ("Memory is off because of this chat's agent", "agent", "Open the agent form"),
+    "user": ("Memory is off in your settings", "/settings/memory/", "Open Your settings → Memory"),
+    "server": ("Memory is off on this server", None, None),
+    "provider": ("Memory is off because your memory add-on is not running", "/settings/memory/",
+                 "Open Your settings → Memory"),
+}
+SCOPE_WORDS = {"user": "Your notes", "agent": "The agent's notes", "channel": "This conversation's notes"}
+
+
+@dataclass
+class SavedView:
+    topic: str
+    summary: str
+    scope: str
+    change_id: int | None
+    undo_until: datetime | None
+    undone: bool
+    already_saved: bool
+
+    @property
+    def undo_open(self) -> bool:
+        return (self.change_id is not None and not self.undone and self.undo_until is not None
+                and timezone.now() < self.undo_until)
+
+
+@dataclass
+class MessageView:
+    message: Message
+    used: list[dict[str, str]] = field(default_factory=list)
+    saved: list[SavedView] = field(default_factory=list)
+    proposals: list[ProposalView] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    reverted: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def is_user(self) -> bool:
+        return self.message.role == Role.USER
+
+    @property
+    def has_report(self) -> bool:
+        return bool(self.saved or self.proposals or self.refused or self.reverted)
+
+
+def _used(report: dict[str, Any]) -> list[dict[str, str]]:
+    """What a turn read: the indexes put in the prompt, and each topic the model opened."""
+    items: list[dict[str, str]] = []
+    for shown in report.get("read") or []:
+        items.append({"label": f"{SCOPE_WORDS.get(shown.get('scope', ''), 'Notes')} (the index)",
+                      "path": shown.get("path", "")})
+    seen: set[str] = set()
+    for topic in report.get("topics_read") or []:
+        path = topic.get("path", "")
+        if path in seen:
+            continue
+        seen.add(path)
+        items.append({"label": f"“{topic.get('topic')}” from {SCOPE_WORDS.get(topic.get('scope', ''), 'notes').lower()}",
+                      "path": path})
+    return items
+
+
+def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
+    """Each message with what memory did on its turn, read in bulk (changes and proposals by id)."""
+    reports = {m.pk: (m.memory or {}) for m in rows if m.role == Role.ASSISTANT}
+    change_ids = {s["change_id"] for r in reports.values() for s in r.get("saved", []) if s.get("change_id")}
+    proposal_ids = {p["proposal_id"] for r in reports.values() for p in r.get("proposed", []) if p.get("proposal_id")}
+    undone = set()
+    if change_ids:
+        undone = {c.pk for c in notes_selectors.change_list(owner_id=owner_id).filter(pk__in=change_ids)
+                  if c.reverted_by.all()}
+    by_id: dict[int, ProposalView] = {}
+    if proposal_ids:
+        found = list(proposal_services.proposal_list(owner_id=owner_id, status=None)
+                     .filter(pk__in=proposal_ids).select_related("change_set"))
+        by_id = {view.pk: view for view in proposal_views(owner_id, found)}
+    views = []
+    for row in rows:
+        view = MessageView(row)
+        report = reports.get(row.pk)
+        if report:
+            view.used = _used(report)
+            for saved in report.get("saved", []):
+                until = parse_datetime(saved["undo_until"]) if saved.get("undo_until") else None
+                view.saved.append(SavedView(topic=saved.get("topic", ""), summary=saved.get("summary", ""),
+                                            scope=saved.get("scope", ""), change_id=saved.get("change_id"),
+                                            undo_until=until, undone=saved.get("change_id") in undone,
+                                            already_saved=bool(saved.get("already_saved"))))
+            view.proposals = [by_id[p["proposal_id"]] for p in report.get("proposed", [])
+                              if p.get("proposal_id") in by_id]
+            view.refused = list(report.get("refused", []))
+            view.reverted = list(report.get("reverted", []))
+        views.append(view)
+    return views
+
+
+@login_required
+@require_GET
+def chat_list(request: HttpRequest) -> HttpResponse:
+    chats = list(chat_selectors.chat_list(owner_id=request.user.pk)[:200])
+    agents = list(agent_selectors.agent_list(owner_id=request.user.pk))
+    return page(request, "web/chats.html", {"chats": chats, "agents": agents}, section="chats")
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def chat_new(request: HttpRequest) -> HttpResponse:
+    raw = request.POST.get("agent", "")
+    agent_id = int_or_404(raw) if raw else None
+    try:
+        chat = chat_services.chat_create(owner_id=request.user.pk, agent_id=agent_id)
+    except NotFound:
+        raise
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect("/chats/")
+    return redirect(f"/chats/{chat.pk}/")
+
+
+def _chat_context(request: HttpRequest, chat: Chat, **extra: Any) -> dict[str, Any]:
+    rows = list(chat_selectors.chat_messages(chat=chat))
+    status = chat_selectors.memory_status(chat=chat)
+    memory = status["memory"]
+    blocked = BLOCKED.get(memory.get("blocked_by") or "", ("Memory is off", None, None))
+    fix_url = blocked[1]
+    if fix_url == "agent" and chat.agent_id:
+        fix_url = f"/agents/{chat.agent_id}/"
+    context = {
+        "chat": chat,
+        "views": message_views(request.user.pk, rows),
+        "status": status,
+        "off_title": blocked[0],
+        "fix_url": fix_url if fix_url != "agent" else None,
+        "fix_label": blocked[2],
+        "error": None,
+        "draft": "",
+    }
+    context.update(extra)
+    return context
+
+
+@login_required
+@not_found_as_404
+@require_GET
+def chat_page(request: HttpRequest, chat_id: int) -> HttpResponse:
+    chat = chat_selectors.access_chat(request.user.pk, chat_id)
+    return page(request, "web/chat.html", _chat_context(request, chat), section="chats")
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def chat_send(request: HttpRequest, chat_id: int) -> HttpResponse:
+    chat = chat_selectors.access_chat(request.user.pk, chat_id)
+    if chat.origin != "web":
+        messages.error(request, "This conversation comes from a messaging app or a run; answer it there.")
+        return redirect(f"/chats/{chat.pk}/")
+    content = request.POST.get("content", "").replace("\r\n", "\n")
+    error = None
+    status = 200
+    try:
+        chat_services.turn_run(chat=chat, content=content)
+    except UpstreamError as exc:
+        error = f"The model did not answer: {exc.message} Your message was kept; try again."
+        status = exc.status
+    except ApplicationError as exc:
+        error, status = exc.message, exc.status
+    chat.refresh_from_db()
+    if is_htmx(request):
+        return page(request, "web/_conversation.html",
+                    _chat_context(request, chat, error=error, draft=content if error else "", oob=True),
+                    section="chats")
+    if error:
+        return page(request, "web/chat.html", _chat_context(request, chat, error=error, draft=content),
+                    section="chats", status=status)
+    return redirect(f"/chats/{chat.pk}/#composer")
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def chat_memory_switch(request: HttpRequest, chat_id: int) -> HttpResponse:
+    """The Memory row of the Tools menu: off makes this chat private."""
+    chat = chat_selectors.access_chat(request.user.pk, chat_id)
+    wanted = request.POST.get("memory")
+    if wanted in ("on", "off"):
+        chat = chat_services.chat_set_private(owner_id=request.user.pk, chat_id=chat.pk, private=wanted == "off")
+        messages.success(request, "This chat is private now." if chat.private else "Memory is on for this chat again.")
+    return redirect(f"/chats/{chat.pk}/")
+

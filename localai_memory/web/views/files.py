@@ -1,0 +1,236 @@
+"""Files: the Memory folder as a tree; open, edit (a stale edit warns), history and restore, Trash."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from localai_memory.agents.selectors import agent_list
+from localai_memory.core.errors import ApplicationError, Conflict, NotFound
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import NoteFile
+from localai_memory.notes.paths import ROOT, parse_path
+
+from .common import back, flash_error, int_or_404, not_found_as_404, page
+
+
+def _path_or_404(raw: str | None) -> str:
+    try:
+        return parse_path(raw).path
+    except ApplicationError:
+        raise Http404("not a note path") from None
+
+
+def agent_names(owner_id: int) -> dict[str, str]:
+    """Names of the owner's live agents by id (folders of deleted agents are labelled as such)."""
+    return {str(pk): name for pk, name in agent_list(owner_id=owner_id).values_list("pk", "name")}
+
+
+def folder_label(root: str, names: dict[str, str]) -> str:
+    parts = root.split("/")
+    if len(parts) == 1:
+        return "Yours"
+    if parts[1] == "agents":
+        name = names.get(parts[2])
+        return f"Agent “{name}”" if name else f"Deleted agent {parts[2]}"
+    return f"Conversation {parts[2]}"
+
+
+@dataclass
+class Folder:
+    path: str
+    label: str
+    files: list[NoteFile] = field(default_factory=list)
+    children: list[Folder] = field(default_factory=list)
+
+
+def build_tree(files: list[NoteFile], names: dict[str, str]) -> Folder:
+    """Memory/ → its files, agents/ and channels/ → one folder per agent or conversation."""
+    root = Folder(ROOT, "Memory")
+    groups: dict[str, Folder] = {}
+    for note in files:
+        folder_path = note.path.rsplit("/", 1)[0]
+        if folder_path == ROOT:
+            root.files.append(note)
+            continue
+        kind = folder_path.split("/")[1]
+        group = groups.get(kind)
+        if group is None:
+            group = groups[kind] = Folder(f"{ROOT}/{kind}", "agents" if kind == "agents" else "channels")
+        leaf = next((c for c in group.children if c.path == folder_path), None)
+        if leaf is None:
+            leaf = Folder(folder_path, folder_label(folder_path, names))
+            group.children.append(leaf)
+        leaf.files.append(note)
+    root.children = [groups[k] for k in ("agents", "channels") if k in groups]
+    return root
+
+
+def editor_context(owner_id: int, path: str, **extra: Any) -> dict[str, Any]:
+    """What the file editor shows: the current text and version, and the index line of a topic file."""
+    parsed = parse_path(path)
+    note = notes_selectors.access_file(owner_id=owner_id, path=path)
+    summary = None
+    if not parsed.is_index:
+        try:
+            entries = notes_selectors.index_entries(owner_id=owner_id, scope=parsed.scope)
+        except ApplicationError:
+            entries = []
+        summary = next((e.summary for e in entries if e.topic == parsed.topic), None)
+    names = agent_names(owner_id)
+    context = {
+        "note": note, "path": note.path, "content": note.content, "version": note.version,
+        "is_index": parsed.is_index, "topic": parsed.topic, "summary": summary,
+        "folder": folder_label(parsed.scope.root, names),
+        "index_path": parsed.scope.index_path,
+    }
+    context.update(extra)
+    return context
+
+
+@dataclass
+class SaveResult:
+    saved: bool
+    context: dict[str, Any]
+    status: int = 200
+
+
+def save_file(request: HttpRequest, path: str) -> SaveResult:
+    """Write the edited text with the version it started from; a stale version warns instead of overwriting."""
+    content = request.POST.get("content", "").replace("\r\n", "\n")
+    raw_version = request.POST.get("version", "")
+    version = int(raw_version) if raw_version.isdigit() else None
+    try:
+        notes_services.file_write(owner_id=request.user.pk, path=path, content=content, version=version)
+    except Conflict as exc:
+        if exc.code == "no_change":
+            return SaveResult(True, {})
+        if exc.code == "stale_version" and isinstance(exc.details, dict) and exc.details.get("version") is None:
+            raise NotFound(f"{path} was deleted while you edited it.") from None
+        return SaveResult(False, editor_context(request.user.pk, path, stale=True, your_text=content), status=409)
+    except ApplicationError as exc:
+        return SaveResult(False, editor_context(request.user.pk, path, error=exc.message, content=content),
+                          status=exc.status)
+    return SaveResult(True, {})
+
+
+@login_required
+@require_GET
+def files_home(request: HttpRequest) -> HttpResponse:
+    files = list(notes_selectors.file_list(owner_id=request.user.pk))
+    tree = build_tree(files, agent_names(request.user.pk))
+    trash_count = notes_selectors.trash_list(owner_id=request.user.pk).count()
+    return page(request, "web/files.html", {"tree": tree, "file_count": len(files), "trash_count": trash_count},
+                section="files")
+
+
+@login_required
+@not_found_as_404
+@require_http_methods(["GET", "POST"])
+def file_open(request: HttpRequest) -> HttpResponse:
+    path = _path_or_404(request.GET.get("path"))
+    if request.method == "POST":
+        result = save_file(request, path)
+        if result.saved:
+            messages.success(request, f"Saved {path}.")
+            return redirect(f"/files/open/?path={path}")
+        return page(request, "web/file_open.html", result.context, section="files", status=result.status)
+    return page(request, "web/file_open.html", editor_context(request.user.pk, path), section="files")
+
+
+@login_required
+@require_POST
+def file_new(request: HttpRequest) -> HttpResponse:
+    """Create a file (never overwrites: a path that exists is refused)."""
+    raw = request.POST.get("path", "").strip()
+    if raw and not raw.startswith(ROOT + "/"):
+        raw = f"{ROOT}/{raw}"
+    try:
+        path = parse_path(raw).path
+        notes_services.file_write(owner_id=request.user.pk, path=path, content=request.POST.get("content", ""),
+                                  version=None)
+    except ApplicationError as exc:
+        flash_error(request, exc)
+        return redirect("/files/")
+    messages.success(request, f"Created {path}.")
+    return redirect(f"/files/open/?path={path}")
+
+
+@login_required
+@not_found_as_404
+@require_GET
+def file_history(request: HttpRequest) -> HttpResponse:
+    path = _path_or_404(request.GET.get("path"))
+    versions = list(notes_selectors.file_history(owner_id=request.user.pk, path=path))
+    try:
+        notes_selectors.access_file(owner_id=request.user.pk, path=path)
+        exists = True
+    except NotFound:
+        exists = False
+    current = versions[0].version if versions and exists and not versions[0].deleted else None
+    return page(request, "web/file_history.html", {"path": path, "versions": versions, "current": current,
+                                                   "exists": exists}, section="files")
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def file_restore_version(request: HttpRequest) -> HttpResponse:
+    path = _path_or_404(request.POST.get("path"))
+    version = int_or_404(request.POST.get("version"))
+    try:
+        notes_services.version_restore(owner_id=request.user.pk, path=path, version=version)
+    except Conflict as exc:
+        messages.info(request, exc.message if exc.code != "no_change" else
+                      f"Version {version} is already the current text.")
+    except ApplicationError as exc:
+        if isinstance(exc, NotFound):
+            raise
+        flash_error(request, exc)
+    else:
+        messages.success(request, f"Restored version {version} of {path}. The text before is kept in the history.")
+    return redirect(f"/files/history/?path={path}")
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def file_delete(request: HttpRequest) -> HttpResponse:
+    path = _path_or_404(request.POST.get("path"))
+    raw_version = request.POST.get("version", "")
+    try:
+        notes_services.file_delete(owner_id=request.user.pk, path=path,
+                                   version=int(raw_version) if raw_version.isdigit() else None)
+    except Conflict as exc:
+        flash_error(request, exc)
+        return redirect(f"/files/open/?path={path}")
+    messages.success(request, f"Moved {path} to the Trash. You can restore it from the Trash.")
+    return back(request, "/files/")
+
+
+@login_required
+@require_GET
+def trash(request: HttpRequest) -> HttpResponse:
+    entries = list(notes_selectors.trash_list(owner_id=request.user.pk))
+    return page(request, "web/trash.html", {"entries": entries}, section="files")
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def trash_restore(request: HttpRequest, entry_id: int) -> HttpResponse:
+    entry = notes_selectors.access_trash(owner_id=request.user.pk, entry_id=entry_id)
+    try:
+        notes_services.trash_restore(owner_id=request.user.pk, entry_id=entry.pk)
+    except Conflict as exc:
+        flash_error(request, exc)
+    else:
+        messages.success(request, f"Restored {entry.label}.")
+    return redirect("/files/trash/")

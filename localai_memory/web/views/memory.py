@@ -1,0 +1,295 @@
+"""Your settings → Memory: the switch, the provider, how notes are saved, the notes themselves, export, forget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from bridges import selectors as bridge_selectors
+from localai_memory.agents import selectors as agent_selectors
+from localai_memory.core.errors import ApplicationError, Conflict
+from localai_memory.memory import services as memory_services
+from localai_memory.memory.api import scope_listing
+from localai_memory.memory.models import MessagingSave, SaveMode
+from localai_memory.memory.providers import memory_providers
+from localai_memory.memory.selectors import MemoryState, memory_state
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import Scope, parse_path
+
+from .common import back, flash_error, not_found_as_404, page
+from .files import editor_context, save_file
+
+MEMORY_TAB = "/settings/memory/"
+
+SAVE_CHOICES = [
+    (SaveMode.AUTO, "Save it and tell me",
+     ("In your own chats the note is saved at once. The chat shows “Saved to memory” with an Undo, and no "
+     "confirmation card.")),
+    (SaveMode.ASK, "Ask me first",
+     "The assistant proposes the note and you confirm it, in the chat or in the inbox. This is the default."),
+    (SaveMode.ALWAYS, "Always confirm",
+     ("Like Ask me first, and nothing can loosen it: no agent or messaging setting, and the model's own undo "
+     "and forget wait for you too.")),
+    (SaveMode.NEVER, "Never",
+     "The assistant cannot propose a note. It says that saving is off if you ask it to remember something."),
+]
+
+MESSAGING_CHOICES = [
+    (MessagingSave.ASK, "Ask me first",
+     ("The bot asks in the chat. A sender you allowed can answer there; others wait for you in the inbox. "
+     "This is the default.")),
+    (MessagingSave.PAIRED_PRIVATE, "Save it for a paired sender in a private chat",
+     ("Saved at once only when the sender is paired and the chat is one-to-one, to that conversation's notes, "
+     "with an Undo. Anything else still asks.")),
+    (MessagingSave.NEVER, "Never", "No note is saved from messaging apps."),
+]
+
+
+@dataclass(frozen=True)
+class Tab:
+    key: str
+    label: str
+    scopes: list[dict]
+    empty: str
+
+
+def status_line(state: MemoryState, providers: dict[str, str]) -> tuple[str, str]:
+    """(level, sentence) saying whether memory serves now and, when not, why and how to turn it on."""
+    if not state.enabled:
+        return ("warning", ("Memory is off. Nothing from your notes is put in any chat, and the assistant cannot "
+                           "read or save a note. Your notes stay where they are. Turn the switch on to use them."))
+    if state.provider_state == "addon_unavailable":
+        label = providers.get(state.provider_choice, state.provider_choice)
+        return ("error", (f"Memory is off because the add-on “{label}” is not running. Pick it again once it "
+                         "runs, or pick Built-in under Memory provider."))
+    if not state.server_files_on:
+        return ("error", ("Memory is off because this server has files turned off, and notes are files. Ask the "
+                         "administrator to turn files on."))
+    if state.provider_state == "addon":
+        label = providers.get(state.provider_choice, state.provider_choice)
+        return ("success", f"Memory is on, served by the add-on “{label}”.")
+    return ("success", "Memory is on.")
+
+
+def _tabs(owner_id: int) -> list[Tab]:
+    scopes = scope_listing(owner_id=owner_id)
+    tabs = [Tab("yours", "Yours", [s for s in scopes if s["kind"] == "user"],
+                "No notes yet — ask the assistant to remember something in a chat, or add one here.")]
+    for scope in scopes:
+        if scope["kind"] == "agent" and not scope["deleted_agent"]:
+            tabs.append(Tab(f"agent-{scope['key']}", scope["label"], [scope],
+                            "No notes yet — this agent's own notes show here once it saves one."))
+    deleted = [s for s in scopes if s["kind"] == "agent" and s["deleted_agent"]]
+    for scope in deleted:
+        scope["label"] = f"Deleted agent {scope['key']}"
+    tabs.append(Tab("deleted", "Deleted agents", deleted,
+                    "No notes of deleted agents — when you delete an agent and keep its notes, they show here."))
+    conversations = [s for s in scopes if s["kind"] == "channel"]
+    if conversations:
+        titles = conversation_titles(owner_id)
+        for scope in conversations:
+            scope["label"] = titles.get(scope["key"], f"A conversation no bot carries now ({scope['key']})")
+        tabs.append(Tab("conversations", "Conversations", conversations,
+                        "No notes of messaging conversations yet."))
+    return tabs
+
+
+def conversation_titles(owner_id: int) -> dict[str, str]:
+    """The conversations of the owner's bots by their notes key: "Family group (Telegram bot “Home”)"."""
+    titles: dict[str, str] = {}
+    for binding in bridge_selectors.binding_list(owner_id=owner_id):
+        for conversation in bridge_selectors.conversation_list(binding=binding):
+            titles[conversation.channel_key] = f"{conversation} ({binding.get_platform_display()} bot “{binding.name}”)"
+    return titles
+
+
+@login_required
+@require_GET
+def memory_tab(request: HttpRequest) -> HttpResponse:
+    state = memory_state(user_id=request.user.pk)
+    providers = memory_providers()
+    labels = {p.name: p.label for p in providers}
+    tabs = _tabs(request.user.pk)
+    wanted = request.GET.get("tab", "yours")
+    current = next((t for t in tabs if t.key == wanted), tabs[0])
+    level, sentence = status_line(state, labels)
+    return page(request, "web/memory_tab.html", {
+        "state": state,
+        "status_level": level,
+        "status_sentence": sentence,
+        "providers": providers,
+        "provider_selected": state.provider_choice if state.enabled else "off",
+        "save_choices": SAVE_CHOICES,
+        "messaging_choices": MESSAGING_CHOICES,
+        "tabs": tabs,
+        "tab": current,
+    }, section="memory")
+
+
+@login_required
+@require_POST
+def memory_switch(request: HttpRequest) -> HttpResponse:
+    value = request.POST.get("enabled")
+    if value not in ("on", "off"):
+        messages.error(request, "Choose On or Off.")
+        return redirect(MEMORY_TAB)
+    state = memory_services.settings_update(user_id=request.user.pk, enabled=value == "on")
+    messages.success(request, "Memory is on." if state.enabled else
+                     "Memory is off. Your notes stay where they are; you can still read, edit, export and delete them.")
+    return redirect(MEMORY_TAB)
+
+
+@login_required
+@require_POST
+def memory_provider(request: HttpRequest) -> HttpResponse:
+    try:
+        state = memory_services.provider_pick(user_id=request.user.pk, provider=request.POST.get("provider", ""))
+    except ApplicationError as exc:
+        flash_error(request, exc)
+    else:
+        messages.success(request, "Memory is off." if not state.enabled else "Memory provider saved.")
+    return redirect(MEMORY_TAB)
+
+
+@login_required
+@require_POST
+def memory_saving(request: HttpRequest) -> HttpResponse:
+    save_mode = request.POST.get("save_mode")
+    if save_mode is None:
+        messages.error(request, "Choose how a note is saved.")
+        return redirect(MEMORY_TAB)
+    try:
+        state = memory_services.settings_update(user_id=request.user.pk, save_mode=save_mode)
+    except ApplicationError as exc:
+        flash_error(request, exc)
+    else:
+        messages.success(request, f"Saved: {SaveMode(state.save_mode).label}.")
+    return redirect(MEMORY_TAB + "#saving")
+
+
+@login_required
+@require_POST
+def memory_messaging(request: HttpRequest) -> HttpResponse:
+    choice = request.POST.get("messaging_save")
+    if choice is None:
+        messages.error(request, "Choose how a note from a messaging app is saved.")
+        return redirect(MEMORY_TAB)
+    try:
+        state = memory_services.settings_update(user_id=request.user.pk, messaging_save=choice)
+    except ApplicationError as exc:
+        flash_error(request, exc)
+    else:
+        messages.success(request, f"Saved for messaging apps: {MessagingSave(state.messaging_save).label}.")
+    return redirect(MEMORY_TAB + "#messaging")
+
+
+@login_required
+@require_GET
+def memory_export(request: HttpRequest) -> HttpResponse:
+    body = notes_services.memory_export(owner_id=request.user.pk)
+    response = HttpResponse(body, content_type="application/zip")
+    stamp = timezone.now().strftime("%Y-%m-%d")
+    response["Content-Disposition"] = f'attachment; filename="memory-export-{stamp}.zip"'
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_forget(request: HttpRequest) -> HttpResponse:
+    files = notes_selectors.file_list(owner_id=request.user.pk)
+    if request.method == "POST":
+        entry = notes_services.memory_forget(owner_id=request.user.pk)
+        if entry is None:
+            messages.info(request, "There were no notes to forget.")
+        else:
+            messages.success(request, "Your notes are in the Trash. You can restore them from Files → Trash.")
+        return redirect(MEMORY_TAB)
+    return page(request, "web/memory_forget.html", {"file_count": files.count()}, section="memory")
+
+
+def _scope_of(request: HttpRequest) -> Scope:
+    raw = request.POST.get("scope", "user")
+    try:
+        if raw == "user":
+            return Scope.user()
+        kind, _, key = raw.partition(":")
+        return Scope(kind, key)  # type: ignore[arg-type]
+    except ApplicationError:
+        raise Http404("no such scope") from None
+
+
+@login_required
+@require_POST
+def memory_note_add(request: HttpRequest) -> HttpResponse:
+    """Add (or replace) a note by hand: its index line and, optionally, its details."""
+    scope = _scope_of(request)
+    if scope.kind == "agent":
+        try:
+            agent_selectors.access_agent(request.user.pk, scope.key)
+        except ApplicationError:
+            raise Http404("no such agent") from None
+    try:
+        notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=request.POST.get("topic", "").strip(),
+                                   summary=request.POST.get("summary", ""),
+                                   details=request.POST.get("details") or None,
+                                   source=ChangeSet.Source.FILES, actor="you")
+    except Conflict as exc:
+        messages.info(request, exc.message)
+    except ApplicationError as exc:
+        flash_error(request, exc)
+    else:
+        messages.success(request, f"Saved the note “{request.POST.get('topic', '').strip()}”.")
+    return back(request, MEMORY_TAB)
+
+
+@login_required
+@not_found_as_404
+@require_http_methods(["GET", "POST"])
+def memory_note(request: HttpRequest) -> HttpResponse:
+    """View and edit one note file from the Memory tab (the same editor as Files, with the version check)."""
+    path = parse_or_404(request.GET.get("path"))
+    if request.method == "POST":
+        result = save_file(request, path)
+        if result.saved:
+            messages.success(request, f"Saved {path}.")
+            return redirect(f"/settings/memory/note/?path={path}")
+        return page(request, "web/memory_note.html", result.context, section="memory", status=result.status)
+    return page(request, "web/memory_note.html", editor_context(request.user.pk, path), section="memory")
+
+
+def parse_or_404(raw: str | None) -> str:
+    try:
+        return parse_path(raw).path
+    except ApplicationError:
+        raise Http404("not a note path") from None
+
+
+@login_required
+@require_POST
+def memory_folder_delete(request: HttpRequest) -> HttpResponse:
+    """Move the notes of a deleted agent or of a conversation to the Trash (restorable from Files)."""
+    raw = request.POST.get("folder", "")
+    parts = raw.split("/")
+    if len(parts) != 3 or parts[0] != "Memory" or parts[1] not in ("agents", "channels"):
+        raise Http404("not a notes folder")
+    try:
+        scope = Scope("agent" if parts[1] == "agents" else "channel", parts[2])
+    except ApplicationError:
+        raise Http404("not a notes folder") from None
+    label = (f"Notes of the deleted agent {scope.key}" if scope.kind == "agent"
+             else f"Notes of the conversation {scope.key}")
+    entry = notes_services.folder_trash(owner_id=request.user.pk, folder=scope.root, label=label)
+    if entry is None:
+        messages.info(request, "There were no notes there.")
+    else:
+        messages.success(request, f"Moved the {label[0].lower()}{label[1:]} to the Trash. You can restore them from "
+                                  "Files → Trash.")
+    return back(request, MEMORY_TAB)

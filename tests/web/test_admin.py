@@ -1,0 +1,34 @@
+"""The admin console: its title, and every registered model's list opens (with its search and filters)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from localai_memory.notes.paths import Scope
+from localai_memory.notes.services import note_upsert
+
+
+@pytest.fixture
+def operator(db, client):
+    user = get_user_model().objects.create_superuser("operator", "op@example.org", "correct horse battery staple")
+    client.force_login(user)
+    return user
+
+
+def test_the_admin_says_whose_console_it_is(client, operator):
+    response = client.get("/admin/")
+    assert response.status_code == 200
+    assert "LocalAI Memory administration" in response.content.decode()
+
+
+def test_every_registered_model_list_opens_with_its_search_and_filters(client, operator):
+    note_upsert(owner_id=operator.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files")
+    for model, model_admin in admin.site._registry.items():
+        url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        response = client.get(url)
+        assert response.status_code == 200, url
+        if model_admin.search_fields:
+            assert client.get(url, {"q": "rome"}).status_code == 200, url

@@ -1,0 +1,51 @@
+"""The pages answer bad input with a message or a 404, never a 500, and never touch another user's things."""
+
+from __future__ import annotations
+
+import pytest
+
+from localai_memory.agents.services import agent_create
+from localai_memory.memory.selectors import memory_state
+from localai_memory.notes.models import NoteFile
+
+
+@pytest.fixture
+def alice_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+@pytest.mark.parametrize("path", ["../../etc/passwd", "Memory/../x.md", "Memory/a b.md", "notes.txt", ""])
+def test_a_path_that_is_not_a_note_is_a_404(alice_client, path):
+    assert alice_client.get("/files/open/", {"path": path}).status_code == 404
+    assert alice_client.get("/files/history/", {"path": path}).status_code == 404
+    assert alice_client.get("/settings/memory/note/", {"path": path}).status_code == 404
+
+
+def test_a_save_level_that_does_not_exist_is_refused_and_nothing_changes(alice_client, owner):
+    response = alice_client.post("/settings/memory/saving/", {"save_mode": "whenever"}, follow=True)
+    assert response.status_code == 200
+    assert "save_mode must be one of" in response.content.decode()
+    assert memory_state(user_id=owner.pk).save_mode == "ask"
+
+
+def test_a_note_for_someone_elses_agent_is_a_404(alice_client, outsider, owner):
+    theirs = agent_create(owner_id=outsider.pk, name="Mallory's agent")
+    response = alice_client.post("/settings/memory/notes/add/", {"scope": f"agent:{theirs.pk}", "topic": "x",
+                                                                  "summary": "y"})
+    assert response.status_code == 404
+    assert not NoteFile.objects.filter(owner=owner).exists()
+
+
+def test_a_chat_with_someone_elses_agent_is_a_404(alice_client, outsider):
+    theirs = agent_create(owner_id=outsider.pk, name="Mallory's agent")
+    assert alice_client.post("/chats/new/", {"agent": theirs.pk}).status_code == 404
+    assert alice_client.post("/chats/new/", {"agent": "abc"}).status_code == 404
+
+
+def test_an_agent_form_with_a_rule_looser_than_yours_is_refused_with_the_form_kept(alice_client):
+    response = alice_client.post("/agents/new/", {"name": "Loose", "memory": "mine", "memory_save": "auto"})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "can only be stricter than your own level" in body
+    assert 'value="Loose"' in body

@@ -1,0 +1,187 @@
+"""The chat page against a loopback OpenAI-protocol model that calls the memory tools."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.browser
+
+PROPOSE_HOME = ("propose_change", {"kind": "memory", "topic": "home", "summary": "lives in Rome"})
+
+
+def new_chat(web) -> None:
+    page = web.page
+    web.go("/chats/")
+    page.get_by_role("button", name="New chat").click()
+    expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+
+
+def send(web, text: str) -> None:
+    page = web.page
+    count = page.locator(".msg.assistant").count()
+    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".msg.assistant")).to_have_count(count + 1)
+
+
+def pick_save_level(web, label: str) -> None:
+    page = web.page
+    web.go("/settings/memory/")
+    page.get_by_role("group", name="When the assistant wants to save a note").get_by_role("radio", name=label).check()
+    page.get_by_role("button", name="Save how notes are saved").click()
+    expect(page.get_by_text(f"Saved: {label}.")).to_be_visible()
+
+
+def test_a_proposal_is_confirmed_on_its_card_in_the_chat(web, model):
+    web.register("alice")
+    page = web.page
+    model.script(tool_calls(PROPOSE_HOME), reply("I can keep that note once you confirm it."))
+    new_chat(web)
+    expect(page.get_by_text("No messages yet — say hello.")).to_be_visible()
+    web.accessible("empty chat")
+    send(web, "Remember that I live in Rome.")
+    expect(page.locator(".msg.user")).to_have_text("YouRemember that I live in Rome.")
+    expect(page.locator(".msg.assistant")).to_contain_text("I can keep that note once you confirm it.")
+    card = page.get_by_role("article", name="Save to memory: “home”")
+    expect(card).to_contain_text("Would be")
+    expect(card.locator("ins")).to_have_text("lives in Rome")
+    expect(card).to_contain_text("(no note yet)")
+    expect(card).to_contain_text("Expires in 23")
+    expect(card.get_by_role("button", name="Don't save")).to_be_visible()
+    web.accessible("chat with a proposal card")
+    card.get_by_role("button", name="Save", exact=True).click()
+    expect(card).to_contain_text("Saved to memory.")
+    expect(card.get_by_role("button", name="Undo")).to_be_visible()
+    # The model saw the memory tools, and the note is on the Memory tab now.
+    names = [tool["function"]["name"] for tool in model.requests[0]["tools"]]
+    assert "propose_change" in names
+    web.go("/settings/memory/")
+    expect(page.locator(".notes-list")).to_contain_text("home — lives in Rome")
+    # The chat shows the card as saved after a reload too.
+    web.go("/chats/")
+    page.get_by_role("link", name="Remember that I live in Rome.").click()
+    expect(page.get_by_role("article", name="Save to memory: “home”")).to_contain_text("Saved to memory.")
+
+
+def test_dont_save_drops_the_proposal(web, model):
+    web.register("alice")
+    page = web.page
+    model.script(tool_calls(PROPOSE_HOME), reply("Noted, if you want."))
+    new_chat(web)
+    send(web, "I live in Rome.")
+    card = page.get_by_role("article", name="Save to memory: “home”")
+    card.get_by_role("button", name="Don't save").click()
+    expect(card).to_contain_text("Not saved.")
+    web.go("/settings/memory/")
+    expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
+
+
+def test_save_it_and_tell_me_shows_saved_to_memory_with_an_undo(web, model):
+    web.register("alice")
+    page = web.page
+    pick_save_level(web, "Save it and tell me")
+    model.script(tool_calls(PROPOSE_HOME), reply("Saved: you live in Rome."))
+    new_chat(web)
+    send(web, "Remember that I live in Rome.")
+    line = page.get_by_test_id("saved-line")
+    expect(line).to_contain_text("Saved to memory: home — lives in Rome")
+    expect(page.get_by_role("article")).to_have_count(0)  # no confirmation card
+    web.accessible("chat with an automatic note")
+    line.get_by_role("button", name="Undo saving home").click()
+    expect(line).to_contain_text("Undone — the note is back as it was.")
+    web.go("/settings/memory/")
+    expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
+
+
+def test_the_undo_of_an_automatic_note_is_gone_after_30_minutes(web, model):
+    web.register("alice")
+    page = web.page
+    pick_save_level(web, "Save it and tell me")
+    model.script(tool_calls(PROPOSE_HOME), reply("Saved."))
+    new_chat(web)
+    send(web, "I live in Rome.")
+    expect(page.get_by_role("button", name="Undo saving home")).to_be_visible()
+    with time_machine.travel(timezone.now() + timedelta(minutes=31), tick=True):
+        page.reload()
+        expect(page.get_by_test_id("saved-line")).to_contain_text("Saved to memory: home — lives in Rome")
+        expect(page.get_by_role("button", name="Undo saving home")).to_have_count(0)
+
+
+def test_a_turn_that_read_notes_shows_a_used_memories_chip_that_opens_what_was_used(web, model):
+    web.register("alice")
+    page = web.page
+    pick_save_level(web, "Save it and tell me")
+    model.script(tool_calls(PROPOSE_HOME, ("propose_change", {"kind": "memory", "topic": "diet",
+                                                              "summary": "vegetarian",
+                                                              "details": "No meat, fish is fine."})),
+                 reply("Saved both."))
+    new_chat(web)
+    send(web, "I live in Rome and I'm vegetarian.")
+    model.script(tool_calls(("context_read", {"topic": "diet"})), reply("Try the carbonara without guanciale."))
+    send(web, "What should I cook tonight?")
+    chip = page.get_by_test_id("used-chip")
+    expect(chip).to_have_text("used 2 memories")
+    chip.click()
+    report = page.get_by_test_id("memory-report").last
+    expect(report).to_contain_text("Your notes (the index)")
+    expect(report).to_contain_text("“diet” from your notes")
+    expect(report.get_by_role("link", name="Memory/diet.md")).to_be_visible()
+    # The model was shown the index as data.
+    system = model.requests[-2]["messages"][0]["content"]
+    assert "- diet: vegetarian -> diet.md" in system
+    web.accessible("chat with the used chip open")
+
+
+def test_a_private_chat_has_the_chip_and_neither_reads_nor_offers_memory(web, model):
+    web.register("alice")
+    page = web.page
+    new_chat(web)
+    page.get_by_text("Tools", exact=True).click()
+    page.get_by_role("switch", name="Memory").click()
+    expect(page.get_by_test_id("private-chip")).to_have_text("Private chat")
+    off = page.get_by_test_id("memory-off-line")
+    expect(off).to_contain_text("Memory is off because this chat is private.")
+    page.get_by_text("Tools", exact=True).click()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "false")
+    expect(page.locator("#chat-memory-line")).to_contain_text("This chat is private: it neither reads nor saves memory.")
+    web.accessible("private chat, tools open")
+    model.script(reply("Memory is off in this chat."))
+    send(web, "Remember that I live in Rome.")
+    assert "tools" not in model.last_request or not any(
+        t["function"]["name"] in ("propose_change", "context_read") for t in model.last_request["tools"])
+    # The chats list shows the chip too, and turning memory on again is one click from the line.
+    off.get_by_role("button", name="Turn memory on for this chat").click()
+    expect(page.get_by_test_id("private-chip")).to_have_count(0)
+    expect(page.get_by_test_id("memory-off-line")).to_have_count(0)
+
+
+def test_with_memory_off_in_settings_the_chat_says_which_level_is_off_and_how_to_turn_it_on(web, model):
+    web.register("alice")
+    page = web.page
+    page.get_by_role("switch", name="Memory").click()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "false")
+    new_chat(web)
+    off = page.get_by_test_id("memory-off-line")
+    expect(off).to_contain_text("Memory is off in your settings.")
+    expect(off).to_contain_text("Turn it on under Your settings, then Memory.")
+    web.accessible("chat, memory off in settings")
+    off.get_by_role("link", name="Open Your settings → Memory").click()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "false")
+
+
+def test_a_model_that_fails_keeps_the_message_and_says_so(web, model):
+    web.register("alice")
+    page = web.page
+    new_chat(web)
+    model.fail_next(500)
+    page.get_by_role("textbox", name="Message").fill("Hello?")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("alert")).to_contain_text("The model did not answer")
+    expect(page.locator(".msg.user")).to_contain_text("Hello?")

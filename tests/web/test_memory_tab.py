@@ -1,0 +1,196 @@
+"""Your settings → Memory, clicked through as a new user would."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+SAVE_LABELS = ["Save it and tell me", "Ask me first", "Always confirm", "Never"]
+MESSAGING_LABELS = ["Ask me first", "Save it for a paired sender in a private chat", "Never"]
+
+
+def add_note(web, topic: str, summary: str, details: str = "") -> None:
+    page = web.page
+    page.get_by_text("Add a note", exact=True).first.click()
+    page.get_by_label("Topic").first.fill(topic)
+    page.get_by_label("Summary (one line)").first.fill(summary)
+    if details:
+        page.get_by_label("Details (optional)").first.fill(details)
+    page.get_by_role("button", name="Save note").first.click()
+    expect(page.get_by_text(f"Saved the note “{topic}”.")).to_be_visible()
+
+
+def test_a_new_user_registers_and_finds_memory_on_with_ask_me_first(web):
+    web.register("alice")
+    page = web.page
+    # With no chats yet, home is the Memory tab.
+    expect(page).to_have_url(web.base_url + "/settings/memory/")
+    expect(page.get_by_role("heading", name="Memory", level=1)).to_be_visible()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "true")
+    expect(page.get_by_test_id("memory-status")).to_have_text("Memory is on.")
+    expect(page.get_by_label("Memory provider")).to_have_value("builtin")
+    saving = page.get_by_role("group", name="When the assistant wants to save a note")
+    for label in SAVE_LABELS:
+        expect(saving.get_by_role("radio", name=label)).to_be_visible()
+    expect(saving.get_by_role("radio", name="Ask me first")).to_be_checked()
+    messaging = page.get_by_role("group", name="In messaging apps")
+    for label in MESSAGING_LABELS:
+        expect(messaging.get_by_role("radio", name=label)).to_be_visible()
+    expect(messaging.get_by_role("radio", name="Ask me first")).to_be_checked()
+    tabs = page.get_by_role("navigation", name="Whose notes")
+    expect(tabs.get_by_role("link", name="Yours")).to_have_attribute("aria-current", "page")
+    expect(tabs.get_by_role("link", name="Deleted agents")).to_be_visible()
+    expect(page.get_by_text("No notes yet — ask the assistant to remember something")).to_be_visible()
+    web.accessible()
+
+
+def test_turning_memory_off_and_on_sticks_after_a_reload(web):
+    web.register("alice")
+    page = web.page
+    switch = page.get_by_role("switch", name="Memory")
+    switch.click()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "false")
+    page.reload()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "false")
+    expect(page.get_by_test_id("memory-status")).to_contain_text("Memory is off.")
+    expect(page.get_by_test_id("memory-status")).to_contain_text("Your notes stay where they are")
+    # Off is the same choice as the provider Off.
+    expect(page.get_by_label("Memory provider")).to_have_value("off")
+    web.accessible("memory tab, memory off")
+    # The switch works from the keyboard too.
+    page.get_by_role("switch", name="Memory").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "true")
+    page.reload()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "true")
+    expect(page.get_by_test_id("memory-status")).to_have_text("Memory is on.")
+
+
+def test_each_save_level_and_messaging_choice_sticks_after_a_reload(web):
+    web.register("alice")
+    page = web.page
+    for label in SAVE_LABELS:
+        page.get_by_role("group", name="When the assistant wants to save a note").get_by_role(
+            "radio", name=label).check()
+        page.get_by_role("button", name="Save how notes are saved").click()
+        expect(page.get_by_text(f"Saved: {label}.")).to_be_visible()
+        page.reload()
+        expect(page.get_by_role("group", name="When the assistant wants to save a note").get_by_role(
+            "radio", name=label)).to_be_checked()
+    for label in MESSAGING_LABELS:
+        page.get_by_role("group", name="In messaging apps").get_by_role("radio", name=label).check()
+        page.get_by_role("button", name="Save for messaging apps").click()
+        expect(page.get_by_text(f"Saved for messaging apps: {label}.")).to_be_visible()
+        page.reload()
+        expect(page.get_by_role("group", name="In messaging apps").get_by_role("radio", name=label)).to_be_checked()
+
+
+def test_picking_an_add_on_that_stopped_says_memory_is_off_and_names_it(web, monkeypatch):
+    web.register("alice")
+    page = web.page
+    expect(page.get_by_label("Memory provider").locator("option")).to_have_text(
+        ["Built-in", "Off", "Sample memory add-on"])
+    page.get_by_label("Memory provider").select_option("sample")
+    page.get_by_role("button", name="Use this provider").click()
+    expect(page.get_by_test_id("memory-status")).to_have_text("Memory is on, served by the add-on “Sample memory add-on”.")
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    page.reload()
+    expect(page.get_by_test_id("memory-status")).to_have_text(
+        "Memory is off because the add-on “Sample memory add-on” is not running. Pick it again once it runs, or "
+        "pick Built-in under Memory provider.")
+    expect(page.get_by_label("Memory provider").locator("option:checked")).to_have_text(
+        "Sample memory add-on (not running)")
+    web.accessible("memory tab, add-on down")
+    # It never falls back to Built-in by itself; picking Built-in turns memory on again.
+    page.get_by_label("Memory provider").select_option("builtin")
+    page.get_by_role("button", name="Use this provider").click()
+    expect(page.get_by_test_id("memory-status")).to_have_text("Memory is on.")
+
+
+def test_a_note_added_on_the_memory_tab_can_be_viewed_and_edited(web):
+    web.register("alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome", "Moved to Rome in 2020.")
+    notes = page.locator(".notes-list")
+    expect(notes).to_contain_text("home — lives in Rome")
+    page.get_by_role("link", name="Open the note home").click()
+    expect(page.get_by_role("heading", name="Note “home”")).to_be_visible()
+    expect(page.get_by_text("In the index: lives in Rome")).to_be_visible()
+    editor = page.get_by_label("Text of Memory/home.md")
+    expect(editor).to_have_value("Moved to Rome in 2020.\n")
+    web.accessible("memory note")
+    editor.fill("Moved to Rome in 2020. Works in Milan.")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Saved Memory/home.md.")).to_be_visible()
+    expect(page.get_by_label("Text of Memory/home.md")).to_have_value("Moved to Rome in 2020. Works in Milan.")
+    expect(page.get_by_text("Editing version 2")).to_be_visible()
+
+
+def test_export_downloads_a_zip_of_the_notes_even_while_memory_is_off(web):
+    web.register("alice")
+    page = web.page
+    add_note(web, "diet", "vegetarian")
+    page.get_by_role("switch", name="Memory").click()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "false")
+    with page.expect_download() as info:
+        page.get_by_role("link", name="Export").click()
+    download = info.value
+    assert download.suggested_filename.startswith("memory-export-") and download.suggested_filename.endswith(".zip")
+    with zipfile.ZipFile(io.BytesIO(Path(download.path()).read_bytes())) as archive:
+        assert archive.namelist() == ["Memory/index.md"]
+        assert archive.read("Memory/index.md").decode() == "- diet: vegetarian\n"
+
+
+def test_forget_everything_asks_first_and_the_notes_come_back_from_the_trash(web):
+    web.register("alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome")
+    page.get_by_role("link", name="Forget everything…").click()
+    expect(page.get_by_role("heading", name="Forget everything?")).to_be_visible()
+    expect(page.get_by_text("You can restore them later from Files → Trash.")).to_be_visible()
+    web.accessible("forget confirm")
+    page.get_by_role("button", name="Forget everything").click()
+    expect(page.get_by_text("Your notes are in the Trash. You can restore them from Files → Trash.")).to_be_visible()
+    expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
+    page.get_by_role("link", name="Files").click()
+    page.get_by_role("link", name="Trash (1)").click()
+    expect(page.locator("strong", has_text="Everything in Memory")).to_be_visible()
+    page.get_by_role("button", name="Restore Everything in Memory").click()
+    expect(page.get_by_text("Restored Everything in Memory.")).to_be_visible()
+    web.go("/settings/memory/")
+    expect(page.locator(".notes-list")).to_contain_text("home — lives in Rome")
+
+
+def test_with_files_off_on_the_server_the_tab_says_memory_is_off_and_why(web, settings):
+    web.register("alice")
+    settings.FILES_ENABLED = False
+    page = web.page
+    page.reload()
+    expect(page.get_by_test_id("memory-status")).to_have_text(
+        "Memory is off because this server has files turned off, and notes are files. Ask the administrator to "
+        "turn files on.")
+    # The user's own switch is still on: it is the server that is off.
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "true")
+
+
+def test_notes_of_a_messaging_conversation_have_their_own_tab(web):
+    from django.contrib.auth import get_user_model
+
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    web.register("alice")
+    owner = get_user_model().objects.get(username="alice")
+    note_upsert(owner_id=owner.pk, scope=Scope.channel(3, "family-group"), topic="dinner",
+                summary="family dinner on Sundays", source="model")
+    page = web.page
+    page.reload()
+    page.get_by_role("navigation", name="Whose notes").get_by_role("link", name="Conversations").click()
+    expect(page.locator(".notes-list")).to_contain_text("dinner — family dinner on Sundays")
+    web.accessible("memory tab, conversations")
