@@ -208,7 +208,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "localai_memory")
-CELERY_BEAT_SCHEDULE: dict = {}  # filled by localai_memory.core.apps once the apps are ready
+CELERY_BEAT_SCHEDULE: dict = {}  # each app adds its periodic tasks in AppConfig.ready()
 CELERY_TIMEZONE = "UTC"
 
 # --- auth -------------------------------------------------------------------------------------------------

@@ -8,9 +8,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from localai_memory.core.api import StrictBooleanField, StrictCharField, validated
+from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField, validated
 from localai_memory.core.errors import InvalidInput
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
@@ -46,7 +45,7 @@ class ForgetInput(serializers.Serializer):
     confirm = StrictBooleanField()
 
 
-class MemorySettingsApi(APIView):
+class MemorySettingsApi(ApiView):
     @extend_schema(responses={200: SettingsOutput})
     def get(self, request):
         """The memory settings: on/off, save level, messaging row, provider."""
@@ -59,7 +58,7 @@ class MemorySettingsApi(APIView):
         return Response(services.settings_update(user_id=request.user.pk, **data).as_api())
 
 
-class ProvidersApi(APIView):
+class ProvidersApi(ApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """The providers of each slot and which one serves now."""
@@ -72,7 +71,7 @@ class ProvidersApi(APIView):
         }}})
 
 
-class ProviderPickApi(APIView):
+class ProviderPickApi(ApiView):
     @extend_schema(request=ProviderInput, responses={200: SettingsOutput})
     def put(self, request, slot: str):
         """Pick the provider of a slot (only ``memory`` exists)."""
@@ -82,7 +81,7 @@ class ProviderPickApi(APIView):
         return Response(services.provider_pick(user_id=request.user.pk, provider=data["provider"]).as_api())
 
 
-class ExportApi(APIView):
+class ExportApi(ApiView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request):
         """A zip of every Memory file (works while memory is off)."""
@@ -92,7 +91,7 @@ class ExportApi(APIView):
         return response
 
 
-class ForgetApi(APIView):
+class ForgetApi(ApiView):
     @extend_schema(request=ForgetInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
         """Move every note to the Trash (restorable from Files). Needs {"confirm": true}."""
@@ -143,7 +142,7 @@ def scope_listing(*, owner_id: int) -> list[dict]:
     return result
 
 
-class NotesApi(APIView):
+class NotesApi(ApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """The indexes and topics of every scope: yours, each agent's, deleted agents', conversations'."""

@@ -78,6 +78,8 @@ class Proposal(models.Model):
     correction = models.BooleanField(default=False, help_text="Changes a note the user typed.")
     locked = models.BooleanField(default=False, help_text="Always confirm: only the owner, or the paired sender "
                                                           "who asked, can confirm.")
+    requester_only = models.BooleanField(default=False, help_text="In a messaging chat only the paired sender "
+                                                                  "who asked may answer it.")
     reason = models.CharField(max_length=40, blank=True, help_text="Why it waits (ask, secret, long, …).")
     origin = models.CharField(max_length=20, default="web")
     chat_id = models.BigIntegerField(null=True, blank=True, db_index=True)
@@ -95,6 +97,13 @@ class Proposal(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["owner", "status", "-created_at"])]
+        constraints = [
+            # "not made twice": one pending proposal per identical change (expired ones are marked first).
+            models.UniqueConstraint(fields=["owner", "fingerprint"], condition=models.Q(status="pending"),
+                                    name="one_pending_proposal_per_change"),
+            models.CheckConstraint(condition=models.Q(status__in=["pending", "confirmed", "rejected", "expired"]),
+                                   name="proposal_status_valid"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.status}: {self.topic}"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import api
+from . import api, proposals_api
 
 urlpatterns = [
     path("api/chats/memory", api.MemorySettingsApi.as_view(), name="memory-settings"),
@@ -11,4 +11,11 @@ urlpatterns = [
     path("api/chats/memory/notes", api.NotesApi.as_view(), name="memory-notes"),
     path("api/chats/providers", api.ProvidersApi.as_view(), name="providers"),
     path("api/chats/providers/<str:slot>", api.ProviderPickApi.as_view(), name="providers-pick"),
+    # The proposals inbox (memory.proposals_api).
+    path("api/chats/memory/proposals", proposals_api.ProposalsApi.as_view(), name="proposals"),
+    path("api/chats/memory/proposals/<int:proposal_id>", proposals_api.ProposalApi.as_view(), name="proposal"),
+    path("api/chats/memory/proposals/<int:proposal_id>/confirm", proposals_api.ProposalConfirmApi.as_view(),
+         name="proposal-confirm"),
+    path("api/chats/memory/proposals/<int:proposal_id>/reject", proposals_api.ProposalRejectApi.as_view(),
+         name="proposal-reject"),
 ]

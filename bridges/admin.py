@@ -1,0 +1,60 @@
+"""Admin of the bridges: look at bindings, senders and conversations; turn bindings on or off.
+
+Bindings are created through the API or the web (their credentials are checked and encrypted there); the
+admin never shows credentials and its actions call the services.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from . import services
+from .models import Binding, Conversation, PairingRequest, Sender
+
+
+@admin.register(Binding)
+class BindingAdmin(admin.ModelAdmin):
+    list_display = ("name", "platform", "mode", "owner", "enabled", "state", "state_reason", "last_connected_at")
+    list_filter = ("platform", "mode", "enabled", "state")
+    search_fields = ("name", "owner__username", "bot_identity")
+    exclude = ("credentials",)
+    readonly_fields = ("owner", "platform", "credential_keys", "state", "state_code", "state_reason",
+                       "state_changed_at", "last_connected_at", "bot_identity", "created_at", "updated_at")
+    actions = ("turn_on", "turn_off")
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False  # credentials are entered through the API or the web, where they are checked
+
+    @admin.action(description="Turn the selected bindings on")
+    def turn_on(self, request, queryset) -> None:  # type: ignore[no-untyped-def]
+        for binding in queryset:
+            services.binding_set_enabled(binding=binding, enabled=True)
+        self.message_user(request, "Turned on.", messages.SUCCESS)
+
+    @admin.action(description="Turn the selected bindings off")
+    def turn_off(self, request, queryset) -> None:  # type: ignore[no-untyped-def]
+        for binding in queryset:
+            services.binding_set_enabled(binding=binding, enabled=False)
+        self.message_user(request, "Turned off.", messages.SUCCESS)
+
+
+@admin.register(Sender)
+class SenderAdmin(admin.ModelAdmin):
+    list_display = ("label", "binding", "status", "can_confirm", "paired_at", "last_seen_at")
+    list_filter = ("status", "can_confirm")
+    search_fields = ("display", "name", "external_id")
+    readonly_fields = ("binding", "external_id", "display", "status", "paired_at", "created_at", "last_seen_at")
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "binding", "kind", "channel_key", "last_message_at")
+    list_filter = ("kind",)
+    readonly_fields = ("binding", "external_id", "kind", "channel_key", "chat", "created_at", "last_message_at")
+
+
+@admin.register(PairingRequest)
+class PairingRequestAdmin(admin.ModelAdmin):
+    list_display = ("sender", "binding", "status", "created_at", "expires_at")
+    list_filter = ("status",)
+    readonly_fields = ("binding", "sender", "code", "status", "created_at", "expires_at", "decided_at")

@@ -1,0 +1,435 @@
+"""The platform-neutral core of the bots: one inbound message in, what the bot says back out.
+
+An adapter (``bridges/telegram``, ``bridges/slack``, ``bridges/discord``) only translates: it turns the
+platform's event into an ``InboundMessage``, calls ``handle`` (a blocking call; from async code through
+``bridges.runtime.run_sync``), and sends the ``Reply``. Everything else lives here once:
+
+* de-duplication of deliveries (a platform retry is handled once);
+* the conversation (one-to-one only when the platform said so; unknown counts as a group) and the sender;
+* pairing: an unpaired sender gets a short code and nothing of theirs reaches the model;
+* the turn, with origin ``messaging``, through ``chats.services.turn_run`` (the policy decides memory there);
+* the answers in the chat: "yes"/"no" to a proposal (``memory.proposals``, which applies the policy's
+  may-answer rule) and "undo" of an automatic note within its window (``notes.services.change_undo``).
+
+This module must never decide a memory rule itself: who may answer, whether a note saves at once, and how
+long a proposal or an Undo lives are the policy's, applied by the services it calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from localai_memory.chats import services as chats_services
+from localai_memory.chats.models import Chat
+from localai_memory.chats.selectors import turn_facts
+from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, NotFound, UpstreamError
+from localai_memory.memory import policy
+from localai_memory.memory import proposals as proposals_services
+from localai_memory.memory.models import Proposal
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.paths import channel_key
+
+from . import services
+from .models import Binding, Conversation, ConversationKind, Notice, NoticeKind, Sender, SenderStatus
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["one_to_one", "group", "unknown"]
+Answer = Literal["yes", "no"]
+
+# Only unmistakable answers count; anything else is a message for the model.
+_YES = {"yes", "y", "yes please"}
+_NO = {"no", "n", "no thanks"}
+_UNDO = {"undo"}
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """One message (or button tap) from a platform, as the core understands it."""
+
+    binding_id: int
+    conversation_id: str
+    """The platform's id of the chat (Telegram chat id, Slack channel id, Discord channel id)."""
+    kind: Kind
+    """What the platform said: a direct message, a group, or nothing clear (counts as a group)."""
+    sender_id: str
+    sender_display: str
+    text: str = ""
+    delivery_key: str | None = None
+    """A key unique per delivery (``update:<id>``, ``event:<id>``, ``message:<id>``); repeats are dropped."""
+    conversation_title: str = ""
+    addressed: bool = True
+    """The message is for the bot: a direct message, a mention, a reply to the bot or a command. In a group
+    the bot ignores other messages (except a yes/no/undo that answers it)."""
+    answer: Answer | None = None
+    """A tap on a Yes/No button."""
+    proposal_id: int | None = None
+    """The proposal the tapped button belongs to."""
+
+
+@dataclass(frozen=True)
+class Button:
+    label: str
+    answer: Answer
+    proposal_id: int
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """One message the bot sends, optionally with one-tap buttons (where the platform has them)."""
+
+    text: str
+    buttons: tuple[Button, ...] = ()
+
+
+@dataclass
+class Reply:
+    messages: list[Outbound] = field(default_factory=list)
+    answered: str | None = None
+    """For a button tap: one line about the outcome (the adapter shows it on the question it answered)."""
+    settled: bool = False
+    """For a button tap: the question is answered for good (the adapter may remove its buttons)."""
+    duplicate: bool = False
+
+
+# --------------------------------------------------------------------------------------------------------
+# What the bot says
+# --------------------------------------------------------------------------------------------------------
+
+_SCOPE_WORDS = {"channel": "this conversation's notes", "agent": "the agent's notes", "user": "the owner's notes"}
+
+
+def pairing_text(code: str | None, expires_at: datetime | None) -> str:
+    if code is None:
+        return ("This bot is private and too many pairing requests wait already. Try again later, or ask its "
+                "owner to pair you.")
+    minutes = max(1, int((expires_at - timezone.now()).total_seconds() // 60)) if expires_at else 60
+    return (f"This bot is private. To talk to it, ask its owner to approve the pairing code {code} "
+            f"(valid for {minutes} minutes). Until then nothing you write is passed on.")
+
+
+def question_text(*, summary: str, topic: str, scope: str, requester_can_answer: bool) -> str:
+    where = _SCOPE_WORDS.get(scope, "memory")
+    text = f"I can save a note to {where}: \u201c{summary}\u201d ({topic}). Reply yes to save it or no to drop it."
+    if not requester_can_answer:
+        text += (" You cannot confirm notes here yourself, so it waits for the owner or for someone the owner "
+                 "allows to confirm changes.")
+    return text
+
+
+def saved_text(*, summary: str, topic: str, scope: str) -> str:
+    where = _SCOPE_WORDS.get(scope, "memory")
+    return (f"Saved to {where}: \u201c{summary}\u201d ({topic}). Reply undo within 30 minutes to take it back.")
+
+
+NOT_ALLOWED_TEXT = ("You cannot confirm notes in this chat, so the note waits for the owner. The owner can allow "
+                    "you to confirm changes from the chat.")
+EXPIRED_TEXT = "That note was not saved: a proposal waits 24 hours for an answer, and this one expired."
+UNDO_CLOSED_TEXT = ("Too late to undo here: a note can be undone for 30 minutes after it was saved. The owner "
+                    "can restore an earlier version from Files.")
+ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
+
+
+# --------------------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------------------
+
+
+def handle(message: InboundMessage) -> Reply:
+    """Everything the bot does for one inbound message. Blocking (database and model calls)."""
+    binding = Binding.objects.select_related("agent").filter(pk=message.binding_id).first()
+    if binding is None or not binding.enabled:
+        return Reply()
+    key = message.delivery_key
+    if key and not services.delivery_claim(binding_id=binding.pk, key=key):
+        log.info("binding %s: delivery %s handled already", binding.pk, key)
+        return Reply(duplicate=True)
+    try:
+        return _handle(binding, message)
+    except Exception:
+        if key:  # let the platform's retry try again
+            services.delivery_release(binding_id=binding.pk, key=key)
+        raise
+
+
+def _handle(binding: Binding, message: InboundMessage) -> Reply:
+    conversation = _conversation_seen(binding, message)
+    sender = services.sender_seen(binding_id=binding.pk, external_id=message.sender_id,
+                                  display=message.sender_display)
+    if message.answer is not None:
+        return _answer(binding, conversation, sender, message.answer, message.proposal_id, tapped=True)
+    if sender.status == SenderStatus.BLOCKED:
+        return Reply()
+    text = message.text.strip()
+    if not sender.paired:
+        if conversation.kind != ConversationKind.ONE_TO_ONE and not message.addressed:
+            return Reply()
+        offer = services.pairing_offer(sender=sender)
+        return Reply([Outbound(pairing_text(offer.code, offer.expires_at))])
+    word = _word(text)
+    if (word == "yes" or word == "no") and _open_questions(conversation).exists():
+        return _answer(binding, conversation, sender, word, None, tapped=False)
+    if word == "undo" and _open_saves(conversation).exists():
+        return _undo(binding, conversation, sender)
+    if conversation.kind != ConversationKind.ONE_TO_ONE and not message.addressed:
+        return Reply()
+    if not text:
+        return Reply()
+    if text.lower() in ("/start", "/help"):
+        return Reply([Outbound("You are paired with this bot. Write to me as you would in the chat.")])
+    return _turn(binding, conversation, sender, text)
+
+
+def _word(text: str) -> Literal["yes", "no", "undo"] | None:
+    cleaned = re.sub(r"[\s!.,]+$", "", text.strip().lower()).lstrip("/")
+    if cleaned in _YES:
+        return "yes"
+    if cleaned in _NO:
+        return "no"
+    if cleaned in _UNDO:
+        return "undo"
+    return None
+
+
+def _conversation_seen(binding: Binding, message: InboundMessage) -> Conversation:
+    now = timezone.now()
+    kind = message.kind if message.kind in ConversationKind.values else ConversationKind.UNKNOWN
+    conversation, created = Conversation.objects.get_or_create(
+        binding=binding, external_id=str(message.conversation_id)[:200],
+        defaults={"kind": kind, "title": message.conversation_title[:200], "last_message_at": now,
+                  "channel_key": channel_key(binding.pk, str(message.conversation_id))})
+    if not created:
+        updates: dict[str, object] = {"last_message_at": now}
+        if kind != ConversationKind.UNKNOWN and conversation.kind != kind:
+            updates["kind"] = kind  # the platform said more this time
+        if message.conversation_title and message.conversation_title != conversation.title:
+            updates["title"] = message.conversation_title[:200]
+        Conversation.objects.filter(pk=conversation.pk).update(**updates)
+        for name, value in updates.items():
+            setattr(conversation, name, value)
+        if "kind" in updates and conversation.chat_id is not None:
+            chats_services.chat_update(owner_id=binding.owner_id, chat_id=conversation.chat_id,
+                                       one_to_one=conversation.one_to_one)
+    return conversation
+
+
+def _chat(binding: Binding, conversation: Conversation) -> Chat:
+    """The conversation's chat, made on its first turn (origin messaging, the binding's agent). When the owner
+    gave the binding another agent since, the conversation continues in a new chat with that agent (its
+    notes, which belong to the conversation, stay)."""
+    def current(chat_id: int | None) -> Chat | None:
+        if chat_id is None:
+            return None
+        return (Chat.objects.select_related("agent")
+                .filter(pk=chat_id, owner_id=binding.owner_id, agent_id=binding.agent_id).first())
+
+    chat = current(conversation.chat_id)
+    if chat is not None:
+        return chat
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        chat = current(locked.chat_id)
+        if chat is not None:
+            conversation.chat_id = chat.pk
+            return chat
+        chat = chats_services.chat_create(
+            owner_id=binding.owner_id, agent_id=binding.agent_id, origin="messaging", binding_id=binding.pk,
+            conversation_key=conversation.channel_key, one_to_one=conversation.one_to_one,
+            title=conversation.title or f"{binding.get_platform_display()}: {binding.name}")
+        Conversation.objects.filter(pk=conversation.pk).update(chat=chat)
+        conversation.chat = chat
+    return chat
+
+
+def _turn_sender(sender: Sender) -> chats_services.Sender:
+    return chats_services.Sender(sender_id=sender.pk, display=sender.label, paired=sender.paired,
+                                 can_confirm=sender.can_confirm)
+
+
+def _actor(binding: Binding, sender: Sender) -> str:
+    return f"{sender.label} on {binding.get_platform_display()}"
+
+
+# --------------------------------------------------------------------------------------------------------
+# A turn
+# --------------------------------------------------------------------------------------------------------
+
+
+def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: str) -> Reply:
+    chat = _chat(binding, conversation)
+    turn_sender = _turn_sender(sender)
+    try:
+        result = chats_services.turn_run(chat=chat, content=text, sender=turn_sender)
+    except UpstreamError:
+        log.warning("binding %s: the model failed", binding.pk, exc_info=True)
+        return Reply([Outbound(ERROR_TEXT)])
+    except ApplicationError as exc:
+        return Reply([Outbound(exc.message)])
+    reply = Reply()
+    if result.reply.strip():
+        reply.messages.append(Outbound(result.reply.strip()))
+    now = timezone.now()
+    report = result.memory or {}
+    for saved in report.get("saved", []):
+        if not saved.get("change_id"):
+            continue
+        undo_until = parse_datetime(saved["undo_until"]) if saved.get("undo_until") else None
+        Notice.objects.create(conversation=conversation, kind=NoticeKind.SAVED, change_id=saved["change_id"],
+                              undo_until=undo_until, sender=sender, topic=saved.get("topic", "")[:40],
+                              summary=(saved.get("summary") or "")[:300], created_at=now)
+        reply.messages.append(Outbound(saved_text(summary=saved.get("summary") or "", topic=saved["topic"],
+                                                  scope=saved.get("scope", "channel"))))
+    for proposed in report.get("proposed", []):
+        proposal = Proposal.objects.filter(pk=proposed["proposal_id"], owner_id=binding.owner_id).first()
+        if proposal is None:
+            continue
+        if not Notice.objects.filter(conversation=conversation, proposal_id=proposal.pk,
+                                     closed_at__isnull=True).exists():
+            Notice.objects.create(conversation=conversation, kind=NoticeKind.QUESTION, proposal_id=proposal.pk,
+                                  sender=sender, topic=proposal.topic, summary=proposal.summary[:300],
+                                  created_at=now)
+        can_answer = policy.may_answer(
+            turn_facts(chat=chat, sender=turn_sender), requester_only=proposal.requester_only or proposal.locked,
+            answerer_paired=sender.paired, answerer_can_confirm=sender.can_confirm, answerer_is_requester=True,
+            scope=proposal.scope_kind)  # type: ignore[arg-type]
+        text_ = question_text(summary=proposal.summary or f"forget {proposal.topic}", topic=proposal.topic,
+                              scope=proposal.scope_kind, requester_can_answer=can_answer)
+        reply.messages.append(Outbound(text_, buttons=(Button("Yes, save it", "yes", proposal.pk),
+                                                        Button("No, drop it", "no", proposal.pk))))
+    return reply
+
+
+# --------------------------------------------------------------------------------------------------------
+# Answers: yes / no / undo
+# --------------------------------------------------------------------------------------------------------
+
+
+def _open_questions(conversation: Conversation):
+    return Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION, closed_at__isnull=True)
+
+
+def _open_saves(conversation: Conversation):
+    return Notice.objects.filter(conversation=conversation, kind=NoticeKind.SAVED, closed_at__isnull=True)
+
+
+def _close(notice: Notice) -> None:
+    Notice.objects.filter(pk=notice.pk, closed_at__isnull=True).update(closed_at=timezone.now())
+
+
+def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer: Answer,
+            proposal_id: int | None, *, tapped: bool) -> Reply:
+    """A yes or no: confirm or drop the conversation's waiting proposals this sender may answer."""
+    notices = Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION)
+    if proposal_id is not None:
+        notices = notices.filter(proposal_id=proposal_id)
+    else:
+        notices = notices.filter(closed_at__isnull=True)
+    notices = list(notices.order_by("created_at", "id"))
+    if not notices:
+        text = "That question does not belong to this chat." if tapped else "There is nothing to answer here."
+        return Reply([] if tapped else [Outbound(text)], answered=text if tapped else None, settled=tapped)
+    turn_sender = _turn_sender(sender)
+    lines: list[str] = []
+    outcomes: list[str] = []
+    for notice in notices:
+        assert notice.proposal_id is not None
+        try:
+            if answer == "yes":
+                proposals_services.proposal_confirm(owner_id=binding.owner_id, proposal_id=notice.proposal_id,
+                                                    actor=_actor(binding, sender), sender=turn_sender)
+                lines.append(f"Saved: \u201c{notice.summary}\u201d ({notice.topic}).")
+                outcomes.append("Saved.")
+            else:
+                proposals_services.proposal_reject(owner_id=binding.owner_id, proposal_id=notice.proposal_id,
+                                                   actor=_actor(binding, sender), sender=turn_sender)
+                lines.append(f"Dropped: \u201c{notice.summary}\u201d ({notice.topic}). Nothing was saved.")
+                outcomes.append("Dropped.")
+            _close(notice)
+        except Forbidden:
+            lines.append(NOT_ALLOWED_TEXT)
+            outcomes.append("You cannot confirm this note.")
+        except Gone:
+            _close(notice)
+            lines.append(EXPIRED_TEXT)
+            outcomes.append("Expired.")
+        except NotFound:
+            _close(notice)
+            lines.append("That note is gone.")
+            outcomes.append("Gone.")
+        except Conflict as exc:
+            if exc.code == "proposal_decided":
+                _close(notice)
+                lines.append(f"That note was answered already ({notice.topic}).")
+                outcomes.append("Answered already.")
+            else:
+                lines.append(f"It could not be saved: {exc.message}")
+                outcomes.append("Not saved.")
+        except ApplicationError as exc:  # e.g. the conversation's index is full (422)
+            lines.append(f"It could not be saved: {exc.message}")
+            outcomes.append("Not saved.")
+    unique = list(dict.fromkeys(lines))
+    settled = not Notice.objects.filter(pk__in=[n.pk for n in notices], closed_at__isnull=True).exists()
+    return Reply([Outbound("\n".join(unique))], answered=" ".join(dict.fromkeys(outcomes)) if tapped else None,
+                 settled=settled)
+
+
+def _undo(binding: Binding, conversation: Conversation, sender: Sender) -> Reply:
+    """Take back the conversation's latest automatic note, within its Undo window (checked by the store)."""
+    notice = _open_saves(conversation).order_by("-created_at", "-id").first()
+    assert notice is not None and notice.change_id is not None
+    if notice.sender_id not in (None, sender.pk) and not sender.can_confirm:
+        return Reply([Outbound("Only the person the note was saved for, or someone the owner allows to confirm "
+                               "changes, can undo it.")])
+    try:
+        notes_services.change_undo(owner_id=binding.owner_id, change_id=notice.change_id,
+                                   actor=_actor(binding, sender), not_after=notice.undo_until)
+    except Gone:
+        return Reply([Outbound(UNDO_CLOSED_TEXT)])
+    except Conflict as exc:
+        _close(notice)
+        if exc.code == "already_undone":
+            return Reply([Outbound(f"That note was undone already ({notice.topic}).")])
+        return Reply([Outbound(f"It could not be undone here: {exc.message}")])
+    except NotFound:
+        _close(notice)
+        return Reply([Outbound("That note is gone.")])
+    _close(notice)
+    return Reply([Outbound(f"Undone: \u201c{notice.summary}\u201d ({notice.topic}) is taken back; the earlier "
+                           "text is restored.")])
+
+
+# --------------------------------------------------------------------------------------------------------
+# Expiry announcements (the Celery sweep's listener)
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Announcement:
+    binding_id: int
+    conversation_id: str
+    outbound: Outbound
+
+
+def expiry_announcements(proposal: Proposal) -> list[tuple[Notice, Announcement]]:
+    """What to post about an expired proposal: one message per open question about it."""
+    notices = (Notice.objects.select_related("conversation__binding")
+               .filter(kind=NoticeKind.QUESTION, proposal_id=proposal.pk, closed_at__isnull=True))
+    result = []
+    for notice in notices:
+        conversation = notice.conversation
+        text = (f"The note \u201c{notice.summary}\u201d ({notice.topic}) was not saved: nobody answered within "
+                "24 hours. Ask again if you still want it saved.")
+        result.append((notice, Announcement(conversation.binding_id, conversation.external_id, Outbound(text))))
+    return result
+
+
+def notice_close(notice: Notice) -> None:
+    _close(notice)

@@ -1,0 +1,1 @@
+"""Discord adapter (discord.py): translates gateway messages and button clicks to the core."""

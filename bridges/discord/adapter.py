@@ -1,0 +1,209 @@
+"""Discord: a discord.py client per binding that translates gateway messages and button clicks for the core.
+
+Only translation lives here. A ``DMChannel`` is one-to-one (not ``message.guild is None``, which is also true
+for a guild the client has not cached); a group DM or a guild channel is a group; anything else is unknown.
+Yes/No are message components (``memory:<yes|no>:<proposal id>``). discord.py keeps its REST and gateway
+addresses in two process-wide class attributes; ``configure_addresses`` sets them from
+``DISCORD_API_BASE_URL`` and ``DISCORD_GATEWAY_URL``. discord.py itself retries rate limits and 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import discord
+import yarl
+from django.conf import settings
+
+from bridges import core, services
+from bridges.runtime import REVOKED_REASON, Revoked, run_blocking, run_sync
+
+log = logging.getLogger(__name__)
+
+CUSTOM_ID_RE = re.compile(r"^memory:(yes|no):(\d{1,18})$")
+
+
+def configure_addresses() -> tuple[str, yarl.URL]:
+    """Point discord.py at the configured REST and gateway addresses; returns the previous ones."""
+    import discord.gateway
+    import discord.http
+
+    previous = (discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
+    discord.http.Route.BASE = settings.DISCORD_API_BASE_URL.rstrip("/")
+    gateway = settings.DISCORD_GATEWAY_URL
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway if gateway.endswith("/") else gateway + "/")
+    return previous
+
+
+def restore_addresses(previous: tuple[str, yarl.URL]) -> None:
+    import discord.gateway
+    import discord.http
+
+    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = previous
+
+
+def revoked_from(exc: BaseException) -> Revoked | None:
+    """Revoked for a refused token (401 on REST, close 4004 on the gateway) or missing privileged intents."""
+    if isinstance(exc, discord.LoginFailure):
+        return Revoked(REVOKED_REASON.format(platform="Discord"))
+    if isinstance(exc, discord.PrivilegedIntentsRequired):
+        return Revoked("Discord requires the Message Content intent for this bot: turn it on in the Developer "
+                       "Portal (Bot, Privileged Gateway Intents), then turn the binding on again.",
+                       code="privileged_intents")
+    if isinstance(exc, discord.ConnectionClosed) and exc.code == 4004:
+        return Revoked(REVOKED_REASON.format(platform="Discord"))
+    if isinstance(exc, discord.HTTPException) and exc.status == 401:
+        return Revoked(REVOKED_REASON.format(platform="Discord"))
+    return None
+
+
+def _kind(channel: Any) -> core.Kind:
+    if isinstance(channel, discord.DMChannel):
+        return "one_to_one"
+    if isinstance(channel, discord.GroupChannel | discord.abc.GuildChannel | discord.Thread):
+        return "group"
+    return "unknown"
+
+
+def _title(channel: Any) -> str:
+    if isinstance(channel, discord.DMChannel):
+        return f"DM with {channel.recipient}" if channel.recipient else "Direct message"
+    return str(getattr(channel, "name", "") or "")
+
+
+def view(outbound: core.Outbound) -> discord.ui.View | None:
+    """Yes/No buttons under a question (needs a running event loop)."""
+    if not outbound.buttons:
+        return None
+    buttons = discord.ui.View(timeout=None)
+    for button in outbound.buttons:
+        style = discord.ButtonStyle.success if button.answer == "yes" else discord.ButtonStyle.secondary
+        buttons.add_item(discord.ui.Button(label=button.label, style=style,
+                                           custom_id=f"memory:{button.answer}:{button.proposal_id}"))
+    return buttons
+
+
+class BridgeClient(discord.Client):
+    """The bot of one binding."""
+
+    def __init__(self, binding_id: int, **options: Any) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = True  # privileged: also a toggle in the Developer Portal
+        options.setdefault("guild_ready_timeout", 0.5)
+        super().__init__(intents=intents, **options)
+        self.binding_id = binding_id
+
+    async def on_ready(self) -> None:
+        """Reports the binding as connected."""
+        await run_sync(services.binding_report_connected, binding_id=self.binding_id,
+                       bot_identity=str(self.user or ""))
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Passes a person's message to the core and sends its replies in the same channel."""
+        if message.author.bot or (self.user is not None and message.author.id == self.user.id):
+            return
+        text = message.content or ""
+        mentioned = self.user is not None and any(user.id == self.user.id for user in message.mentions)
+        replied = bool(message.reference and isinstance(message.reference.resolved, discord.Message)
+                       and self.user is not None and message.reference.resolved.author.id == self.user.id)
+        if self.user is not None:
+            text = re.sub(rf"<@!?{self.user.id}>", "", text).strip()
+        kind = _kind(message.channel)
+        inbound = core.InboundMessage(
+            binding_id=self.binding_id, conversation_id=str(message.channel.id), kind=kind,
+            sender_id=str(message.author.id), sender_display=message.author.display_name, text=text,
+            delivery_key=f"message:{message.id}", conversation_title=_title(message.channel),
+            addressed=kind == "one_to_one" or mentioned or replied)
+        reply = await run_sync(core.handle, inbound)
+        for outbound in reply.messages:
+            await self._send(message.channel, outbound)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Answers a Yes/No click: confirms or drops the proposal and removes the buttons."""
+        if interaction.type != discord.InteractionType.component:
+            return
+        data: dict[str, Any] = dict(interaction.data or {})
+        custom_id = str(data.get("custom_id", ""))
+        match = CUSTOM_ID_RE.match(custom_id)
+        if match is None or interaction.channel is None:
+            return
+        user = interaction.user
+        inbound = core.InboundMessage(
+            binding_id=self.binding_id, conversation_id=str(interaction.channel.id), kind=_kind(interaction.channel),
+            sender_id=str(user.id), sender_display=user.display_name, delivery_key=f"interaction:{interaction.id}",
+            answer=match.group(1), proposal_id=int(match.group(2)))  # type: ignore[arg-type]
+        reply = await run_sync(core.handle, inbound)
+        if reply.duplicate:
+            return
+        text = "\n".join(outbound.text for outbound in reply.messages) or reply.answered or "OK"
+        await interaction.response.send_message(text[:2000])
+
+    async def _send(self, channel: Any, outbound: core.Outbound) -> None:
+        buttons = view(outbound)
+        try:
+            if buttons is not None:
+                await channel.send(outbound.text[:2000], view=buttons)
+                buttons.stop()  # nothing listens on the view itself; on_interaction answers the click
+            else:
+                await channel.send(outbound.text[:2000])
+        except discord.HTTPException as exc:
+            revoked = revoked_from(exc)
+            if revoked is not None:
+                await run_sync(services.binding_report_revoked, binding_id=self.binding_id, code=revoked.code,
+                               reason=revoked.reason)
+            raise
+
+    async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
+        """Logs a failed event handler (the client keeps running)."""
+        log.exception("discord binding %s: %s failed", self.binding_id, event_method)
+
+
+async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asyncio.Event) -> None:
+    """Run one Discord binding over the gateway until ``stop``. Raises Revoked when Discord refuses the token
+    or the privileged intent is off; other errors propagate to the runner, which backs off."""
+    client = BridgeClient(binding_id)
+    task = asyncio.ensure_future(client.start(credentials["token"]))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            exc = task.exception()
+            if exc is not None:
+                revoked = revoked_from(exc)
+                raise revoked or exc
+            return
+    finally:
+        stopped.cancel()
+        if not client.is_closed():
+            await client.close()
+        if not task.done():
+            try:
+                await asyncio.wait_for(task, 5)
+            except (TimeoutError, Exception):  # noqa: BLE001 - closing anyway
+                task.cancel()
+
+
+def send_message(*, binding_id: int, credentials: dict[str, str], conversation_id: str,
+                 outbound: core.Outbound) -> None:
+    """Post one message over REST from blocking code (the expiry announcement in the Celery worker)."""
+    async def post() -> None:
+        client = discord.Client(intents=discord.Intents.none())
+        try:
+            await client.login(credentials["token"])
+            await client.get_partial_messageable(int(conversation_id)).send(outbound.text[:2000])
+        finally:
+            await client.close()
+
+    previous = configure_addresses()
+    try:
+        run_blocking(post)
+    except (discord.LoginFailure, discord.HTTPException) as exc:
+        revoked = revoked_from(exc)
+        if revoked is not None:
+            raise revoked from exc
+        raise
+    finally:
+        restore_addresses(previous)

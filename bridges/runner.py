@@ -1,0 +1,205 @@
+"""The bridges process: runs every enabled binding, each on its own, and follows changes to the bindings.
+
+``Supervisor.run`` looks at the enabled bindings every ``reload_seconds`` (a fingerprint of each binding's
+mode and ``updated_at``): a new or changed binding is (re)started, a disabled or deleted one stopped. Each
+binding runs as one asyncio task (``BindingTask``) that never lets an error escape: a refused token turns the
+binding off with a reason (``Revoked``); any other failure is shown on the binding and retried with
+exponential backoff. So one broken bot never stops the others. Blocking work (database, the model) runs in
+worker threads (``runtime.run_sync``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import threading
+from types import ModuleType
+
+from django.db import DatabaseError
+
+from . import services
+from .crypto import CredentialsUnreadable, decrypt
+from .models import Binding
+from .runtime import Revoked, backoff_seconds, run_sync
+from .selectors import RunnableBinding, runnable_bindings
+
+log = logging.getLogger(__name__)
+
+ADAPTERS = {
+    "telegram": "bridges.telegram.adapter",
+    "slack": "bridges.slack.adapter",
+    "discord": "bridges.discord.adapter",
+}
+#: The longest wait between two attempts of a failing binding.
+MAX_BACKOFF_SECONDS = 300.0
+
+
+def adapter(platform: str) -> ModuleType:
+    """The adapter module of a platform: ``run(binding_id, credentials, mode, stop)`` and ``send_message``."""
+    return importlib.import_module(ADAPTERS[platform])
+
+
+def _scrub(text: str, credentials: dict[str, str]) -> str:
+    for value in credentials.values():
+        if value:
+            text = text.replace(value, "***")
+    return text
+
+
+def _load(binding_id: int) -> tuple[Binding, dict[str, str]] | None:
+    binding = Binding.objects.filter(pk=binding_id, enabled=True).first()
+    if binding is None:
+        return None
+    return binding, decrypt(binding.credentials)
+
+
+class BindingTask:
+    """One binding's bot, restarted with backoff until it is stopped or its token is refused."""
+
+    def __init__(self, wanted: RunnableBinding) -> None:
+        self.binding_id = wanted.id
+        self.fingerprint = wanted.fingerprint
+        self.stop_event = asyncio.Event()
+        self.task = asyncio.create_task(self._run(), name=f"binding-{wanted.id}")
+
+    async def _run(self) -> None:
+        failures = 0
+        credentials: dict[str, str] = {}
+        while not self.stop_event.is_set():
+            try:
+                loaded = await run_sync(_load, self.binding_id)
+                if loaded is None:
+                    return
+                binding, credentials = loaded
+                log.info("binding %s (%s, %s): starting", binding.pk, binding.platform, binding.mode)
+                await adapter(binding.platform).run(binding.pk, credentials, binding.mode, self.stop_event)
+                failures = 0
+                if self.stop_event.is_set():
+                    return
+                log.info("binding %s: the bot stopped by itself; starting it again", self.binding_id)
+                continue
+            except Revoked as exc:
+                log.warning("binding %s: %s", self.binding_id, exc.reason)
+                await run_sync(services.binding_report_revoked, binding_id=self.binding_id, code=exc.code,
+                               reason=exc.reason)
+                return
+            except CredentialsUnreadable as exc:
+                await run_sync(services.binding_report_revoked, binding_id=self.binding_id,
+                               code=exc.code, reason=exc.message)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                delay = min(MAX_BACKOFF_SECONDS, backoff_seconds(failures))
+                reason = _scrub(f"{type(exc).__name__}: {exc}", credentials)[:200]
+                log.warning("binding %s failed (%s); retrying in %.1f s", self.binding_id, reason, delay,
+                            exc_info=True)
+                try:
+                    await run_sync(services.binding_report_error, binding_id=self.binding_id, code="unavailable",
+                                   reason=f"The bot failed ({reason}); retrying in {delay:.0f} s.")
+                except DatabaseError:
+                    log.exception("binding %s: could not record the failure", self.binding_id)
+                try:
+                    await asyncio.wait_for(self.stop_event.wait(), delay)
+                    return
+                except TimeoutError:
+                    continue
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        self.stop_event.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        except (TimeoutError, Exception):  # noqa: BLE001 - stopping anyway
+            self.task.cancel()
+            try:
+                await self.task
+            except BaseException:  # it was cancelled or had failed; it is gone either way
+                log.debug("binding %s: stopped by cancelling", self.binding_id, exc_info=True)
+
+
+class Supervisor:
+    """Runs the enabled bindings (optionally only ``binding_ids``) and follows changes."""
+
+    def __init__(self, *, reload_seconds: float = 5.0, binding_ids: set[int] | None = None) -> None:
+        self.reload_seconds = reload_seconds
+        self.binding_ids = binding_ids
+        self.tasks: dict[int, BindingTask] = {}
+        self.rounds = 0  # how many times the bindings were looked at
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from .discord.adapter import configure_addresses, restore_addresses
+
+        previous = configure_addresses()
+        try:
+            while not stop.is_set():
+                await self.reconcile()
+                try:
+                    await asyncio.wait_for(stop.wait(), self.reload_seconds)
+                except TimeoutError:
+                    pass
+        finally:
+            await asyncio.gather(*(task.stop() for task in self.tasks.values()), return_exceptions=True)
+            self.tasks.clear()
+            restore_addresses(previous)
+
+    async def reconcile(self) -> None:
+        """Start what is wanted and not running, stop what runs and is not wanted (or changed)."""
+        try:
+            wanted = {b.id: b for b in await run_sync(runnable_bindings)
+                      if self.binding_ids is None or b.id in self.binding_ids}
+        except DatabaseError:
+            log.exception("could not read the bindings; keeping the running ones")
+            return
+        for binding_id, task in list(self.tasks.items()):
+            want = wanted.get(binding_id)
+            if want is None or want.fingerprint != task.fingerprint or task.task.done():
+                await task.stop()
+                del self.tasks[binding_id]
+        for binding_id, want in wanted.items():
+            if binding_id not in self.tasks:
+                self.tasks[binding_id] = BindingTask(want)
+        self.rounds += 1
+
+    @property
+    def running(self) -> set[int]:
+        return {binding_id for binding_id, task in self.tasks.items() if not task.task.done()}
+
+
+class SupervisorThread:
+    """A Supervisor on an event loop of its own thread (the launcher and tests use it; ``runbridges`` runs it
+    in the main thread)."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="bridges", daemon=True)
+        self.error: BaseException | None = None
+
+    def _main(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._started.set()
+            await self.supervisor.run(self._stop)
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # noqa: BLE001 - reported to whoever stops it
+            self.error = exc
+            self._started.set()
+
+    def start(self) -> SupervisorThread:
+        self._thread.start()
+        self._started.wait(10)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+        if self.error is not None:
+            raise self.error

@@ -1,0 +1,133 @@
+"""Small pieces the adapters share: running blocking core calls from async code, retries with backoff, and
+the two ways a platform call can fail that the core must tell apart (a refused token, a passing failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Revoked(Exception):
+    """The platform refused the bot's credentials: the binding is turned off with ``reason``."""
+
+    def __init__(self, reason: str, *, code: str = "token_revoked") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+class Transient(Exception):
+    """A passing failure (rate limit, 5xx, network); ``retry_after`` seconds when the platform said."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+REVOKED_REASON = ("{platform} refused the bot's token (revoked or wrong), so this binding was turned off. "
+                  "Enter a new token, then turn it on again.")
+
+
+def retry_attempts() -> int:
+    return int(getattr(settings, "BRIDGES_RETRY_ATTEMPTS", 5))
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Exponential backoff: base, 2×base, 4×base … capped at 60 s (base ``BRIDGES_RETRY_BASE_SECONDS``)."""
+    base = float(getattr(settings, "BRIDGES_RETRY_BASE_SECONDS", 1.0))
+    return min(60.0, base * (2 ** attempt))
+
+
+def _closing(fn: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> T:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return call
+
+
+async def run_sync(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a blocking (database, model) call from async code in a worker thread, so one slow conversation
+    never holds up another binding. Connections of the thread are closed per CONN_MAX_AGE afterwards."""
+    return await sync_to_async(_closing(fn), thread_sensitive=False)(*args, **kwargs)
+
+
+async def with_retries(call: Callable[[], Awaitable[T]], classify: Callable[[BaseException], BaseException | None],
+                       *, what: str) -> T:
+    """Await ``call()``; ``classify`` turns a library error into Revoked (raised at once), Transient (retried
+    with backoff, honouring ``retry_after``) or None (raised as it is)."""
+    attempts = retry_attempts()
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except Exception as exc:
+            kind = classify(exc)
+            if isinstance(kind, Revoked):
+                raise kind from exc
+            if not isinstance(kind, Transient) or attempt == attempts - 1:
+                raise
+            delay = kind.retry_after if kind.retry_after is not None else backoff_seconds(attempt)
+            log.warning("%s failed (%s); retrying in %.2f s", what, exc, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def with_retries_sync(call: Callable[[], T], classify: Callable[[BaseException], BaseException | None], *,
+                      what: str) -> T:
+    """``with_retries`` for blocking calls (Slack's WebClient, the Celery worker)."""
+    attempts = retry_attempts()
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as exc:
+            kind = classify(exc)
+            if isinstance(kind, Revoked):
+                raise kind from exc
+            if not isinstance(kind, Transient) or attempt == attempts - 1:
+                raise
+            delay = kind.retry_after if kind.retry_after is not None else backoff_seconds(attempt)
+            log.warning("%s failed (%s); retrying in %.2f s", what, exc, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def run_blocking(coro_factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from blocking code (a Celery task, a view), even when the calling thread
+    already runs an event loop (then in a thread of its own)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro_factory())  # type: ignore[arg-type]
+    result: list[T] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(coro_factory()))  # type: ignore[arg-type]
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="bridges-blocking")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return result[0]

@@ -1,0 +1,76 @@
+"""Reads of bindings, conversations, senders and pairing requests, always scoped to one owner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from localai_memory.core.access import owned_or_404
+
+from . import crypto
+from .models import Binding, Conversation, PairingRequest, PairingStatus, Sender
+
+
+def access_binding(user: object, binding_id: object) -> Binding:
+    """The binding ``binding_id`` of ``user``, or NotFound (another user's binding is a 404)."""
+    return owned_or_404(Binding.objects.select_related("agent"), owner=user, pk=binding_id)
+
+
+def access_conversation(user: object, conversation_id: object) -> Conversation:
+    return owned_or_404(Conversation.objects.select_related("binding"), owner_field="binding__owner", owner=user,
+                        pk=conversation_id)
+
+
+def access_sender(user: object, sender_id: object) -> Sender:
+    return owned_or_404(Sender.objects.select_related("binding"), owner_field="binding__owner", owner=user,
+                        pk=sender_id)
+
+
+def access_pairing(user: object, binding: Binding, pairing_id: object) -> PairingRequest:
+    return owned_or_404(PairingRequest.objects.select_related("sender").filter(binding=binding),
+                        owner_field="binding__owner", owner=user, pk=pairing_id)
+
+
+def binding_list(*, owner_id: int) -> QuerySet[Binding]:
+    return Binding.objects.filter(owner_id=owner_id).select_related("agent")
+
+
+def binding_credentials(*, binding: Binding) -> dict[str, str]:
+    """The decrypted credentials of ``binding`` (for the adapters only; never returned by the API)."""
+    return crypto.decrypt(binding.credentials)
+
+
+def conversation_list(*, binding: Binding) -> QuerySet[Conversation]:
+    return binding.conversations.all()
+
+
+def sender_list(*, binding: Binding) -> QuerySet[Sender]:
+    return binding.senders.all()
+
+
+def pairing_list(*, binding: Binding, now: datetime | None = None) -> QuerySet[PairingRequest]:
+    """Pairing requests that still wait for the owner (expired ones are left out)."""
+    now = now or timezone.now()
+    return (binding.pairing_requests.filter(status=PairingStatus.PENDING, expires_at__gt=now)
+            .select_related("sender"))
+
+
+@dataclass(frozen=True)
+class RunnableBinding:
+    """What runbridges needs to know to decide whether a running bot must be (re)started."""
+
+    id: int
+    platform: str
+    mode: str
+    fingerprint: str
+
+
+def runnable_bindings() -> list[RunnableBinding]:
+    """Every enabled binding whose bot runs inside ``runbridges`` (webhook and Slack HTTP ones included: the
+    process registers the webhook, and otherwise leaves them to the web)."""
+    rows = Binding.objects.filter(enabled=True).order_by("id").values_list("id", "platform", "mode", "updated_at")
+    return [RunnableBinding(id=pk, platform=platform, mode=mode, fingerprint=f"{mode}:{updated.isoformat()}")
+            for pk, platform, mode, updated in rows]

@@ -1,0 +1,1 @@
+"""Slack adapter (slack-bolt): translates events and button clicks to the core and posts its replies."""

@@ -1,0 +1,254 @@
+"""Slack: a slack-bolt App per binding whose listeners translate events for the core and post its replies.
+
+Only translation lives here. ``channel_type`` ``im`` is one-to-one; ``mpim``, ``channel`` and ``group`` are
+groups; anything else is unknown. Yes/No are Block Kit buttons (``memory_yes`` / ``memory_no``, the value is
+the proposal id). Events arrive over Socket Mode (runbridges) or the Events API (``bridges.views``); Bolt
+verifies the signature of the latter. The Web API address comes from ``SLACK_API_BASE_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+from typing import Any
+from urllib.error import URLError
+
+from django.conf import settings
+from slack_bolt import App
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bridges import core, services
+from bridges.runtime import REVOKED_REASON, Revoked, Transient, _closing, run_sync, with_retries_sync
+
+log = logging.getLogger(__name__)
+
+#: Errors of the Web API that mean the token no longer works.
+REVOKED_ERRORS = {"invalid_auth", "token_revoked", "account_inactive", "not_authed", "token_expired",
+                  "app_uninstalled"}
+ACTION_RE = re.compile(r"^memory_(yes|no)$")
+
+
+def classify(exc: BaseException) -> BaseException | None:
+    if isinstance(exc, SlackApiError):
+        response = exc.response
+        error = response.get("error") if hasattr(response, "get") else None
+        if error in REVOKED_ERRORS:
+            return Revoked(REVOKED_REASON.format(platform="Slack"), code=str(error))
+        status = getattr(response, "status_code", 200)
+        if status == 429 or error == "ratelimited":
+            headers = {k.lower(): v for k, v in (getattr(response, "headers", None) or {}).items()}
+            raw = headers.get("retry-after")
+            value = raw[0] if isinstance(raw, list) else raw
+            try:
+                retry_after = float(value) if value is not None else None
+            except ValueError:
+                retry_after = None
+            return Transient(str(error), retry_after=retry_after)
+        if status >= 500:
+            return Transient(str(error or status))
+        return None
+    if isinstance(exc, URLError | ConnectionError | TimeoutError):
+        return Transient(str(exc))
+    return None
+
+
+def web_client(token: str) -> WebClient:
+    base = settings.SLACK_API_BASE_URL
+    return WebClient(token=token, base_url=base if base.endswith("/") else base + "/")
+
+
+def build_app(binding_id: int, credentials: dict[str, str], *, process_before_response: bool = False) -> App:
+    """The Bolt app of one binding. HTTP mode verifies Slack's signature with the signing secret; Socket
+    Mode needs none (the app-level token opens the socket)."""
+    signing_secret = credentials.get("signing_secret") or ""
+    app = App(client=web_client(credentials["bot_token"]), signing_secret=signing_secret,
+              request_verification_enabled=bool(signing_secret), token_verification_enabled=False,
+              process_before_response=process_before_response)
+    names: dict[str, str] = {}
+    names_lock = threading.Lock()
+
+    def display_name(client: WebClient, user_id: str) -> str:
+        with names_lock:
+            if user_id in names:
+                return names[user_id]
+        try:
+            user = client.users_info(user=user_id)["user"]
+            profile = user.get("profile") or {}
+            name = profile.get("display_name") or user.get("real_name") or user.get("name") or user_id
+        except SlackApiError:
+            name = ""
+        with names_lock:
+            names[user_id] = name
+        return name
+
+    @app.event("message")
+    def on_message(event: dict[str, Any], body: dict[str, Any], context: Any, client: WebClient) -> None:
+        """Passes a person's message to the core and posts its replies in the same channel (and thread)."""
+        if event.get("subtype") or event.get("bot_id") or not event.get("user"):
+            return
+        bot_user_id = context.get("bot_user_id") or ""
+        text = event.get("text") or ""
+        mention = f"<@{bot_user_id}>" if bot_user_id else None
+        channel_type = event.get("channel_type")
+        addressed = channel_type == "im" or bool(mention and mention in text)
+        if mention:
+            text = text.replace(mention, "").strip()
+        inbound = core.InboundMessage(
+            binding_id=binding_id, conversation_id=event["channel"], kind=_kind(channel_type),
+            sender_id=event["user"], sender_display=display_name(client, event["user"]), text=text,
+            delivery_key=f"event:{body.get('event_id') or event.get('client_msg_id') or event.get('ts')}",
+            addressed=addressed)
+        reply = _handle(binding_id, inbound)
+        thread_ts = event.get("thread_ts")
+        for outbound in reply.messages:
+            _post_or_revoke(binding_id, client, event["channel"], outbound, thread_ts=thread_ts)
+
+    @app.action(ACTION_RE)
+    def on_button(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any, client: WebClient) -> None:
+        """Answers a Yes/No click: confirms or drops the proposal and replaces the buttons with the outcome."""
+        ack()
+        match = ACTION_RE.match(action.get("action_id", ""))
+        value = str(action.get("value", ""))
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+        user = body.get("user") or {}
+        if match is None or not value.isdigit() or not channel or not user.get("id"):
+            return
+        inbound = core.InboundMessage(
+            binding_id=binding_id, conversation_id=channel, kind="unknown", sender_id=user["id"],
+            sender_display=display_name(client, user["id"]),
+            delivery_key=f"action:{user['id']}:{action.get('action_ts') or body.get('trigger_id')}",
+            answer=match.group(1), proposal_id=int(value))  # type: ignore[arg-type]
+        reply = _handle(binding_id, inbound)
+        if reply.duplicate:
+            return
+        if reply.settled:
+            question = ((body.get("message") or {}).get("text") or "").strip()
+            try:
+                respond(text=f"{question}\n{reply.answered}".strip(), replace_original=True)
+            except Exception:
+                log.warning("slack binding %s: could not update the question", binding_id, exc_info=True)
+        for outbound in reply.messages:
+            _post_or_revoke(binding_id, client, channel, outbound)
+
+    @app.error
+    def on_error(error: Exception) -> None:
+        """Logs a failed listener."""
+        log.error("slack binding %s: handling an event failed", binding_id, exc_info=error)
+
+    return app
+
+
+def _kind(channel_type: str | None) -> core.Kind:
+    if channel_type == "im":
+        return "one_to_one"
+    if channel_type in ("mpim", "channel", "group"):
+        return "group"
+    return "unknown"
+
+
+def _handle(binding_id: int, inbound: core.InboundMessage) -> core.Reply:
+    return _closing(core.handle)(inbound)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def blocks(outbound: core.Outbound) -> list[dict[str, Any]] | None:
+    if not outbound.buttons:
+        return None
+    elements = [{"type": "button", "action_id": f"memory_{button.answer}", "value": str(button.proposal_id),
+                 "text": {"type": "plain_text", "text": button.label},
+                 **({"style": "primary"} if button.answer == "yes" else {})}
+                for button in outbound.buttons]
+    return [{"type": "section", "text": {"type": "plain_text", "text": outbound.text}},
+            {"type": "actions", "block_id": f"memory_confirm_{outbound.buttons[0].proposal_id}",
+             "elements": elements}]
+
+
+def post(client: WebClient, channel: str, outbound: core.Outbound, *, thread_ts: str | None = None) -> None:
+    """Post one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused."""
+    kwargs: dict[str, Any] = {"channel": channel, "text": _escape(outbound.text)}
+    if thread_ts:
+        kwargs["thread_ts"] = thread_ts
+    rich = blocks(outbound)
+    if rich:
+        kwargs["blocks"] = rich
+    with_retries_sync(lambda: client.chat_postMessage(**kwargs), classify, what=f"slack chat.postMessage {channel}")
+
+
+def _post_or_revoke(binding_id: int, client: WebClient, channel: str, outbound: core.Outbound, *,
+                    thread_ts: str | None = None) -> None:
+    try:
+        post(client, channel, outbound, thread_ts=thread_ts)
+    except Revoked as exc:
+        _closing(services.binding_report_revoked)(binding_id=binding_id, code=exc.code, reason=exc.reason)
+        raise
+
+
+# --------------------------------------------------------------------------------------------------------
+# The HTTP endpoint's apps, the runner, sending from outside an event
+# --------------------------------------------------------------------------------------------------------
+
+_http_handlers: dict[tuple[int, str], Any] = {}
+_http_lock = threading.Lock()
+
+
+def http_handler(binding_id: int, fingerprint: str, credentials: dict[str, str]) -> Any:
+    """The Bolt Django handler that serves a binding's Events API requests (one per binding version and
+    process). By default Bolt acknowledges at once (Slack wants an answer within 3 s) and runs the listener
+    in its thread pool, closing that thread's database connections afterwards;
+    ``BRIDGES_SLACK_PROCESS_BEFORE_RESPONSE = True`` handles the event before answering instead."""
+    from slack_bolt.adapter.django import SlackRequestHandler
+
+    before = bool(getattr(settings, "BRIDGES_SLACK_PROCESS_BEFORE_RESPONSE", False))
+    key = (binding_id, f"{fingerprint}:{before}")
+    with _http_lock:
+        handler = _http_handlers.get(key)
+        if handler is None:
+            for old in [k for k in _http_handlers if k[0] == binding_id]:
+                del _http_handlers[old]
+            handler = _http_handlers[key] = SlackRequestHandler(
+                build_app(binding_id, credentials, process_before_response=before))
+        return handler
+
+
+def events_url(binding_id: int) -> str:
+    return f"{settings.PUBLIC_URL.rstrip('/')}/bridges/slack/{binding_id}/events"
+
+
+async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asyncio.Event) -> None:
+    """Run one Slack binding until ``stop``: Socket Mode connects a websocket; HTTP mode only checks the
+    token (events reach the web process). Raises Revoked when Slack refuses the token."""
+    app = build_app(binding_id, credentials)
+    auth = await asyncio.to_thread(with_retries_sync, lambda: app.client.auth_test(), classify,
+                                   what="slack auth.test")
+    identity = f"{auth.get('user') or 'bot'} in {auth.get('team') or auth.get('team_id') or 'Slack'}"
+    if mode != "socket":
+        await run_sync(services.binding_report_connected, binding_id=binding_id, bot_identity=identity)
+        await stop.wait()
+        return
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    handler = SocketModeHandler(app, credentials["app_token"])
+    try:
+        await asyncio.to_thread(handler.connect)
+    except SlackApiError as exc:
+        kind = classify(exc)
+        if isinstance(kind, Revoked):
+            raise kind from exc
+        raise
+    try:
+        await run_sync(services.binding_report_connected, binding_id=binding_id, bot_identity=identity)
+        await stop.wait()
+    finally:
+        await asyncio.to_thread(handler.close)
+
+
+def send_message(*, binding_id: int, credentials: dict[str, str], conversation_id: str,
+                 outbound: core.Outbound) -> None:
+    """Post one message from blocking code (the expiry announcement in the Celery worker)."""
+    post(web_client(credentials["bot_token"]), conversation_id, outbound)

@@ -1,0 +1,52 @@
+"""Celery tasks of the bridges: announcing an expired proposal in its chat, and tidying old rows.
+
+Correctness never waits for these (DESIGN §3): a proposal's 24 hours and an Undo's 30 minutes are checked
+when somebody acts. ``announce_proposal_expired`` is registered in ``memory.proposals.expiry_listeners`` (see
+``apps.py``) and runs inside the memory sweep; raising makes the sweep try again next time.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from localai_memory.memory.models import Proposal
+
+from . import core, services
+from .crypto import CredentialsUnreadable, decrypt
+from .runtime import Revoked
+
+log = logging.getLogger(__name__)
+
+TIDY_TASK = "bridges.tasks.tidy"
+BEAT_SCHEDULE = {
+    "bridges-tidy": {"task": TIDY_TASK, "schedule": 3600.0},
+}
+
+
+def announce_proposal_expired(proposal: Proposal) -> None:
+    """Post "that note was not saved" in each chat that asked about ``proposal`` (an expiry listener)."""
+    from .runner import adapter
+
+    for notice, announcement in core.expiry_announcements(proposal):
+        binding = notice.conversation.binding
+        if not binding.enabled:
+            core.notice_close(notice)  # nobody to tell there; the owner sees it in the inbox
+            continue
+        try:
+            credentials = decrypt(binding.credentials)
+            adapter(binding.platform).send_message(
+                binding_id=binding.pk, credentials=credentials, conversation_id=announcement.conversation_id,
+                outbound=announcement.outbound)
+        except (Revoked, CredentialsUnreadable) as exc:
+            code = getattr(exc, "code", "token_revoked")
+            reason = getattr(exc, "reason", None) or getattr(exc, "message", str(exc))
+            services.binding_report_revoked(binding_id=binding.pk, code=code, reason=reason)
+        core.notice_close(notice)
+
+
+@shared_task(name=TIDY_TASK, ignore_result=True)
+def tidy() -> dict[str, int]:
+    """Forget old delivery claims and mark pairing codes past their hour."""
+    return {"deliveries": services.deliveries_prune(), "pairings": services.pairings_expire_due()}

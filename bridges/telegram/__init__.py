@@ -1,0 +1,1 @@
+"""Telegram adapter (python-telegram-bot): translates updates to the core and sends its replies."""

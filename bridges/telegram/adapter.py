@@ -1,0 +1,259 @@
+"""Telegram: python-telegram-bot handlers that translate updates for the core and send what it answers.
+
+Only translation lives here. A private chat is one-to-one; groups, supergroups and channels are groups;
+anything else is unknown. Yes/No buttons are an inline keyboard (``memory:<yes|no>:<proposal id>``). The
+Bot API address comes from ``TELEGRAM_API_BASE_URL``. One ``Application`` per event loop (the library's
+rule): the runner, the webhook view and the expiry announcement each build their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+from django.conf import settings
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut
+from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
+
+from bridges import core, services
+from bridges.runtime import REVOKED_REASON, Revoked, Transient, run_sync, with_retries
+
+log = logging.getLogger(__name__)
+
+CALLBACK_RE = re.compile(r"^memory:(yes|no):(\d{1,18})$")
+
+
+def api_urls() -> tuple[str, str]:
+    base = settings.TELEGRAM_API_BASE_URL.rstrip("/")
+    return f"{base}/bot", f"{base}/file/bot"
+
+
+def classify(exc: BaseException) -> BaseException | None:
+    """Revoked for a refused token; Transient for rate limits, 5xx and the network; None otherwise."""
+    if isinstance(exc, InvalidToken):
+        return Revoked(REVOKED_REASON.format(platform="Telegram"), code="token_revoked")
+    if isinstance(exc, RetryAfter):
+        return Transient(str(exc), retry_after=exc._retry_after.total_seconds())
+    if isinstance(exc, BadRequest | Forbidden):
+        return None  # the message itself is wrong, or the person blocked the bot: retrying cannot help
+    if isinstance(exc, NetworkError):  # 5xx, timeouts, connection errors
+        return Transient(str(exc))
+    return None
+
+
+def build_application(binding_id: int, token: str) -> Application:  # type: ignore[type-arg]
+    """The bot of one binding: handlers for text messages and Yes/No taps, and an error handler."""
+    base_url, file_url = api_urls()
+    app = (Application.builder().token(token).base_url(base_url).base_file_url(file_url).updater(None)
+           .concurrent_updates(False).build())
+    app.bot_data["binding_id"] = binding_id
+    app.add_handler(MessageHandler(filters.TEXT, on_message))
+    app.add_handler(CallbackQueryHandler(on_button, pattern=CALLBACK_RE))
+    app.add_error_handler(on_error)
+    return app
+
+
+# --------------------------------------------------------------------------------------------------------
+# Translation
+# --------------------------------------------------------------------------------------------------------
+
+
+def _kind(chat_type: str | None) -> core.Kind:
+    if chat_type == "private":
+        return "one_to_one"
+    if chat_type in ("group", "supergroup", "channel"):
+        return "group"
+    return "unknown"
+
+
+def to_inbound(update: Update, *, binding_id: int, bot_id: int, bot_username: str) -> core.InboundMessage | None:
+    """The core's view of a text message, or None for anything else."""
+    message = update.effective_message
+    chat = update.effective_chat
+    user = update.effective_user
+    if message is None or chat is None or user is None or message.text is None or user.is_bot:
+        return None
+    text = message.text
+    mention = f"@{bot_username}" if bot_username else None
+    replied_to_bot = bool(message.reply_to_message and message.reply_to_message.from_user
+                          and message.reply_to_message.from_user.id == bot_id)
+    addressed = chat.type == "private" or replied_to_bot or text.startswith("/") or bool(
+        mention and mention.lower() in text.lower())
+    if mention:
+        text = re.sub(re.escape(mention), "", text, flags=re.IGNORECASE).strip()
+    return core.InboundMessage(
+        binding_id=binding_id, conversation_id=str(chat.id), kind=_kind(chat.type), sender_id=str(user.id),
+        sender_display=user.full_name or user.username or str(user.id), text=text,
+        delivery_key=f"update:{update.update_id}", conversation_title=chat.title or chat.full_name or "",
+        addressed=addressed)
+
+
+def markup(outbound: core.Outbound) -> InlineKeyboardMarkup | None:
+    if not outbound.buttons:
+        return None
+    return InlineKeyboardMarkup([[InlineKeyboardButton(button.label,
+                                                       callback_data=f"memory:{button.answer}:{button.proposal_id}")
+                                  for button in outbound.buttons]])
+
+
+async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_to: int | None = None) -> None:
+    """Send one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused."""
+    async def call() -> Any:
+        return await bot.send_message(chat_id=chat_id, text=outbound.text, reply_markup=markup(outbound),
+                                      reply_to_message_id=reply_to)
+
+    await with_retries(call, classify, what=f"telegram sendMessage to {chat_id}")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Handlers
+# --------------------------------------------------------------------------------------------------------
+
+
+async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Passes a text message to the core and sends its replies in the same chat."""
+    binding_id = context.bot_data["binding_id"]
+    inbound = to_inbound(update, binding_id=binding_id, bot_id=context.bot.id, bot_username=context.bot.username)
+    if inbound is None:
+        return
+    reply = await run_sync(core.handle, inbound)
+    chat = update.effective_chat
+    assert chat is not None
+    group = chat.type != "private"
+    message_id = update.effective_message.message_id if update.effective_message and group else None
+    for outbound in reply.messages:
+        await send(context.bot, chat.id, outbound, reply_to=message_id)
+
+
+async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Answers a Yes/No tap: confirms or drops the proposal, then clears the buttons of the question."""
+    query = update.callback_query
+    assert query is not None and query.data is not None
+    match = CALLBACK_RE.match(query.data)
+    chat = update.effective_chat
+    if match is None or chat is None or query.from_user is None:
+        await query.answer()
+        return
+    user = query.from_user
+    inbound = core.InboundMessage(
+        binding_id=context.bot_data["binding_id"], conversation_id=str(chat.id), kind=_kind(chat.type),
+        sender_id=str(user.id), sender_display=user.full_name or user.username or str(user.id),
+        delivery_key=f"update:{update.update_id}", conversation_title=chat.title or chat.full_name or "",
+        answer=match.group(1), proposal_id=int(match.group(2)))  # type: ignore[arg-type]
+    reply = await run_sync(core.handle, inbound)
+    if reply.duplicate:
+        return
+    await with_retries(lambda: query.answer(text=(reply.answered or "")[:200] or None), classify,
+                       what="telegram answerCallbackQuery")
+    if reply.settled:
+        try:
+            await query.edit_message_reply_markup(reply_markup=None)
+        except BadRequest:  # the question was edited already
+            pass
+    for outbound in reply.messages:
+        await send(context.bot, chat.id, outbound)
+
+
+async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Logs a failed update; a refused token turns the binding off with a reason."""
+    error = context.error
+    binding_id = context.bot_data.get("binding_id")
+    if isinstance(error, Revoked | InvalidToken) and binding_id is not None:
+        reason = error.reason if isinstance(error, Revoked) else REVOKED_REASON.format(platform="Telegram")
+        await run_sync(services.binding_report_revoked, binding_id=binding_id, code="token_revoked", reason=reason)
+        return
+    log.error("telegram binding %s: handling an update failed", binding_id, exc_info=error)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Webhook, polling, sending from outside an update
+# --------------------------------------------------------------------------------------------------------
+
+
+async def process_webhook_update(binding_id: int, token: str, payload: dict[str, Any]) -> None:
+    """Handle one update that arrived at the webhook view, as a poll would."""
+    app = build_application(binding_id, token)
+    async with app:
+        await app.process_update(Update.de_json(payload, app.bot))
+
+
+def webhook_url(binding_id: int) -> str:
+    return f"{settings.PUBLIC_URL.rstrip('/')}/bridges/telegram/{binding_id}/webhook"
+
+
+async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asyncio.Event) -> None:
+    """Run one Telegram binding until ``stop`` is set: long polling, or registering the webhook and waiting.
+
+    Raises Revoked when the token is refused; other errors propagate to the runner, which backs off."""
+    app = build_application(binding_id, credentials["token"])
+    try:
+        async with app:
+            identity = f"@{app.bot.username}"
+            if mode == "webhook":
+                await with_retries(lambda: app.bot.set_webhook(
+                    url=webhook_url(binding_id), secret_token=credentials["webhook_secret"],
+                    allowed_updates=["message", "callback_query"]), classify, what="telegram setWebhook")
+                await run_sync(services.binding_report_connected, binding_id=binding_id, bot_identity=identity)
+                await stop.wait()
+                return
+            await with_retries(lambda: app.bot.delete_webhook(), classify, what="telegram deleteWebhook")
+            await run_sync(services.binding_report_connected, binding_id=binding_id, bot_identity=identity)
+            await _poll(app, stop)
+    except InvalidToken as exc:
+        raise Revoked(REVOKED_REASON.format(platform="Telegram")) from exc
+
+
+async def _poll(app: Application, stop: asyncio.Event) -> None:  # type: ignore[type-arg]
+    """Long polling with getUpdates: each update is processed before the next offset confirms it."""
+    timeout = int(getattr(settings, "BRIDGES_TELEGRAM_POLL_TIMEOUT", 25))
+    offset: int | None = None
+    failures = 0
+    while not stop.is_set():
+        poll = asyncio.ensure_future(app.bot.get_updates(offset=offset, timeout=timeout,
+                                                         allowed_updates=["message", "callback_query"]))
+        stopped = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if poll not in done:
+            poll.cancel()
+            stopped.cancel()
+            return
+        stopped.cancel()
+        try:
+            updates = poll.result()
+        except RetryAfter as exc:
+            await asyncio.sleep(exc._retry_after.total_seconds())
+            continue
+        except TimedOut:
+            continue
+        except NetworkError:
+            failures += 1
+            if failures >= 5:
+                raise
+            from bridges.runtime import backoff_seconds
+
+            await asyncio.sleep(backoff_seconds(failures))
+            continue
+        failures = 0
+        for update in updates:
+            offset = update.update_id + 1
+            await app.process_update(update)
+
+
+def send_message(*, binding_id: int, credentials: dict[str, str], conversation_id: str,
+                 outbound: core.Outbound) -> None:
+    """Post one message from blocking code (the expiry announcement in the Celery worker)."""
+    from bridges.runtime import run_blocking
+
+    async def post() -> None:
+        base_url, file_url = api_urls()
+        bot = Bot(credentials["token"], base_url=base_url, base_file_url=file_url)
+        async with bot:
+            await send(bot, conversation_id, outbound)
+
+    try:
+        run_blocking(post)
+    except InvalidToken as exc:
+        raise Revoked(REVOKED_REASON.format(platform="Telegram")) from exc

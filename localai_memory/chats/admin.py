@@ -1,0 +1,51 @@
+"""Read-only admin of chats and messages: for looking, not for writing (turns run through the services)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from .models import Chat, Message
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+        return False
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    fields = ["created_at", "role", "content", "typed_by_user", "sender_id", "memory"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+        return False
+
+
+@admin.register(Chat)
+class ChatAdmin(ReadOnlyAdmin):
+    list_display = ["id", "owner", "title", "agent", "origin", "private", "one_to_one", "updated_at"]
+    list_filter = ["origin", "private", "one_to_one"]
+    search_fields = ["title", "owner__username", "conversation_key"]
+    list_select_related = ["owner", "agent"]
+    readonly_fields = [f.name for f in Chat._meta.fields]
+    inlines = [MessageInline]
+    date_hierarchy = "created_at"
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = ["id", "chat", "role", "short_content", "typed_by_user", "sender_id", "created_at"]
+    list_filter = ["role", "typed_by_user", "chat__origin"]
+    search_fields = ["content", "chat__title", "chat__owner__username"]
+    list_select_related = ["chat"]
+    readonly_fields = [f.name for f in Message._meta.fields]
+
+    @admin.display(description="content")
+    def short_content(self, obj: Message) -> str:
+        return obj.content[:80]

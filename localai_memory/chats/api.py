@@ -1,0 +1,268 @@
+"""The chats API and the OpenAI-compatible ``POST /v1/chat/completions``: thin views over chats.services.
+
+A view checks the shape of the input, finds the chat with ``access_chat`` (another user's chat is a 404),
+calls one service and renders the answer. The turn itself, and everything memory does on it, is
+``services.turn_run``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from localai_memory.core.api import (
+    ApiView,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    validated,
+)
+from localai_memory.core.errors import InvalidInput
+
+from . import selectors, services
+from .models import Chat, Message, Origin, Role
+
+
+def chat_json(chat: Chat) -> dict[str, Any]:
+    return {
+        "id": chat.pk,
+        "title": chat.title,
+        "agent": chat.agent_id,
+        "agent_name": chat.agent.name if chat.agent_id and chat.agent else None,
+        "origin": chat.origin,
+        "private": chat.private,
+        "binding_id": chat.binding_id,
+        "conversation_key": chat.conversation_key or None,
+        "one_to_one": chat.one_to_one,
+        "created_at": chat.created_at.isoformat(),
+        "updated_at": chat.updated_at.isoformat(),
+    }
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    return {
+        "id": message.pk,
+        "role": message.role,
+        "content": message.content,
+        "typed_by_user": message.typed_by_user,
+        "sender_id": message.sender_id,
+        "memory": message.memory or None,
+        "created_at": message.created_at.isoformat(),
+    }
+
+
+class ChatCreateInput(serializers.Serializer):
+    agent = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    title = StrictCharField(required=False, allow_blank=True, max_length=200)
+
+
+class MessageInput(serializers.Serializer):
+    content = StrictCharField(max_length=services.MESSAGE_MAX_CHARS, trim_whitespace=False)
+
+
+class BuiltinsInput(serializers.Serializer):
+    memory = StrictBooleanField(help_text="false makes the chat private: it neither reads nor saves memory.")
+
+
+class ChatsApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """Your chats, most recent first."""
+        return Response({"chats": [chat_json(c) for c in selectors.chat_list(owner_id=request.user.pk)[:200]]})
+
+    @extend_schema(request=ChatCreateInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request):
+        """Start a chat, with one of your agents or without."""
+        data = validated(ChatCreateInput, request.data)
+        chat = services.chat_create(owner_id=request.user.pk, agent_id=data.get("agent"), origin=Origin.WEB,
+                                    title=data.get("title") or "")
+        return Response(chat_json(chat), status=201)
+
+
+class ChatApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, chat_id: int):
+        """One chat with its messages (each assistant message says what memory did)."""
+        chat = selectors.access_chat(request.user, chat_id)
+        messages = selectors.chat_messages(chat=chat)
+        return Response({**chat_json(chat), "messages": [message_json(m) for m in messages]})
+
+
+class ChatMessagesApi(ApiView):
+    @extend_schema(request=MessageInput, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, chat_id: int):
+        """One turn: your message in, the reply and what memory did out (read, saved, proposed, refused).
+
+        When the model server fails the answer is 502 (504 on a timeout) and your message is kept."""
+        chat = selectors.access_chat(request.user, chat_id)
+        data = validated(MessageInput, request.data)
+        result = services.turn_run(chat=chat, content=data["content"])
+        return Response({
+            "chat_id": chat.pk,
+            "reply": result.reply,
+            "user_message_id": result.user_message_id,
+            "message_id": result.assistant_message_id,
+            "memory": result.memory,
+        })
+
+
+class ChatBuiltinsApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, chat_id: int):
+        """The chat's built-in switches: memory (false: a private chat)."""
+        chat = selectors.access_chat(request.user, chat_id)
+        return Response({"memory": not chat.private, "private": chat.private})
+
+    @extend_schema(request=BuiltinsInput, responses={200: OpenApiTypes.OBJECT})
+    def put(self, request, chat_id: int):
+        """Turn the chat's memory on or off (off: a private chat). Other chats are not affected."""
+        chat = selectors.access_chat(request.user, chat_id)
+        data = validated(BuiltinsInput, request.data)
+        chat = services.chat_set_private(owner_id=request.user.pk, chat_id=chat.pk, private=not data["memory"])
+        return Response({"memory": not chat.private, "private": chat.private,
+                         **selectors.memory_status(chat=chat)})
+
+
+class ChatToolsApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, chat_id: int):
+        """What the model is offered in this chat: ``memory: {on, code, blocked_by, fix}`` naming the
+        narrowest level that is off, the memory tools and the scopes it may read and save to."""
+        chat = selectors.access_chat(request.user, chat_id)
+        return Response(selectors.memory_status(chat=chat))
+
+
+# --------------------------------------------------------------------------------------------------------
+# OpenAI-compatible chat completions
+# --------------------------------------------------------------------------------------------------------
+
+
+def _text_of(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") not in ("text", "input_text"):
+                raise InvalidInput(f"{where}: only text content parts are supported", code="unsupported_content")
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidInput(f"{where}: a text part needs text", code="invalid_messages")
+            parts.append(text)
+        return "".join(parts)
+    if content is None:
+        return ""
+    raise InvalidInput(f"{where}: content must be text", code="invalid_messages")
+
+
+def _parse_messages(raw: Any) -> tuple[list[dict[str, str]], str]:
+    """(earlier messages as context, the last user message): the last message must be the user's."""
+    if not isinstance(raw, list) or not raw:
+        raise InvalidInput("messages must be a non-empty list", code="invalid_messages")
+    if len(raw) > 500:
+        raise InvalidInput("at most 500 messages", code="invalid_messages")
+    parsed: list[dict[str, str]] = []
+    for number, message in enumerate(raw):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InvalidInput(f"messages[{number}] must be an object with a role", code="invalid_messages")
+        role = message["role"]
+        if role == "developer":
+            role = "system"
+        if role not in ("system", "user", "assistant", "tool"):
+            raise InvalidInput(f"messages[{number}]: unknown role {role!r}", code="invalid_messages")
+        if role == "tool":
+            continue  # the client's own tool results are not ours to replay
+        parsed.append({"role": role, "content": _text_of(message.get("content"), f"messages[{number}]")})
+    if not parsed or parsed[-1]["role"] != "user":
+        raise InvalidInput("the last message must be the user's", code="invalid_messages")
+    last = parsed.pop()
+    return parsed, last["content"]
+
+
+def _int_or_none(value: Any, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
+
+
+class ChatCompletionsApi(ApiView):
+    """``POST /v1/chat/completions`` for any OpenAI client: ``Authorization: Bearer <token>`` picks the user,
+    ``agent`` (body) or ``X-Agent-Id`` picks the agent, ``X-Chat-Id`` continues a chat. The reply is in
+    OpenAI's format; what memory did is in the ``X-Memory`` header (and ``memory`` in the body)."""
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        parameters=[OpenApiParameter("X-Agent-Id", OpenApiTypes.INT, OpenApiParameter.HEADER),
+                    OpenApiParameter("X-Chat-Id", OpenApiTypes.INT, OpenApiParameter.HEADER)],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def post(self, request):
+        """One turn over the request's messages, with memory applied."""
+        body = request.data
+        if not isinstance(body, dict):
+            raise InvalidInput("the body must be a JSON object", code="invalid_body")
+        if body.get("tools") or body.get("functions"):
+            raise InvalidInput("client tools are not supported; memory tools are the host's",
+                               code="client_tools_not_supported")
+        earlier, content = _parse_messages(body.get("messages"))
+        if body.get("n") not in (None, 1):
+            raise InvalidInput("n must be 1", code="invalid_n")
+        agent_id = _int_or_none(body.get("agent", request.headers.get("X-Agent-Id")), "agent")
+        chat_id = _int_or_none(body.get("chat_id", request.headers.get("X-Chat-Id")), "chat")
+        if chat_id is not None:
+            chat = selectors.access_chat(request.user, chat_id)
+            if agent_id is not None and chat.agent_id != agent_id:
+                raise InvalidInput("this chat runs another agent", code="agent_mismatch")
+        else:
+            chat = services.chat_create(owner_id=request.user.pk, agent_id=agent_id, origin=Origin.WEB,
+                                        title=content)
+        result = services.turn_run(chat=chat, content=content, history=earlier)
+        model = body.get("model") if isinstance(body.get("model"), str) else settings.LLM_MODEL
+        created = int(time.time())
+        completion_id = f"chatcmpl-{chat.pk}-{result.assistant_message_id}"
+        headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk)}
+        if body.get("stream") is True:
+            return _stream(completion_id, created, model, result.reply, headers)
+        usage = result.usage or {}
+        payload = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": Role.ASSISTANT.value, "content": result.reply},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": {key: usage.get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")},
+            "memory": result.memory,
+        }
+        return Response(payload, headers=headers)
+
+
+def _stream(completion_id: str, created: int, model: str, text: str, headers: dict[str, str]) -> HttpResponse:
+    """The finished reply as server-sent events, for clients that ask to stream."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body)}\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""}), chunk({"content": text}), chunk({}, "stop"),
+              "data: [DONE]\n\n"]
+    response = StreamingHttpResponse(iter(events), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    for key, value in headers.items():
+        response[key] = value
+    return response

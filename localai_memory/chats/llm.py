@@ -1,0 +1,151 @@
+"""The model client: OpenAI chat completions over httpx to ``settings.LLM_BASE_URL``.
+
+Any OpenAI-compatible server works (LocalAI, Ollama, llama.cpp, vLLM, OpenAI). This module only speaks the
+protocol: it sends messages and tool definitions and returns the assistant message. It never decides what the
+model may see or do (that is ``memory.policy`` and ``chats.context``). Every failure of the server becomes one
+of two clear errors: ``model_unavailable`` (down, 5xx, refused, timed out) or ``model_bad_response``
+(an answer that is not a chat completion).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from localai_memory.core.errors import UpstreamError
+
+log = logging.getLogger(__name__)
+
+
+class ModelUnavailable(UpstreamError):
+    """The model server could not be reached, refused, failed (5xx) or did not answer in time."""
+
+    status = 502
+    code = "model_unavailable"
+
+
+class ModelBadResponse(UpstreamError):
+    """The model server answered, but not with a chat completion we can use."""
+
+    status = 502
+    code = "model_bad_response"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the raw JSON text the model sent; parsed (and checked) by the tool
+
+    def as_message_part(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    model: str = ""
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to send back in the next request of a tool loop."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.as_message_part() for call in self.tool_calls]
+        return message
+
+
+def chat_completion(
+    *,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    model: str | None = None,
+) -> ModelReply:
+    """One ``POST {LLM_BASE_URL}/chat/completions``. Raises ModelUnavailable or ModelBadResponse."""
+    base_url = str(settings.LLM_BASE_URL).rstrip("/")
+    body: dict[str, Any] = {"model": model or settings.LLM_MODEL, "messages": messages, "stream": False}
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = "auto"
+    headers = {"Accept": "application/json"}
+    if settings.LLM_API_KEY:
+        headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"
+    timeout = float(settings.LLM_TIMEOUT)
+    try:
+        with httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0))) as client:
+            response = client.post(f"{base_url}/chat/completions", json=body, headers=headers)
+    except httpx.TimeoutException:
+        raise ModelUnavailable(f"The model server did not answer within {timeout:g} seconds. Your message is "
+                               "kept; try again.", status=504) from None
+    except httpx.HTTPError as exc:
+        log.warning("model server %s unreachable: %s", base_url, exc)
+        raise ModelUnavailable("The model server is not reachable. Your message is kept; try again once it "
+                               "runs.") from None
+    if response.status_code >= 400:
+        detail = _error_text(response)
+        log.warning("model server answered %s: %s", response.status_code, detail)
+        raise ModelUnavailable(f"The model server answered {response.status_code}"
+                               f"{': ' + detail if detail else ''}. Your message is kept; try again.")
+    return parse_completion(response.content)
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        payload = response.json()
+    except ValueError:
+        return ""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    return str(message)[:200] if message else ""
+
+
+def parse_completion(raw: bytes) -> ModelReply:
+    """The first choice of a chat completion body, or ModelBadResponse."""
+    bad = ModelBadResponse("The model server's answer was not a chat completion. Your message is kept; "
+                           "try again.")
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        raise bad from None
+    if not isinstance(payload, dict):
+        raise bad
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise bad
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise bad
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        if isinstance(content, list):  # content parts: keep the text ones
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        else:
+            raise bad
+    calls: list[ToolCall] = []
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise bad
+    for number, call in enumerate(raw_calls, start=1):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise bad
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        elif arguments is None:
+            arguments = "{}"
+        elif not isinstance(arguments, str):
+            raise bad
+        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{number}"
+        calls.append(ToolCall(id=call_id, name=function["name"], arguments=arguments))
+    raw_usage = payload.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    return ModelReply(content=content, tool_calls=tuple(calls), finish_reason=choices[0].get("finish_reason"),
+                      usage=usage, model=str(payload.get("model") or ""))

@@ -1,0 +1,110 @@
+"""Reads of chats, and the facts of a turn that the policy decides on.
+
+``turn_facts`` is the one place that reads everything with a say on a chat's memory (the chat, its agent,
+the owner's memory settings, the sender) into the policy's frozen ``TurnFacts``; what cannot be read is
+passed as unknown, and the policy counts it as "ask".
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from django.db import DatabaseError
+from django.db.models import QuerySet
+
+from localai_memory.core.access import owned_or_404
+from localai_memory.memory import policy
+from localai_memory.memory.selectors import MemoryState, memory_state
+from localai_memory.notes.paths import Scope
+
+from .models import Chat, Message
+
+if TYPE_CHECKING:
+    from .services import Sender
+
+log = logging.getLogger(__name__)
+
+
+def access_chat(user_id: object, chat_id: object) -> Chat:
+    """The chat ``chat_id`` if ``user_id`` (an id or a user) owns it, else NotFound."""
+    owner_id = getattr(user_id, "pk", user_id)
+    return owned_or_404(Chat.objects.select_related("agent"), owner_field="owner_id", owner=owner_id, pk=chat_id)
+
+
+def chat_list(*, owner_id: int) -> QuerySet[Chat]:
+    return Chat.objects.filter(owner_id=owner_id).select_related("agent").order_by("-updated_at", "-id")
+
+
+def chat_messages(*, chat: Chat) -> QuerySet[Message]:
+    return Message.objects.filter(chat=chat).order_by("created_at", "id")
+
+
+def read_memory_state(*, owner_id: int) -> MemoryState | None:
+    """The owner's memory settings, or None when they cannot be read (the policy then asks first)."""
+    try:
+        return memory_state(user_id=owner_id)
+    except DatabaseError:
+        log.warning("memory settings of user %s could not be read", owner_id, exc_info=True)
+        return None
+
+
+def turn_facts(*, chat: Chat, sender: Sender | None = None, state: MemoryState | None = None,
+               sender_paired: bool | None = None) -> policy.TurnFacts:
+    """Everything with a say on this chat's memory now, for ``memory.policy``."""
+    if state is None:
+        state = read_memory_state(owner_id=chat.owner_id)
+    agent = chat.agent
+    paired = sender_paired if sender_paired is not None else bool(sender and sender.paired)
+    return policy.TurnFacts(
+        private_chat=chat.private,
+        has_agent=agent is not None,
+        agent_tools_memory=agent.tools_memory if agent else True,
+        agent_addons_memory=agent.addons_memory if agent else False,
+        agent_memory=agent.memory if agent else None,  # type: ignore[arg-type]
+        agent_memory_save=agent.memory_save if agent else None,  # type: ignore[arg-type]
+        agent_grant_write=agent.grant_write if agent else True,
+        user_enabled=state.enabled if state else None,
+        save_mode=state.save_mode if state else None,  # type: ignore[arg-type]
+        messaging_save=state.messaging_save if state else None,  # type: ignore[arg-type]
+        server_files_on=state.server_files_on if state else True,
+        provider=state.provider_state if state else "builtin",  # type: ignore[arg-type]
+        origin=chat.origin,  # type: ignore[arg-type]
+        sender_paired=paired if chat.origin == "messaging" else False,
+        one_to_one=chat.one_to_one if chat.origin == "messaging" else None,
+    )
+
+
+def chat_scopes(*, chat: Chat) -> dict[str, Scope]:
+    """The notes scopes this chat can name: always the user's; the agent's with an agent; the conversation's
+    for a messaging chat that knows its conversation key. The policy picks which of them a turn may use."""
+    scopes: dict[str, Scope] = {"user": Scope.user()}
+    if chat.agent_id is not None:
+        scopes["agent"] = Scope.agent(chat.agent_id)
+    if chat.origin == "messaging" and chat.conversation_key:
+        scopes["channel"] = Scope("channel", chat.conversation_key)
+    return scopes
+
+
+def memory_status(*, chat: Chat) -> dict:
+    """``GET /api/chats/{id}/tools``: the memory object ({on, code, blocked_by, fix}), the tools offered and
+    the scopes, from the policy's turn decision for this chat now."""
+    from .context import BUILTIN_TOOLS, SCOPE_ORDER, offered_tools
+
+    decision = policy.decide_turn(turn_facts(chat=chat))
+    tools = offered_tools(decision)
+    scopes = chat_scopes(chat=chat)
+    return {
+        "memory": {"on": decision.memory_on, "code": decision.code, "blocked_by": decision.blocked_by,
+                   "fix": decision.fix, "served_by": decision.served_by},
+        "private": chat.private,
+        "tools": tools,
+        "builtin_tools": list(BUILTIN_TOOLS),
+        "scopes": {
+            "read": [kind for kind in SCOPE_ORDER if kind in decision.read_scopes and kind in scopes],
+            "propose": [kind for kind in decision.propose_scopes if kind in scopes],
+            "default": decision.default_scope,
+        },
+        "saving": {"level": decision.effective_level, "code": decision.save_code,
+                   "message": decision.save_message},
+    }

@@ -1,0 +1,281 @@
+"""Writes of chats, and the turn: one user message in, one reply out, with memory applied.
+
+``turn_run`` reads the facts of the chat, asks ``memory.policy.decide_turn`` what the turn may read and
+offer, builds the prompt (``chats.context``), calls the model (``chats.llm``) in a bounded tool loop
+(``chats.tools``) and records what memory did on the assistant message. The user's message is saved before
+the model is called and is kept when the model fails. No transaction is held open while the model thinks:
+each note written, proposal made or message stored is its own short transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from localai_memory.agents.selectors import access_agent
+from localai_memory.core.errors import InvalidInput, UpstreamError
+from localai_memory.memory import policy
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.paths import Scope
+
+from . import context, llm
+from .models import Chat, Message, Origin, Role
+from .selectors import access_chat, chat_scopes, read_memory_state, turn_facts
+from .tools import ToolContext, new_report, run_tool
+
+log = logging.getLogger(__name__)
+
+#: Rounds of tool calls before the model must answer.
+MAX_TOOL_ROUNDS = 6
+#: Tool calls the host runs in one round; more are answered with an error.
+MAX_CALLS_PER_ROUND = 8
+#: Earlier messages of the chat sent as context.
+HISTORY_MESSAGES = 40
+MESSAGE_MAX_CHARS = 32 * 1024
+TITLE_MAX_CHARS = 80
+
+
+@dataclass(frozen=True)
+class Sender:
+    """Who wrote a message in a messaging chat: their id, a display name, whether they are paired with the
+    owner, and whether they hold the permission "Confirm changes from the chat"."""
+
+    sender_id: int
+    display: str
+    paired: bool
+    can_confirm: bool
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    chat_id: int
+    reply: str
+    user_message_id: int
+    assistant_message_id: int
+    memory: dict[str, Any]
+    model: str = ""
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """What a recall hook is given: the turn's chat, message, earlier messages, decision and scopes."""
+
+    chat: Chat
+    content: str
+    history: list[dict[str, Any]]
+    decision: policy.TurnDecision
+    scopes: dict[str, Scope]
+
+
+@dataclass(frozen=True)
+class RecallContribution:
+    """What a recall hook adds: a fenced block of data for the system prompt, and ``report["recall"]``."""
+
+    text: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+#: Semantic recall plugs in here. A hook runs only while memory is on and the built-in provider serves it,
+#: reads only ``decision.read_scopes``, and must present what it adds as data (fenced, under a header).
+recall_hooks: list[Callable[[RecallRequest], RecallContribution | None]] = []
+
+
+@transaction.atomic
+def chat_create(*, owner_id: int, agent_id: int | None = None, origin: str = "web",
+                binding_id: int | None = None, conversation_key: str = "", one_to_one: bool | None = None,
+                title: str = "") -> Chat:
+    """A new chat. ``agent_id`` must be the owner's agent (404 otherwise); a messaging chat names its
+    conversation with ``conversation_key`` (``notes.paths.channel_key``)."""
+    if origin not in Origin.values:
+        raise InvalidInput(f"origin must be one of {', '.join(Origin.values)}", code="invalid_origin")
+    agent = access_agent(owner_id, agent_id) if agent_id is not None else None
+    if conversation_key:
+        Scope("channel", conversation_key)  # raises InvalidInput for a malformed key
+    elif origin == Origin.MESSAGING:
+        raise InvalidInput("a messaging chat needs its conversation_key (notes.paths.channel_key)",
+                           code="invalid_conversation_key")
+    if one_to_one not in (True, False, None):
+        raise InvalidInput("one_to_one must be true, false or null", code="invalid_one_to_one")
+    return Chat.objects.create(owner_id=owner_id, agent=agent, origin=origin, binding_id=binding_id,
+                               conversation_key=conversation_key or "", one_to_one=one_to_one,
+                               title=_clean_title(title))
+
+
+def _clean_title(title: object) -> str:
+    if not isinstance(title, str):
+        raise InvalidInput("title must be text", code="invalid_title")
+    return " ".join(title.split())[:TITLE_MAX_CHARS]
+
+
+@transaction.atomic
+def chat_set_private(*, owner_id: int, chat_id: int, private: bool) -> Chat:
+    """The chat's Memory switch: private chats neither read nor save memory (other chats are unaffected)."""
+    chat = access_chat(owner_id, chat_id)
+    chat.private = bool(private)
+    chat.save(update_fields=["private", "updated_at"])
+    return chat
+
+
+@transaction.atomic
+def chat_update(*, owner_id: int, chat_id: int, title: str | None = None, one_to_one: bool | None = None) -> Chat:
+    """Rename a chat, or (bridges) record what the platform said about one-to-one."""
+    chat = access_chat(owner_id, chat_id)
+    fields = ["updated_at"]
+    if title is not None:
+        chat.title = _clean_title(title)
+        fields.append("title")
+    if one_to_one is not None:
+        chat.one_to_one = one_to_one
+        fields.append("one_to_one")
+    chat.save(update_fields=fields)
+    return chat
+
+
+@transaction.atomic
+def message_add(*, chat: Chat, role: str, content: str, typed_by_user: bool = False, sender_id: int | None = None,
+                memory: dict[str, Any] | None = None) -> Message:
+    message = Message.objects.create(chat=chat, role=role, content=content, typed_by_user=typed_by_user,
+                                     sender_id=sender_id, memory=memory or {})
+    fields = ["updated_at"]
+    if not chat.title and role == Role.USER:
+        chat.title = _clean_title(content)
+        fields.append("title")
+    chat.save(update_fields=fields)
+    return message
+
+
+def _check_content(content: object) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("content must be a non-empty text", code="invalid_content")
+    if "\x00" in content:
+        raise InvalidInput("content may not contain NUL characters", code="invalid_content")
+    if len(content) > MESSAGE_MAX_CHARS:
+        raise InvalidInput(f"a message holds at most {MESSAGE_MAX_CHARS} characters", code="message_too_long")
+    return content
+
+
+def _history(chat: Chat, before: Message) -> list[dict[str, Any]]:
+    rows = list(Message.objects.filter(chat=chat, role__in=[Role.USER, Role.ASSISTANT], id__lt=before.pk)
+                .order_by("-created_at", "-id")[:HISTORY_MESSAGES])
+    return [{"role": row.role, "content": row.content} for row in reversed(rows)]
+
+
+def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
+             history: list[dict[str, Any]] | None = None, typed_by_user: bool = True) -> TurnResult:
+    """One turn: store the message, decide memory, call the model with its tools, store and return the reply.
+
+    ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
+    Raises InvalidInput for an empty message and ModelUnavailable / ModelBadResponse (502, 504 on a
+    timeout) when the model server fails; the user's message is kept either way, and the error's details
+    name it and hold what memory did before the failure.
+    """
+    content = _check_content(content)
+    user_message = message_add(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
+                               sender_id=sender.sender_id if sender else None)
+    state = read_memory_state(owner_id=chat.owner_id)
+    facts = turn_facts(chat=chat, sender=sender, state=state)
+    decision = policy.decide_turn(facts)
+    scopes = chat_scopes(chat=chat)
+    tools = context.offered_tools(decision)
+    indexes: list[context.IndexShown] = []
+    if decision.memory_on and decision.served_by == "builtin":
+        for kind in context.SCOPE_ORDER:
+            if kind in decision.read_scopes and kind in scopes:
+                text = notes_selectors.index_text(owner_id=chat.owner_id, scope=scopes[kind])
+                indexes.append(context.IndexShown(kind, scopes[kind], text))
+    block = context.memory_block(indexes)
+    instructions = chat.agent.instructions if chat.agent is not None else ""
+    system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools)
+    earlier = history if history is not None else _history(chat, user_message)
+    recall_text, recall_report = _recall(RecallRequest(chat=chat, content=content, history=earlier,
+                                                       decision=decision, scopes=scopes))
+    if recall_text:
+        system += "\n\n" + recall_text
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *earlier,
+                                      {"role": "user", "content": content}]
+    report = new_report(decision)
+    report["read"] = block.read
+    report["recall"] = recall_report
+    if block.truncated:
+        report["truncated"] = True
+    ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
+                      report=report)
+    try:
+        reply = _loop(messages, context.tool_definitions(decision, tools), ctx)
+    except UpstreamError as exc:
+        exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}
+        raise
+    text = reply.content or ""
+    assistant = message_add(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
+    return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
+                      assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage)
+
+
+def _recall(request: RecallRequest) -> tuple[str, dict[str, Any]]:
+    if not recall_hooks or not request.decision.memory_on or request.decision.served_by != "builtin":
+        return "", {}
+    texts: list[str] = []
+    report: dict[str, Any] = {}
+    for hook in recall_hooks:
+        try:
+            contribution = hook(request)
+        except Exception:  # recall is a help, never a reason to fail the turn
+            log.exception("recall hook %r failed", hook)
+            report["degraded"] = "recall_failed"
+            continue
+        if contribution is not None:
+            if contribution.text:
+                texts.append(contribution.text)
+            report.update(contribution.report)
+    return "\n\n".join(texts), report
+
+
+def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx: ToolContext) -> llm.ModelReply:
+    """Call the model; run its tool calls and call it again, at most MAX_TOOL_ROUNDS times; then it answers."""
+    for _ in range(MAX_TOOL_ROUNDS):
+        reply = llm.chat_completion(messages=messages, tools=definitions or None)
+        if not reply.tool_calls:
+            return reply
+        messages.append(reply.as_message())
+        for number, call in enumerate(reply.tool_calls):
+            if number < MAX_CALLS_PER_ROUND:
+                result = run_tool(ctx, call.name, call.arguments)
+            else:
+                result = {"status": "error", "error": "too_many_calls",
+                          "message": f"At most {MAX_CALLS_PER_ROUND} tool calls are run per round."}
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                             "content": json.dumps(result, ensure_ascii=False)})
+    # Enough tools: the model answers from what it has (no tools offered on this last call).
+    final = llm.chat_completion(messages=messages, tools=None)
+    return llm.ModelReply(content=final.content, tool_calls=(), finish_reason=final.finish_reason,
+                          usage=final.usage, model=final.model)
+
+
+def memory_header(report: dict[str, Any]) -> str:
+    """The compact ``X-Memory`` header of the OpenAI-compatible route: counts, topics, degrade reason."""
+    recall = report.get("recall") or {}
+    compact = {
+        "on": report.get("on"),
+        "code": report.get("code"),
+        "blocked_by": report.get("blocked_by"),
+        "read": len(report.get("read", [])),
+        "topics": [item["topic"] for item in report.get("topics_read", [])][:20],
+        "saved": len([s for s in report.get("saved", []) if s.get("change_id")]),
+        "proposed": len(report.get("proposed", [])),
+        "refused": len(report.get("refused", [])),
+        "degraded": recall.get("degraded") or recall.get("degrade_reason"),
+    }
+    if report.get("saved"):
+        compact["saved_topics"] = [s["topic"] for s in report["saved"]][:20]
+    if report.get("proposed"):
+        compact["proposal_ids"] = [p["proposal_id"] for p in report["proposed"]][:20]
+    text = json.dumps(compact, separators=(",", ":"), ensure_ascii=True)
+    return text if len(text) <= 4000 else json.dumps({k: compact[k] for k in ("on", "code", "read", "saved",
+                                                                               "proposed", "refused")},
+                                                      separators=(",", ":"))

@@ -1,0 +1,382 @@
+"""Proposals: a change to memory that waits for the owner (or a permitted sender) to confirm it.
+
+Services (writes) and selectors (reads) of ``Proposal``. The 24-hour life of a proposal is a timestamp checked
+under a row lock at the moment somebody confirms or rejects, so nothing wrong is saved while the Celery worker
+is down; the sweep (``proposals_expire_due``) only marks and tells. Confirming twice (two tabs, a yes in the
+chat and a click in the inbox) saves once: the loser of the race gets a 409. Whether a sender in a messaging
+chat may answer is the policy's ``may_answer``; nothing here re-implements a rule. The note itself is written
+by ``notes.services.note_upsert`` only.
+
+Other parts register callables in ``expiry_listeners`` (called with each expired proposal once, e.g. a bot
+posting "that proposal expired") and ``undo_closed_listeners`` (called with each automatic change set whose
+Undo window closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from localai_memory.core.access import owned_or_404
+from localai_memory.core.errors import Conflict, Forbidden, Gone, InvalidInput, NotFound
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import (
+    INDEX_MAX_BYTES,
+    INDEX_MAX_LINES,
+    TOPIC_MAX_BYTES,
+    IndexEntry,
+    Scope,
+    check_topic,
+    clean_summary,
+    index_size,
+    render_index,
+)
+from localai_memory.notes.services import CapExceeded, _cap_error, lock_owner, note_upsert
+
+from . import policy
+from .models import Proposal
+
+if TYPE_CHECKING:
+    from localai_memory.chats.services import Sender
+
+log = logging.getLogger(__name__)
+
+#: Called with each proposal the sweep found expired (once per proposal, after the expiry is committed).
+expiry_listeners: list[Callable[[Proposal], None]] = []
+#: Called with each automatic change set whose 30-minute Undo window closed since the last sweep.
+undo_closed_listeners: list[Callable[[ChangeSet], None]] = []
+
+#: Expired proposals older than this are no longer announced (a listener that keeps failing gives up).
+NOTIFY_WINDOW = timedelta(days=7)
+STATUSES = tuple(Proposal.Status.values)
+
+
+class AlreadySaved(Conflict):
+    """Memory already holds exactly this note: no proposal is made."""
+
+    code = "already_saved"
+
+
+def _tidy_details(details: str | None) -> str:
+    if details is None or not details.strip():
+        return ""
+    return details if details.endswith("\n") else details + "\n"
+
+
+def proposal_fingerprint(*, owner_id: int, scope: Scope, topic: str, summary: str, details: str,
+                         delete: bool) -> str:
+    """Identical changes have the same fingerprint (so one is not proposed twice while it waits)."""
+    key = json.dumps([owner_id, scope.kind, scope.key, topic, bool(delete), "" if delete else summary,
+                      "" if delete else details], ensure_ascii=True)
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def proposal_scope(proposal: Proposal) -> Scope:
+    return Scope(proposal.scope_kind, proposal.scope_key)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Selectors
+# --------------------------------------------------------------------------------------------------------
+
+
+def access_proposal(user_id: object, proposal_id: object) -> Proposal:
+    """The proposal if ``user_id`` (an id or a user) owns it, else NotFound."""
+    owner_id = getattr(user_id, "pk", user_id)
+    return owned_or_404(Proposal.objects.all(), owner_field="owner_id", owner=owner_id, pk=proposal_id)
+
+
+def proposal_list(*, owner_id: int, status: str | None = "pending", now: datetime | None = None
+                  ) -> QuerySet[Proposal]:
+    """The inbox. ``pending`` holds only proposals that can still be confirmed; one past its 24 hours counts
+    as ``expired`` even before the sweep marks it. ``None`` or ``all``: every proposal."""
+    now = now or timezone.now()
+    rows = Proposal.objects.filter(owner_id=owner_id)
+    if status in (None, "", "all"):
+        return rows
+    if status not in STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(STATUSES)} or all", code="invalid_status")
+    if status == Proposal.Status.PENDING:
+        return rows.filter(status=status, expires_at__gt=now)
+    if status == Proposal.Status.EXPIRED:
+        return rows.filter(Q(status=status) | Q(status=Proposal.Status.PENDING, expires_at__lte=now))
+    return rows.filter(status=status)
+
+
+def proposal_status(proposal: Proposal, *, now: datetime | None = None) -> str:
+    """The status as a person sees it: a pending proposal past its life is expired."""
+    now = now or timezone.now()
+    if proposal.status == Proposal.Status.PENDING and _is_expired(proposal, now):
+        return "expired"
+    return str(proposal.status)
+
+
+def _is_expired(proposal: Proposal, now: datetime) -> bool:
+    return now >= proposal.expires_at or policy.proposal_expired(created_at=proposal.created_at, now=now)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Services
+# --------------------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def proposal_create(
+    *,
+    owner_id: int,
+    scope: Scope,
+    topic: str,
+    summary: str = "",
+    details: str | None = None,
+    delete: bool = False,
+    reason: str = "ask_first",
+    locked: bool = False,
+    requester_only: bool = False,
+    origin: str = "web",
+    source: str = "model",
+    chat_id: int | None = None,
+    conversation_id: int | None = None,
+    requested_by_sender_id: int | None = None,
+    correction: bool = False,
+) -> Proposal:
+    """Propose a change of one topic; it waits 24 hours (``policy.PROPOSAL_TTL``) for an answer.
+
+    Not made twice: while an identical proposal waits, that one is returned (with ``duplicate = True`` on
+    the instance). Raises AlreadySaved (409) when the index line (and topic file) already say exactly this,
+    NotFound (404, ``unknown_topic``) to forget a topic that does not exist, CapExceeded (422, listing the
+    current entries so a model can merge) when a new line would pass the index caps, InvalidInput (400).
+    """
+    topic = check_topic(topic)
+    text = "" if delete else clean_summary(summary)
+    if details is not None and not isinstance(details, str):
+        raise InvalidInput("details must be text", code="invalid_details")
+    body = "" if delete else _tidy_details(details)
+    if "\x00" in body:
+        raise InvalidInput("details may not contain NUL characters", code="invalid_details")
+    if len(body.encode()) > TOPIC_MAX_BYTES:
+        raise InvalidInput(f"details hold at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
+                           code="topic_too_large")
+    now = timezone.now()
+    lock_owner(owner_id)  # the index cannot change between this check and the insert
+    entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+    current = next((entry for entry in entries if entry.topic == topic), None)
+    current_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=topic)
+    if delete:
+        if current is None and current_details is None:
+            raise NotFound(f"There is no note {topic!r} in {scope.label}.", code="unknown_topic",
+                           details={"entries": [entry.as_dict() for entry in entries]})
+    else:
+        if current is not None and current.summary == text and (not body or body == (current_details or "")):
+            raise AlreadySaved(f"Memory already says this: {current.line()}",
+                               details={"topic": topic, "summary": text, "scope": scope.kind})
+        if current is None:
+            grown = [*entries, IndexEntry(topic, text, topic if body else None)]
+            lines, size = index_size(render_index(grown))
+            if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+                raise _cap_error(scope.index_path, grown, lines, size, current=entries)
+    fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic, summary=text, details=body,
+                                       delete=delete)
+    same = Proposal.objects.select_for_update().filter(owner_id=owner_id, fingerprint=fingerprint,
+                                                       status=Proposal.Status.PENDING)
+    for waiting in same:
+        if _is_expired(waiting, now):
+            _mark_expired(waiting, now)
+        else:
+            waiting.duplicate = True  # type: ignore[attr-defined]
+            return waiting
+    proposal = Proposal.objects.create(
+        owner_id=owner_id, status=Proposal.Status.PENDING, source=source, kind="memory", scope_kind=scope.kind,
+        scope_key=scope.key, topic=topic, summary=text, details=body, delete=delete,
+        old_summary=current.summary if current else "", old_details=current_details or "", correction=correction,
+        locked=locked, requester_only=requester_only or locked, reason=reason[:40], origin=origin,
+        chat_id=chat_id, conversation_id=conversation_id, requested_by_sender_id=requested_by_sender_id,
+        fingerprint=fingerprint, created_at=now, expires_at=now + policy.PROPOSAL_TTL,
+    )
+    proposal.duplicate = False  # type: ignore[attr-defined]
+    return proposal
+
+
+def _mark_expired(proposal: Proposal, now: datetime) -> None:
+    proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.EXPIRED, now, "expired"
+    proposal.save(update_fields=["status", "decided_at", "decided_by"])
+
+
+def _locked_pending(*, owner_id: int, proposal_id: object) -> Proposal:
+    """The proposal row, locked; NotFound for another owner's, 409 once decided. Expiry is the caller's."""
+    proposal: Proposal = owned_or_404(Proposal.objects.select_for_update(), owner_field="owner_id",
+                                      owner=owner_id, pk=proposal_id)
+    if proposal.status == Proposal.Status.EXPIRED:
+        return proposal
+    if proposal.status != Proposal.Status.PENDING:
+        verb = "saved" if proposal.status == Proposal.Status.CONFIRMED else "dropped"
+        raise Conflict(f"This proposal was {verb} already.", code="proposal_decided",
+                       details={"status": proposal.status, "decided_by": proposal.decided_by})
+    return proposal
+
+
+def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
+    """A sender's yes/no in a messaging chat counts only if the policy's may-answer rule says so."""
+    if sender is None:
+        return  # the owner, in the web inbox or the API
+    from localai_memory.chats.models import Chat
+    from localai_memory.chats.selectors import turn_facts
+
+    chat = Chat.objects.select_related("agent").filter(pk=proposal.chat_id, owner_id=proposal.owner_id).first()
+    allowed = False
+    if chat is not None:
+        facts = turn_facts(chat=chat, sender=sender)
+        allowed = policy.may_answer(
+            facts,
+            requester_only=proposal.requester_only or proposal.locked,
+            answerer_paired=sender.paired,
+            answerer_can_confirm=sender.can_confirm,
+            answerer_is_requester=proposal.requested_by_sender_id is not None
+            and sender.sender_id == proposal.requested_by_sender_id,
+            scope=proposal.scope_kind,  # type: ignore[arg-type]
+        )
+    if not allowed:
+        raise Forbidden("This sender cannot answer this proposal; it waits for the owner in the inbox.",
+                        code="may_not_answer")
+
+
+_EXPIRED = object()
+
+
+def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None = None
+                     ) -> ChangeSet | None:
+    """Save the proposed change as one change set (Undo restores the earlier text).
+
+    The row is locked, so two confirms save once (the second gets 409 ``proposal_decided``). Raises Gone (410,
+    ``proposal_expired``) once its 24 hours have passed (and marks it expired), Forbidden (403,
+    ``may_not_answer``) when ``sender`` may not answer it, CapExceeded (422) when the index is full (it stays
+    pending, so the owner can make room and confirm again), NotFound for another owner's. Returns None when
+    memory already held exactly this note (the proposal counts as confirmed).
+    """
+    result = _confirm(owner_id=owner_id, proposal_id=proposal_id, actor=actor, sender=sender)
+    if result is _EXPIRED:
+        raise Gone("This proposal expired: a proposal waits 24 hours. Ask again in the chat.",
+                   code="proposal_expired")
+    return result  # type: ignore[return-value]
+
+
+@transaction.atomic
+def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None) -> object:
+    now = timezone.now()
+    proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
+    if proposal.status == Proposal.Status.EXPIRED:
+        return _EXPIRED
+    if _is_expired(proposal, now):
+        _mark_expired(proposal, now)
+        return _EXPIRED
+    _check_answer(proposal, sender)
+    change: ChangeSet | None
+    try:
+        with transaction.atomic():
+            change = note_upsert(
+                owner_id=owner_id, scope=proposal_scope(proposal), topic=proposal.topic,
+                summary=None if proposal.delete else proposal.summary,
+                details=None if proposal.delete or not proposal.details else proposal.details,
+                delete=proposal.delete, source=ChangeSet.Source.PROPOSAL, actor=actor, automatic=False,
+                chat_id=proposal.chat_id, proposal_id=proposal.pk,
+            )
+    except CapExceeded:
+        raise
+    except Conflict as exc:
+        if exc.code != "no_change":
+            raise
+        change = None
+    except NotFound as exc:
+        if exc.code != "unknown_topic":
+            raise
+        change = None  # forgetting a note that is gone already: nothing left to do
+    proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
+    proposal.change_set = change
+    proposal.save(update_fields=["status", "decided_at", "decided_by", "change_set"])
+    return change
+
+
+def proposal_reject(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None = None) -> Proposal:
+    """Drop a proposal; nothing is written. Same 404/409/410/403 rules as ``proposal_confirm``."""
+    result = _reject(owner_id=owner_id, proposal_id=proposal_id, actor=actor, sender=sender)
+    if result is _EXPIRED:
+        raise Gone("This proposal expired already: a proposal waits 24 hours.", code="proposal_expired")
+    return result  # type: ignore[return-value]
+
+
+@transaction.atomic
+def _reject(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None) -> object:
+    now = timezone.now()
+    proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
+    if proposal.status == Proposal.Status.EXPIRED:
+        return _EXPIRED
+    if _is_expired(proposal, now):
+        _mark_expired(proposal, now)
+        return _EXPIRED
+    _check_answer(proposal, sender)
+    proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.REJECTED, now, actor[:200]
+    proposal.save(update_fields=["status", "decided_at", "decided_by"])
+    return proposal
+
+
+@transaction.atomic
+def proposals_expire_due(*, now: datetime | None = None) -> list[Proposal]:
+    """The sweep: mark every pending proposal past its life as expired; returns those it marked.
+
+    Rows another transaction holds (somebody confirming right now) are skipped; the confirm decides them.
+    """
+    now = now or timezone.now()
+    due = list(Proposal.objects.select_for_update(skip_locked=True)
+               .filter(Q(expires_at__lte=now) | Q(created_at__lte=now - policy.PROPOSAL_TTL),
+                       status=Proposal.Status.PENDING))
+    for proposal in due:
+        _mark_expired(proposal, now)
+    return due
+
+
+def proposals_notify_expired(*, now: datetime | None = None) -> list[Proposal]:
+    """Tell each listener about every expired proposal not announced yet; returns those announced.
+
+    A proposal is marked ``notified`` only when every listener took it, so a bot that was down hears of it
+    at the next sweep (for ``NOTIFY_WINDOW``).
+    """
+    now = now or timezone.now()
+    waiting = list(Proposal.objects.filter(status=Proposal.Status.EXPIRED, notified=False,
+                                           decided_at__gte=now - NOTIFY_WINDOW).order_by("decided_at", "id"))
+    announced: list[Proposal] = []
+    for proposal in waiting:
+        if not _call_listeners(expiry_listeners, proposal):
+            continue
+        if Proposal.objects.filter(pk=proposal.pk, notified=False).update(notified=True) == 1:
+            proposal.notified = True
+            announced.append(proposal)
+    return announced
+
+
+def undo_windows_closed(*, since: datetime, until: datetime) -> list[ChangeSet]:
+    """Automatic change sets whose Undo window closed in (since, until] and that were not undone; each is
+    passed to ``undo_closed_listeners``."""
+    closed = list(ChangeSet.objects.filter(automatic=True, undo_until__gt=since, undo_until__lte=until,
+                                           reverted_by__isnull=True).order_by("undo_until", "id"))
+    for change in closed:
+        _call_listeners(undo_closed_listeners, change)
+    return closed
+
+
+def _call_listeners(listeners: list[Callable[[Any], None]], item: Any) -> bool:
+    ok = True
+    for listener in list(listeners):
+        try:
+            listener(item)
+        except Exception:  # one broken listener never stops the sweep
+            log.exception("memory listener %r failed on %r", listener, item)
+            ok = False
+    return ok

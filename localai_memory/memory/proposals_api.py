@@ -1,0 +1,92 @@
+"""The proposals inbox: ``GET /api/chats/memory/proposals``, ``POST …/{id}/confirm``, ``POST …/{id}/reject``.
+
+Thin views over ``memory.proposals``: another user's proposal is a 404, an expired one a 410, one decided
+already a 409.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from localai_memory.core.api import ApiView
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.api import change_json
+
+from . import policy, proposals
+from .models import Proposal
+
+
+def proposal_json(proposal: Proposal) -> dict[str, Any]:
+    scope = proposals.proposal_scope(proposal)
+    return {
+        "id": proposal.pk,
+        "status": proposals.proposal_status(proposal),
+        "kind": proposal.kind,
+        "source": proposal.source,
+        "topic": proposal.topic,
+        "summary": proposal.summary,
+        "details": proposal.details or None,
+        "delete": proposal.delete,
+        "current": {"summary": proposal.old_summary or None, "details": proposal.old_details or None},
+        "scope": {"kind": scope.kind, "key": scope.key, "label": scope.label},
+        "path": scope.topic_path(proposal.topic),
+        "index_path": scope.index_path,
+        "locked": proposal.locked,
+        "requester_only": proposal.requester_only,
+        "reason": proposal.reason,
+        "message": policy.MESSAGES.get(proposal.reason, ""),
+        "origin": proposal.origin,
+        "chat_id": proposal.chat_id,
+        "created_at": proposal.created_at.isoformat(),
+        "expires_at": proposal.expires_at.isoformat(),
+        "decided_at": proposal.decided_at.isoformat() if proposal.decided_at else None,
+        "decided_by": proposal.decided_by or None,
+        "change_id": proposal.change_set_id,
+    }
+
+
+class ProposalsApi(ApiView):
+    @extend_schema(parameters=[OpenApiParameter("status", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                                                enum=[*proposals.STATUSES, "all"],
+                                                description="Default pending (those that can still be "
+                                                            "confirmed).")],
+                   responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """The inbox: notes that wait for your confirmation (or, with ?status=, the decided ones)."""
+        status = request.query_params.get("status", "pending")
+        rows = proposals.proposal_list(owner_id=request.user.pk, status=status)[:500]
+        return Response({"proposals": [proposal_json(p) for p in rows]})
+
+
+class ProposalApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, proposal_id: int):
+        """One proposal."""
+        return Response(proposal_json(proposals.access_proposal(request.user, proposal_id)))
+
+
+class ProposalConfirmApi(ApiView):
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, proposal_id: int):
+        """Save the proposed note (one change set you can undo). 410 once expired, 409 if decided."""
+        proposal = proposals.access_proposal(request.user, proposal_id)
+        change = proposals.proposal_confirm(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
+        proposal.refresh_from_db()
+        body: dict[str, Any] = {"proposal": proposal_json(proposal), "change": None}
+        if change is not None:
+            body["change"] = change_json(notes_selectors.access_change(owner_id=request.user.pk,
+                                                                       change_id=change.pk))
+        return Response(body)
+
+
+class ProposalRejectApi(ApiView):
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, proposal_id: int):
+        """Drop the proposed note; nothing is written. 410 once expired, 409 if decided."""
+        proposal = proposals.access_proposal(request.user, proposal_id)
+        proposal = proposals.proposal_reject(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
+        return Response({"proposal": proposal_json(proposal)})

@@ -1,0 +1,185 @@
+"""What people notice in a messaging chat, on each platform through its real library: confirming a note with
+yes, a yes that does not count, groups, undo, expiry, pairing and duplicate deliveries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.services import settings_update
+from localai_memory.notes.services import note_upsert
+from tests.bridges.conftest import dm_scope, group_scope, notes_of, pair
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+VEGAN = {"kind": "memory", "topic": "diet", "summary": "vegan, no honey"}
+
+
+def propose(model, note: dict, text: str = "Good to know.") -> None:
+    """The model proposes ``note`` with propose_change, then answers."""
+    model.script(tool_calls(("propose_change", note)), reply(text))
+
+
+def test_a_paired_sender_confirms_with_yes_and_the_note_lands_in_the_conversation_notes(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+
+    asked = bot.dm(alice, "Remember that I am vegan.", expect=2)
+
+    assert "Good to know." in asked.texts
+    assert "I can save a note" in asked.text and "Reply yes to save it or no to drop it" in asked.text
+    assert asked.buttons == [("yes", Proposal.objects.get().pk), ("no", Proposal.objects.get().pk)]
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
+
+    answered = bot.dm(alice, "yes")
+
+    assert "Saved" in answered.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
+    assert Proposal.objects.get().status == "confirmed"
+
+
+def test_a_tap_on_yes_saves_the_note(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    asked = bot.dm(alice, "Remember that I am vegan.", expect=2)
+    answer, proposal_id = asked.buttons[0]
+
+    tapped = bot.tap(alice, answer, proposal_id)
+
+    assert "Saved" in tapped.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
+
+
+def test_no_drops_the_note(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    bot.dm(alice, "Remember that I am vegan.", expect=2)
+
+    answered = bot.dm(alice, "no")
+
+    assert "Dropped" in answered.text
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
+    assert Proposal.objects.get().status == "rejected"
+
+
+def test_a_sender_without_the_permission_says_yes_and_nothing_is_saved(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=False)
+    propose(model, VEGAN)
+    asked = bot.dm(alice, "Remember that I am vegan.", expect=2)
+    assert "You cannot confirm notes here yourself" in asked.text
+
+    answered = bot.dm(alice, "yes")
+
+    assert "cannot confirm notes in this chat" in answered.text
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
+    assert Proposal.objects.get().status == "pending"  # it waits for the owner in the inbox
+
+
+def test_in_a_group_under_paired_private_nothing_saves_at_once(bot, owner, model, alice):
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+
+    asked = bot.group(alice, "remember that I am vegan", expect=2)
+
+    assert "I can save a note" in asked.text
+    assert notes_of(owner, group_scope(bot)) == ""
+    assert Proposal.objects.get().status == "pending"
+
+
+def test_in_a_private_chat_under_paired_private_the_note_saves_at_once_and_the_bot_says_so(bot, owner, model,
+                                                                                           alice):
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(bot, alice, can_confirm=False)
+    propose(model, VEGAN)
+
+    said = bot.dm(alice, "Remember that I am vegan.", expect=2)
+
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
+    assert "Saved to this conversation's notes" in said.text and "undo within 30 minutes" in said.text
+    assert not Proposal.objects.exists()
+
+
+def test_undo_within_thirty_minutes_restores_the_earlier_text(bot, owner, model, alice):
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(bot, alice)
+    note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="diet", summary="vegetarian",
+                source="files", actor="you")
+    propose(model, VEGAN)
+    bot.dm(alice, "Actually I am vegan now.", expect=2)
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
+
+    with time_machine.travel(timezone.now() + timedelta(minutes=29)):
+        undone = bot.dm(alice, "undo")
+
+    assert "Undone" in undone.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegetarian\n"
+
+
+def test_undo_after_thirty_minutes_is_refused(bot, owner, model, alice):
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(bot, alice)
+    note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="diet", summary="vegetarian",
+                source="files", actor="you")
+    propose(model, VEGAN)
+    bot.dm(alice, "Actually I am vegan now.", expect=2)
+
+    with time_machine.travel(timezone.now() + timedelta(minutes=31)):
+        refused = bot.dm(alice, "undo")
+
+    assert "Too late to undo" in refused.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
+
+
+def test_a_proposal_older_than_24_hours_cannot_be_confirmed(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    bot.dm(alice, "Remember that I am vegan.", expect=2)
+
+    with time_machine.travel(timezone.now() + timedelta(hours=24, minutes=1)):
+        late = bot.dm(alice, "yes")
+
+    assert "expired" in late.text
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
+    assert Proposal.objects.get().status == "expired"
+
+
+def test_an_unknown_sender_gets_a_pairing_code_and_the_owners_approval_lets_them_in(bot, api, owner, model, carol):
+    offered = bot.dm(carol, "Hello, who are you?")
+
+    code = offered.pairing_code()
+    assert model.requests == []  # nothing of theirs reached the model
+    pending = api.get(f"/api/bridges/bindings/{bot.binding.pk}/pairings").json()["pairings"]
+    assert len(pending) == 1
+    assert code not in str(pending)  # the code is what Carol tells the owner; the list does not show it
+
+    approved = api.post(f"/api/bridges/bindings/{bot.binding.pk}/pairings/approve", {"code": code}, format="json")
+    assert approved.status_code == 200 and approved.json()["paired"] is True
+    model.script(reply("Hi Carol!"))
+    welcomed = bot.dm(carol, "Hello again")
+
+    assert welcomed.texts == ["Hi Carol!"]
+    assert model.requests[-1]["messages"][-1]["content"] == "Hello again"
+
+
+def test_an_unknown_sender_writing_again_gets_the_same_code(bot, carol, model):
+    first = bot.dm(carol, "Hello?").pairing_code()
+
+    assert bot.dm(carol, "Hello??").pairing_code() == first
+
+
+def test_a_duplicate_delivery_is_processed_once(bot, model, alice):
+    pair(bot, alice)
+    model.script(reply("Hello Alice."), reply("Still here."))
+
+    said = bot.dm(alice, "Hi there", repeat=2)
+    bot.dm(alice, "ping")  # a later message: the duplicate was handled before it
+
+    assert said.texts == ["Hello Alice."]
+    user_turns = [r["messages"][-1]["content"] for r in model.requests]
+    assert user_turns == ["Hi there", "ping"]

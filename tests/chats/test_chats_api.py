@@ -1,0 +1,236 @@
+"""The chats API: create, list, read, the private switch, the tools report, failures of the model server,
+the OpenAI-compatible route, and a second user who gets a 404 on everything of the first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from localai_memory.chats.models import Message
+from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory, system_of
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_chat_is_created_listed_and_read_with_its_messages(api, owner, model):
+    agent = make_agent(owner)
+    chat = new_chat(api, agent=agent.pk, title="Dinner")
+    model.script(reply("Pasta."))
+    send(api, chat, "What for dinner?")
+    assert [c["id"] for c in api.get("/api/chats").json()["chats"]] == [chat]
+    body = api.get(f"/api/chats/{chat}").json()
+    assert body["title"] == "Dinner" and body["agent"] == agent.pk and body["origin"] == "web"
+    assert [(m["role"], m["content"]) for m in body["messages"]] == [("user", "What for dinner?"),
+                                                                     ("assistant", "Pasta.")]
+    assert body["messages"][1]["memory"]["on"] is True
+
+
+def test_earlier_messages_are_sent_as_context(api, model):
+    chat = new_chat(api)
+    model.script(reply("Hello Ada."))
+    send(api, chat, "I am Ada.")
+    send(api, chat, "Who am I?")
+    assert [(m["role"], m["content"]) for m in model.last_request["messages"][1:]] == [
+        ("user", "I am Ada."), ("assistant", "Hello Ada."), ("user", "Who am I?")]
+
+
+def test_bad_input_is_a_400_never_a_500(api, owner, model):
+    chat = new_chat(api)
+    assert api.post(f"/api/chats/{chat}/messages", {"content": ""}, format="json").status_code == 400
+    assert api.post(f"/api/chats/{chat}/messages", {"content": 5}, format="json").status_code == 400
+    assert api.post(f"/api/chats/{chat}/messages", {"text": "hi"}, format="json").status_code == 400
+    assert api.put(f"/api/chats/{chat}/builtins", {"memory": "no"}, format="json").status_code == 400
+    assert api.post("/api/chats", {"agent": "x"}, format="json").status_code == 400
+    assert api.post("/v1/chat/completions", {"messages": []}, format="json").status_code == 400
+    assert api.post("/v1/chat/completions", {"messages": [{"role": "assistant", "content": "hi"}]},
+                    format="json").json()["error"]["code"] == "invalid_messages"
+
+
+def test_the_tools_report_names_the_tools_and_scopes_of_the_chat(api, owner, model):
+    agent = make_agent(owner, memory="own")
+    chat = new_chat(api, agent=agent.pk)
+    body = api.get(f"/api/chats/{chat}/tools").json()
+    assert body["memory"] == {"on": True, "code": None, "blocked_by": None, "fix": None, "served_by": "builtin"}
+    assert body["tools"] == ["context_read", "propose_change", "revert_change"]
+    assert body["scopes"] == {"read": ["agent"], "propose": ["agent"], "default": "agent"}
+
+
+def test_turning_the_chat_memory_off_and_on_again(api, owner, model):
+    note(owner, "home", "lives in Rome")
+    chat = new_chat(api)
+    off = api.put(f"/api/chats/{chat}/builtins", {"memory": False}, format="json").json()
+    assert off["private"] is True and off["memory"]["code"] == "private_chat"
+    api.put(f"/api/chats/{chat}/builtins", {"memory": True}, format="json")
+    send(api, chat)
+    assert "lives in Rome" in system_of(model.last_request)
+
+
+@pytest.mark.parametrize(("fault", "status", "code"), [
+    (500, 502, "model_unavailable"),
+    ("garbage", 502, "model_bad_response"),
+    ("hang", 504, "model_unavailable"),
+])
+def test_a_failing_model_server_is_a_clear_error_and_the_message_is_kept(api, model, settings, fault, status, code):
+    settings.LLM_TIMEOUT = 0.5
+    chat = new_chat(api)
+    model.fail_next(fault)
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Are you there?"}, format="json")
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == code and "kept" in error["message"]
+    assert error["details"]["user_message_id"]
+    messages = api.get(f"/api/chats/{chat}").json()["messages"]
+    assert [(m["role"], m["content"]) for m in messages] == [("user", "Are you there?")]
+
+
+def test_a_model_server_that_is_down_is_a_502(api, settings, openai_server):
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
+    chat = new_chat(api)
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Hello?"}, format="json")
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "model_unavailable"
+    assert Message.objects.filter(chat_id=chat, role="user", content="Hello?").exists()
+
+
+def test_a_note_saved_before_the_model_failed_is_reported_with_the_error(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})))
+    model.fail_next(500, when=lambda request: len(model.requests) >= 1)
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "I am vegan."}, format="json")
+    assert response.status_code == 502
+    assert response.json()["error"]["details"]["memory"]["saved"][0]["topic"] == "diet"
+    assert index_of(owner) == "- diet: vegan\n"
+
+
+# --------------------------------------------------------------------------------------------------------
+# POST /v1/chat/completions
+# --------------------------------------------------------------------------------------------------------
+
+
+def bearer(client_for, user):
+    from rest_framework.test import APIClient
+
+    from localai_memory.accounts.services import token_create
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user)}")
+    return client
+
+
+def test_the_openai_route_runs_a_turn_with_memory_and_reports_it_in_a_header(owner, client_for, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "home", "lives in Rome")
+    model.script(tool_calls(("context_read", {"topic": "home"}),
+                            ("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})),
+                 reply("You live in Rome and eat vegan."))
+    client = bearer(client_for, owner)
+    response = client.post("/v1/chat/completions", {"model": "fake-model", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "I live in Rome."},
+        {"role": "assistant", "content": "Nice."},
+        {"role": "user", "content": [{"type": "text", "text": "I am vegan."}]},
+    ]}, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "You live in Rome and eat vegan."}
+    header = json.loads(response["X-Memory"])
+    assert header["on"] is True and header["read"] == 1 and header["topics"] == ["home"]
+    assert header["saved"] == 1 and header["proposed"] == 0 and header["refused"] == 0
+    sent = model.requests[0]["messages"]
+    assert "lives in Rome" in sent[0]["content"]
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("system", "Be brief."), ("user", "I live in Rome."), ("assistant", "Nice."), ("user", "I am vegan.")]
+    assert index_of(owner) == "- home: lives in Rome\n- diet: vegan\n"
+
+
+def test_the_openai_route_picks_the_agent_by_header_or_body(owner, client_for, model):
+    agent = make_agent(owner, memory="none")
+    client = bearer(client_for, owner)
+    response = client.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
+                           format="json", HTTP_X_AGENT_ID=str(agent.pk))
+    assert json.loads(response["X-Memory"])["code"] == "agent_memory_none"
+    response = client.post("/v1/chat/completions", {"agent": agent.pk, "messages": [
+        {"role": "user", "content": "hi"}]}, format="json")
+    assert json.loads(response["X-Memory"])["code"] == "agent_memory_none"
+    assert "tools" not in model.last_request
+
+
+def test_the_openai_route_streams_when_asked(owner, client_for, model):
+    model.script(reply("Streamed."))
+    response = bearer(client_for, owner).post("/v1/chat/completions", {
+        "stream": True, "messages": [{"role": "user", "content": "hi"}]}, format="json")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/event-stream")
+    text = b"".join(response.streaming_content).decode()
+    assert '"content": "Streamed."' in text and text.endswith("data: [DONE]\n\n")
+    assert "X-Memory" in response
+
+
+def test_the_openai_route_needs_a_token(anon_api, model):
+    response = anon_api.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
+                             format="json")
+    assert response.status_code == 401
+    assert model.requests == []
+
+
+# --------------------------------------------------------------------------------------------------------
+# Another user
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_a_second_user_gets_a_404_on_every_chat_of_the_first(api, outsider_api, outsider, owner, client_for, model):
+    agent = make_agent(owner)
+    chat = new_chat(api, agent=agent.pk)
+    send(api, chat)
+    calls = [
+        outsider_api.get(f"/api/chats/{chat}"),
+        outsider_api.post(f"/api/chats/{chat}/messages", {"content": "hi"}, format="json"),
+        outsider_api.put(f"/api/chats/{chat}/builtins", {"memory": False}, format="json"),
+        outsider_api.get(f"/api/chats/{chat}/builtins"),
+        outsider_api.get(f"/api/chats/{chat}/tools"),
+        outsider_api.post("/api/chats", {"agent": agent.pk}, format="json"),
+        bearer(client_for, outsider).post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]},
+                                          format="json", HTTP_X_CHAT_ID=str(chat)),
+        bearer(client_for, outsider).post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]},
+                                          format="json", HTTP_X_AGENT_ID=str(agent.pk)),
+    ]
+    assert [c.status_code for c in calls] == [404] * len(calls)
+    assert all(c.json()["error"]["code"] == "not_found" for c in calls)
+    assert outsider_api.get("/api/chats").json()["chats"] == []
+    assert len(model.requests) == 1
+    assert api.get(f"/api/chats/{chat}/builtins").json()["private"] is False
+
+
+def test_a_trigger_run_through_its_task_reads_but_saves_nothing(owner, model):
+    from localai_memory.chats.services import chat_create
+    from localai_memory.chats.tasks import run_turn
+    from localai_memory.memory.models import Proposal
+
+    set_memory(owner, save_mode="auto")
+    note(owner, "home", "lives in Rome")
+    chat = chat_create(owner_id=owner.pk, origin="trigger")
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})),
+                 reply("Daily summary."))
+    assert run_turn(chat.pk, "Write the daily summary.")
+    assert "lives in Rome" in system_of(model.requests[0])
+    assert index_of(owner) == "- home: lives in Rome\n" and not Proposal.objects.exists()
+    assert Message.objects.get(chat=chat, role="user").typed_by_user is False
+
+
+def test_the_admin_lists_chats_messages_and_proposals_read_only(owner, client, django_user_model, model):
+    from localai_memory.chats.services import chat_create, turn_run
+
+    admin = django_user_model.objects.create_superuser("root", "root@example.com", "correct horse battery")
+    chat = chat_create(owner_id=owner.pk, title="Dinner plans")
+    turn_run(chat=chat, content="hello")
+    client.force_login(admin)
+    for url in ("/admin/chats/chat/", "/admin/chats/chat/?q=Dinner&origin__exact=web",
+                f"/admin/chats/chat/{chat.pk}/change/", "/admin/chats/message/?role__exact=user",
+                "/admin/memory/proposal/?status__exact=pending"):
+        response = client.get(url)
+        assert response.status_code == 200, url
+    assert b"Dinner plans" in client.get("/admin/chats/chat/?q=Dinner").content
+    assert client.get("/admin/chats/chat/add/").status_code == 403

@@ -1,0 +1,289 @@
+"""What happens when the model proposes a note: saved (with Undo), proposed, locked or refused, per the save
+level, the 5-per-reply limit and the secret rule; and what revert_change may do."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from localai_memory.memory.models import Proposal
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import Scope, channel_key
+from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory, tool_results, tools_of
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.django_db
+
+VEGAN = {"kind": "memory", "topic": "diet", "summary": "vegan, no honey"}
+
+
+def propose(model, *notes: dict, text: str = "Noted.") -> None:
+    """The model proposes the notes in one round, then answers."""
+    model.script(tool_calls(*[("propose_change", n) for n in notes]), reply(text))
+
+
+def test_save_it_and_tell_me_saves_at_once_with_a_thirty_minute_undo(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    propose(model, VEGAN, text="Saved: you are vegan.")
+    body = send(api, chat, "Remember that I am vegan.")
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+    [saved] = body["memory"]["saved"]
+    change = ChangeSet.objects.get(pk=saved["change_id"])
+    assert change.automatic and change.chat_id == chat and change.source == "model"
+    assert abs(change.undo_until - (change.created_at + timedelta(minutes=30))) < timedelta(seconds=5)
+    [result] = tool_results(model.last_request)
+    assert result["status"] == "saved" and result["change_id"] == change.pk
+    assert body["reply"] == "Saved: you are vegan."
+    assert Proposal.objects.count() == 0
+
+
+def test_ask_me_first_makes_a_proposal_and_writes_nothing(api, owner, model):
+    chat = new_chat(api)
+    propose(model, VEGAN)
+    body = send(api, chat, "Remember that I am vegan.")
+    assert index_of(owner) == ""
+    [proposed] = body["memory"]["proposed"]
+    proposal = Proposal.objects.get(pk=proposed["proposal_id"])
+    assert proposal.status == "pending" and not proposal.locked and proposal.reason == "ask_first"
+    assert proposal.expires_at - proposal.created_at == timedelta(hours=24)
+    assert proposal.chat_id == chat
+    assert tool_results(model.last_request)[0]["status"] == "proposed"
+
+
+def test_always_confirm_makes_a_locked_proposal(api, owner, model):
+    set_memory(owner, save_mode="always")
+    propose(model, VEGAN)
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+    [proposed] = body["memory"]["proposed"]
+    assert proposed["locked"] is True and proposed["reason"] == "always_confirm"
+    assert index_of(owner) == ""
+
+
+def test_never_refuses_a_note_the_model_proposes_anyway(api, owner, model):
+    set_memory(owner, save_mode="never")
+    propose(model, VEGAN, text="Saving is off.")
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+    assert index_of(owner) == "" and Proposal.objects.count() == 0
+    [refused] = body["memory"]["refused"]
+    assert refused["reason"] == "save_mode_never"
+    assert tool_results(model.last_request)[0]["status"] == "refused"
+
+
+def test_an_agent_always_rule_cannot_be_loosened_by_the_users_auto(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    agent = make_agent(owner, memory="own", memory_save="always")
+    propose(model, VEGAN)
+    body = send(api, new_chat(api, agent=agent.pk))
+    assert body["memory"]["proposed"][0]["locked"] is True
+    assert body["memory"]["proposed"][0]["scope"] == "agent"
+
+
+def test_the_sixth_note_of_a_reply_waits_for_confirmation(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    notes = [{"kind": "memory", "topic": f"fact-{n}", "summary": f"fact number {n}"} for n in range(6)]
+    propose(model, *notes)
+    body = send(api, new_chat(api), "Remember these six facts.")
+    assert [s["topic"] for s in body["memory"]["saved"]] == [f"fact-{n}" for n in range(5)]
+    [waiting] = body["memory"]["proposed"]
+    assert waiting["topic"] == "fact-5" and waiting["reason"] == "reply_limit"
+    assert "fact-5" not in index_of(owner)
+
+
+def test_a_note_with_an_api_key_waits_for_confirmation(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    propose(model, {"kind": "memory", "topic": "openai", "summary": "key sk-proj-Abc123Def456Ghi789Jkl012"})
+    body = send(api, new_chat(api), "Remember my OpenAI key.")
+    assert body["memory"]["saved"] == []
+    assert body["memory"]["proposed"][0]["reason"] == "looks_secret"
+    assert index_of(owner) == ""
+
+
+def test_a_long_note_waits_for_confirmation(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    propose(model, {**VEGAN, "details": "No animal products at all. " * 30})
+    body = send(api, new_chat(api))
+    assert body["memory"]["proposed"][0]["reason"] == "too_long"
+
+
+def test_a_scope_the_agent_may_not_save_to_is_refused(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    agent = make_agent(owner, memory="own")
+    propose(model, {**VEGAN, "scope": "user"})
+    body = send(api, new_chat(api, agent=agent.pk))
+    assert body["memory"]["refused"][0]["reason"] == "scope_not_allowed"
+    assert index_of(owner) == "" and index_of(owner, Scope.agent(agent.pk)) == ""
+
+
+def test_a_note_without_a_scope_goes_where_the_agent_choice_says(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    agent = make_agent(owner, memory="mine_and_own")
+    propose(model, VEGAN)
+    send(api, new_chat(api, agent=agent.pk))
+    assert index_of(owner, Scope.agent(agent.pk)) == "- diet: vegan, no honey\n"
+    assert index_of(owner) == ""
+
+
+def test_a_note_over_the_index_cap_is_refused_with_the_current_entries(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    for n in range(40):
+        note(owner, f"t{n}", "x")
+    propose(model, VEGAN)
+    body = send(api, new_chat(api))
+    [result] = tool_results(model.last_request)
+    assert result["status"] == "refused" and result["reason"] == "cap_exceeded"
+    assert len(result["entries"]) == 40
+    assert body["memory"]["refused"][0]["reason"] == "cap_exceeded"
+
+
+def test_a_proposal_that_memory_already_says_is_not_made(api, owner, model):
+    note(owner, "diet", "vegan, no honey")
+    propose(model, VEGAN)
+    body = send(api, new_chat(api))
+    assert Proposal.objects.count() == 0
+    assert tool_results(model.last_request)[0]["status"] == "already_saved"
+    assert body["memory"]["saved"] == [{"change_id": None, "topic": "diet", "scope": "user",
+                                        "summary": "vegan, no honey", "undo_until": None, "already_saved": True}]
+
+
+def test_the_same_proposal_twice_waits_once(api, owner, model):
+    chat = new_chat(api)
+    propose(model, VEGAN)
+    send(api, chat)
+    propose(model, VEGAN)
+    body = send(api, chat)
+    assert Proposal.objects.count() == 1
+    assert tool_results(model.last_request)[0]["already_waiting"] is True
+    assert body["memory"]["proposed"][0]["proposal_id"] == Proposal.objects.get().pk
+
+
+def test_revert_change_takes_back_the_last_automatic_note_of_the_chat(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "diet", "vegetarian")
+    chat = new_chat(api)
+    propose(model, VEGAN)
+    send(api, chat)
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+    model.script(tool_calls(("revert_change", {})), reply("Taken back."))
+    body = send(api, chat, "Forget that.")
+    assert index_of(owner) == "- diet: vegetarian\n"
+    assert tool_results(model.last_request)[0]["status"] == "reverted"
+    assert body["memory"]["reverted"][0]["undo_change_id"]
+
+
+def test_revert_change_is_refused_under_always_confirm(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    propose(model, VEGAN)
+    send(api, chat)
+    set_memory(owner, save_mode="always")
+    model.script(tool_calls(("revert_change", {})), reply("Use the Undo of the note."))
+    body = send(api, chat, "Forget that.")
+    [result] = tool_results(model.last_request)
+    assert result["status"] == "refused" and result["reason"] == "revert_locked"
+    assert body["memory"]["refused"][0]["reason"] == "revert_locked"
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+
+
+def test_revert_change_is_refused_after_thirty_minutes(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    propose(model, VEGAN)
+    send(api, chat)
+    with time_machine.travel(timezone.now() + timedelta(minutes=30, seconds=1), tick=False):
+        model.script(tool_calls(("revert_change", {})), reply("Too late."))
+        send(api, chat, "Forget that.")
+    assert tool_results(model.last_request)[0]["reason"] == "undo_window_closed"
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+
+
+def test_revert_change_cannot_touch_another_chats_change(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    first, second = new_chat(api), new_chat(api)
+    propose(model, VEGAN)
+    body = send(api, first)
+    change_id = body["memory"]["saved"][0]["change_id"]
+    model.script(tool_calls(("revert_change", {"change_id": change_id})), reply("No."))
+    send(api, second, "Forget that.")
+    assert tool_results(model.last_request)[0]["reason"] == "nothing_to_revert"
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+
+
+def test_a_propose_call_while_memory_is_off_writes_nothing(api, owner, model):
+    set_memory(owner, save_mode="auto", enabled=False)
+    propose(model, VEGAN)
+    body = send(api, new_chat(api))
+    assert index_of(owner) == "" and Proposal.objects.count() == 0
+    assert tool_results(model.last_request)[0]["status"] == "refused"
+    assert body["memory"]["refused"][0]["reason"] == "user_off"
+
+
+def test_malformed_tool_arguments_are_answered_with_an_error(api, owner, model):
+    model.script(tool_calls(("propose_change", "{not json")), reply("Sorry."))
+    body = send(api, new_chat(api))
+    assert tool_results(model.last_request)[0]["error"] == "invalid_arguments"
+    assert body["reply"] == "Sorry."
+
+
+def test_context_read_returns_the_topic_and_lists_topics_when_unknown(api, owner, model):
+    note(owner, "home", "lives in Rome", details="Trastevere since 2024.")
+    model.script(tool_calls(("context_read", {"topic": "home"}), ("context_read", {"topic": "work"})),
+                 reply("You live in Rome."))
+    body = send(api, new_chat(api))
+    found, missing = tool_results(model.last_request)
+    assert found["details"] == "Trastevere since 2024.\n" and found["summary"] == "lives in Rome"
+    assert missing["error"] == "unknown_topic" and missing["topics"][0]["topic"] == "home"
+    assert body["memory"]["topics_read"] == [{"scope": "user", "topic": "home", "path": "Memory/home.md"}]
+
+
+def test_context_read_cannot_open_notes_the_agent_may_not_read(api, owner, model):
+    agent = make_agent(owner, memory="own")
+    note(owner, "home", "lives in Rome")
+    model.script(tool_calls(("context_read", {"topic": "home", "scope": "user"}),
+                            ("context_read", {"topic": "home"})), reply("I cannot see that."))
+    send(api, new_chat(api, agent=agent.pk))
+    scoped, unscoped = tool_results(model.last_request)
+    assert scoped["status"] == "refused"
+    assert unscoped["error"] == "unknown_topic"
+    assert "Rome" not in str(model.last_request["messages"])
+
+
+def test_the_tool_loop_is_bounded_and_ends_with_an_answer(api, owner, model):
+    note(owner, "home", "lives in Rome")
+    model.script(*[tool_calls(("context_read", {"topic": "home"}))] * 6, reply("Finally."))
+    body = send(api, new_chat(api))
+    assert body["reply"] == "Finally."
+    assert len(model.requests) == 7
+    assert "tools" not in model.requests[-1]
+    assert all(tools_of(r) for r in model.requests[:6])
+
+
+def test_a_paired_sender_in_a_one_to_one_chat_saves_to_the_conversation(owner, model):
+    from localai_memory.chats.services import Sender, chat_create, turn_run
+
+    set_memory(owner, messaging_save="paired_private")
+    key = channel_key(3, "dm-1")
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3, conversation_key=key, one_to_one=True)
+    propose(model, VEGAN)
+    result = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True,
+                                                                              can_confirm=True))
+    assert result.memory["saved"][0]["scope"] == "channel"
+    assert index_of(owner, Scope("channel", key)) == "- diet: vegan, no honey\n"
+    assert index_of(owner) == ""
+
+
+def test_a_group_chat_asks_even_for_a_paired_sender(owner, model):
+    from localai_memory.chats.services import Sender, chat_create, turn_run
+
+    set_memory(owner, messaging_save="paired_private")
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3,
+                       conversation_key=channel_key(3, "group-1"), one_to_one=None)
+    propose(model, VEGAN)
+    result = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True,
+                                                                              can_confirm=True))
+    assert result.memory["saved"] == []
+    proposal = Proposal.objects.get(pk=result.memory["proposed"][0]["proposal_id"])
+    assert proposal.requested_by_sender_id == 9 and proposal.origin == "messaging"

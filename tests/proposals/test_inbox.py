@@ -1,0 +1,322 @@
+"""The proposals inbox: confirm lands in the right file (audit, Undo), 24 hours of life checked when
+confirming, confirming twice saves once, who may answer from a messaging chat, and the outsider's 404s."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.db import connection
+from django.utils import timezone
+
+from localai_memory.chats.services import Sender, chat_create, turn_run
+from localai_memory.core.errors import Conflict, Forbidden, Gone
+from localai_memory.memory import proposals
+from localai_memory.memory.models import Proposal
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import Scope, channel_key
+from localai_memory.notes.services import CapExceeded
+from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.django_db
+
+VEGAN = {"kind": "memory", "topic": "diet", "summary": "vegan, no honey", "details": "Since 2023.\n"}
+
+
+def proposed_in_chat(api, model, chat: int, change: dict = VEGAN) -> int:
+    model.script(tool_calls(("propose_change", change)), reply("I will ask you first."))
+    body = send(api, chat, "Remember that I am vegan.")
+    return body["memory"]["proposed"][0]["proposal_id"]
+
+
+def make_proposal(owner, topic: str = "diet", summary: str = "vegan", scope: Scope | None = None, **extra):
+    return proposals.proposal_create(owner_id=owner.pk, scope=scope or Scope.user(), topic=topic,
+                                     summary=summary, **extra)
+
+
+def test_a_confirmed_proposal_lands_in_the_agents_file_is_audited_and_undo_restores_the_earlier_bytes(
+        api, owner, model):
+    agent = make_agent(owner, memory="own")
+    scope = Scope.agent(agent.pk)
+    note(owner, "diet", "vegetarian", scope=scope, details="Eggs are fine.")
+    before_index = index_of(owner, scope)
+    before_topic = notes_selectors.topic_text(owner_id=owner.pk, scope=scope, topic="diet")
+    proposal_id = proposed_in_chat(api, model, new_chat(api, agent=agent.pk))
+
+    inbox = api.get("/api/chats/memory/proposals").json()["proposals"]
+    assert [(p["id"], p["status"], p["path"]) for p in inbox] == [
+        (proposal_id, "pending", f"Memory/agents/{agent.pk}/diet.md")]
+    assert inbox[0]["current"] == {"summary": "vegetarian", "details": "Eggs are fine.\n"}
+
+    response = api.post(f"/api/chats/memory/proposals/{proposal_id}/confirm")
+    assert response.status_code == 200, response.content
+    change_id = response.json()["change"]["id"]
+    assert response.json()["proposal"]["status"] == "confirmed"
+    assert index_of(owner, scope) == "- diet: vegan, no honey -> diet.md\n"
+    assert notes_selectors.topic_text(owner_id=owner.pk, scope=scope, topic="diet") == "Since 2023.\n"
+    assert index_of(owner) == ""
+
+    audit = api.get("/api/chats/changes/audit").json()["changes"]
+    assert audit[0]["id"] == change_id and audit[0]["proposal_id"] == proposal_id
+    assert audit[0]["source"] == "proposal" and audit[0]["automatic"] is False
+
+    assert api.post(f"/api/chats/changes/{change_id}/undo").status_code == 200
+    assert index_of(owner, scope).encode() == before_index.encode()
+    assert notes_selectors.topic_text(owner_id=owner.pk, scope=scope, topic="diet") == before_topic
+
+
+def test_an_automatic_note_is_in_the_audit_and_its_undo_restores_the_earlier_bytes(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "diet", "vegetarian")
+    before = index_of(owner)
+    model.script(tool_calls(("propose_change", VEGAN)), reply("Saved."))
+    body = send(api, new_chat(api))
+    change_id = body["memory"]["saved"][0]["change_id"]
+    audit = api.get("/api/chats/changes/audit?automatic=true").json()["changes"]
+    assert [c["id"] for c in audit] == [change_id]
+    assert api.post(f"/api/chats/changes/{change_id}/undo").status_code == 200
+    assert index_of(owner) == before
+
+
+def test_an_expired_proposal_cannot_be_confirmed_or_rejected(api, owner, model):
+    proposal_id = proposed_in_chat(api, model, new_chat(api))
+    created = Proposal.objects.get(pk=proposal_id).created_at
+    with time_machine.travel(created + timedelta(hours=24, seconds=1), tick=False):
+        response = api.post(f"/api/chats/memory/proposals/{proposal_id}/confirm")
+        assert response.status_code == 410
+        assert response.json()["error"]["code"] == "proposal_expired"
+        assert api.post(f"/api/chats/memory/proposals/{proposal_id}/reject").status_code == 410
+        assert api.get("/api/chats/memory/proposals").json()["proposals"] == []
+        expired = api.get("/api/chats/memory/proposals?status=expired").json()["proposals"]
+        assert [p["id"] for p in expired] == [proposal_id]
+    assert Proposal.objects.get(pk=proposal_id).status == "expired"
+    assert index_of(owner) == ""
+
+
+def test_an_unswept_proposal_past_its_life_is_refused_with_the_worker_stopped(owner, db):
+    proposal = make_proposal(owner)
+    later = proposal.created_at + timedelta(hours=24, seconds=1)
+    with time_machine.travel(later, tick=False), pytest.raises(Gone):
+        proposals.proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="you")
+    assert ChangeSet.objects.count() == 0
+
+
+def test_a_proposal_can_be_confirmed_just_before_it_expires(api, owner, db):
+    proposal = make_proposal(owner)
+    with time_machine.travel(proposal.created_at + timedelta(hours=23, minutes=59), tick=False):
+        assert api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm").status_code == 200
+    assert index_of(owner) == "- diet: vegan\n"
+
+
+def test_confirming_twice_saves_once_and_the_second_gets_a_409(api, owner, db):
+    proposal = make_proposal(owner)
+    first = api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm")
+    second = api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm")
+    assert (first.status_code, second.status_code) == (200, 409)
+    assert second.json()["error"]["code"] == "proposal_decided"
+    assert ChangeSet.objects.filter(proposal_id=proposal.pk).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_confirms_racing_save_once(owner):
+    proposal = make_proposal(owner)
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def confirm(actor: str) -> None:
+        try:
+            barrier.wait(timeout=10)
+            outcomes.append(proposals.proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor=actor))
+        except Exception as exc:  # noqa: BLE001 - the loser's 409 is the point
+            outcomes.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=confirm, args=(name,)) for name in ("tab one", "tab two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    saved = [o for o in outcomes if isinstance(o, ChangeSet)]
+    refused = [o for o in outcomes if isinstance(o, Conflict)]
+    assert len(saved) == 1 and len(refused) == 1, outcomes
+    assert refused[0].status == 409
+    assert ChangeSet.objects.filter(proposal_id=proposal.pk).count() == 1
+    assert index_of(owner) == "- diet: vegan\n"
+
+
+def test_a_rejected_proposal_writes_nothing_and_cannot_be_confirmed(api, owner, db):
+    proposal = make_proposal(owner)
+    response = api.post(f"/api/chats/memory/proposals/{proposal.pk}/reject")
+    assert response.status_code == 200 and response.json()["proposal"]["status"] == "rejected"
+    assert api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm").status_code == 409
+    assert index_of(owner) == "" and ChangeSet.objects.count() == 0
+
+
+def test_a_proposal_to_forget_removes_the_line_once_confirmed(api, owner, db):
+    note(owner, "diet", "vegan")
+    note(owner, "home", "Rome")
+    proposal = make_proposal(owner, delete=True, summary="")
+    api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm")
+    assert index_of(owner) == "- home: Rome\n"
+
+
+def test_confirming_into_a_full_index_is_a_422_and_the_proposal_keeps_waiting(api, owner, db):
+    proposal = make_proposal(owner)
+    for n in range(40):
+        note(owner, f"t{n}", "x")
+    response = api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm")
+    assert response.status_code == 422
+    assert len(response.json()["error"]["details"]["entries"]) == 40
+    assert Proposal.objects.get(pk=proposal.pk).status == "pending"
+
+
+def test_the_inbox_refuses_an_unknown_status(api, db):
+    response = api.get("/api/chats/memory/proposals?status=maybe")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_status"
+
+
+def test_a_proposal_already_said_by_the_index_is_not_made(owner, db):
+    note(owner, "diet", "vegan")
+    with pytest.raises(proposals.AlreadySaved):
+        make_proposal(owner)
+    assert Proposal.objects.count() == 0
+
+
+def test_a_proposal_is_made_again_after_the_identical_one_expired(owner, db):
+    first = make_proposal(owner)
+    with time_machine.travel(first.created_at + timedelta(hours=25), tick=False):
+        second = make_proposal(owner)
+    assert second.pk != first.pk and second.duplicate is False
+    assert Proposal.objects.get(pk=first.pk).status == "expired"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Answers from a messaging chat
+# --------------------------------------------------------------------------------------------------------
+
+BOB = Sender(sender_id=11, display="Bob", paired=True, can_confirm=True)
+CAROL = Sender(sender_id=12, display="Carol", paired=True, can_confirm=True)
+EVE = Sender(sender_id=13, display="Eve", paired=True, can_confirm=False)
+
+
+def messaging_proposal(owner, model, sender: Sender = BOB) -> Proposal:
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=5,
+                       conversation_key=channel_key(5, "group-9"), one_to_one=False)
+    model.script(tool_calls(("propose_change", VEGAN)), reply("Reply yes to save it or no to drop it."))
+    result = turn_run(chat=chat, content="Remember I am vegan", sender=sender)
+    return Proposal.objects.get(pk=result.memory["proposed"][0]["proposal_id"])
+
+
+def test_a_sender_without_the_confirm_permission_cannot_answer(owner, model):
+    proposal = messaging_proposal(owner, model)
+    with pytest.raises(Forbidden):
+        proposals.proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="Eve", sender=EVE)
+    assert Proposal.objects.get(pk=proposal.pk).status == "pending"
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="Carol", sender=CAROL)
+    assert index_of(owner, Scope("channel", channel_key(5, "group-9"))) == \
+        "- diet: vegan, no honey -> diet.md\n"
+
+
+def test_under_always_confirm_only_the_paired_sender_who_asked_can_answer(owner, model):
+    set_memory(owner, save_mode="always")
+    proposal = messaging_proposal(owner, model)
+    assert proposal.locked
+    with pytest.raises(Forbidden):
+        proposals.proposal_reject(owner_id=owner.pk, proposal_id=proposal.pk, actor="Carol", sender=CAROL)
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="Bob", sender=BOB)
+    assert Proposal.objects.get(pk=proposal.pk).status == "confirmed"
+
+
+def test_the_owner_can_confirm_in_the_inbox_what_a_sender_could_not(api, owner, model):
+    set_memory(owner, save_mode="always")
+    proposal = messaging_proposal(owner, model)
+    assert api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm").status_code == 200
+
+
+# --------------------------------------------------------------------------------------------------------
+# Another user
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_a_second_user_gets_a_404_on_every_proposal_and_change_of_the_first(api, outsider_api, owner, model):
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    model.script(tool_calls(("propose_change", VEGAN)), reply("Saved."))
+    change_id = send(api, chat)["memory"]["saved"][0]["change_id"]
+    proposal = make_proposal(owner, topic="home", summary="Rome")
+    calls = [
+        outsider_api.get(f"/api/chats/memory/proposals/{proposal.pk}"),
+        outsider_api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm"),
+        outsider_api.post(f"/api/chats/memory/proposals/{proposal.pk}/reject"),
+        outsider_api.post(f"/api/chats/changes/{change_id}/undo"),
+    ]
+    assert [c.status_code for c in calls] == [404] * len(calls)
+    assert outsider_api.get("/api/chats/memory/proposals?status=all").json()["proposals"] == []
+    assert change_id not in [c["id"] for c in outsider_api.get("/api/chats/changes/audit").json()["changes"]]
+    assert Proposal.objects.get(pk=proposal.pk).status == "pending"
+    assert index_of(owner) == "- diet: vegan, no honey -> diet.md\n"
+
+
+def test_the_sweep_marks_expired_proposals_and_tells_each_listener_once(owner, db):
+    due = make_proposal(owner)
+    with time_machine.travel(due.created_at + timedelta(hours=23), tick=False):
+        fresh = make_proposal(owner, topic="home", summary="Rome")
+    heard: list[int] = []
+    proposals.expiry_listeners.append(lambda p: heard.append(p.pk))
+    try:
+        with time_machine.travel(due.created_at + timedelta(hours=24, seconds=1), tick=False):
+            assert [p.pk for p in proposals.proposals_expire_due()] == [due.pk]
+            proposals.proposals_notify_expired()
+            proposals.proposals_notify_expired()
+    finally:
+        proposals.expiry_listeners.pop()
+    assert heard == [due.pk]
+    assert Proposal.objects.get(pk=due.pk).status == "expired"
+    assert Proposal.objects.get(pk=fresh.pk).status == "pending"
+
+
+def test_a_listener_that_failed_hears_of_the_expiry_at_the_next_sweep(owner, db):
+    proposal = make_proposal(owner)
+    attempts: list[int] = []
+
+    def flaky(p: Proposal) -> None:
+        attempts.append(p.pk)
+        if len(attempts) == 1:
+            raise RuntimeError("bot offline")
+
+    proposals.expiry_listeners.append(flaky)
+    try:
+        with time_machine.travel(proposal.created_at + timedelta(hours=25), tick=False):
+            proposals.proposals_expire_due()
+            assert proposals.proposals_notify_expired() == []
+            assert [p.pk for p in proposals.proposals_notify_expired()] == [proposal.pk]
+    finally:
+        proposals.expiry_listeners.remove(flaky)
+    assert attempts == [proposal.pk, proposal.pk]
+
+
+def test_the_sweep_announces_undo_windows_that_closed(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    model.script(tool_calls(("propose_change", VEGAN)), reply("Saved."))
+    change_id = send(api, new_chat(api))["memory"]["saved"][0]["change_id"]
+    start = timezone.now()
+    closed: list[int] = []
+    proposals.undo_closed_listeners.append(lambda c: closed.append(c.pk))
+    try:
+        proposals.undo_windows_closed(since=start, until=start + timedelta(minutes=29))
+        proposals.undo_windows_closed(since=start + timedelta(minutes=29), until=start + timedelta(minutes=31))
+    finally:
+        proposals.undo_closed_listeners.pop()
+    assert closed == [change_id]
+
+
+def test_a_cap_is_checked_when_proposing(owner, db):
+    for n in range(40):
+        note(owner, f"t{n}", "x")
+    with pytest.raises(CapExceeded):
+        make_proposal(owner)
