@@ -213,6 +213,10 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         raise
     text = reply.content or ""
     assistant = message_add(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
+    if typed_by_user:
+        from localai_memory.growth.consolidation import consolidation_schedule_after_turn
+
+        consolidation_schedule_after_turn(chat.owner_id)
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage)
 
