@@ -25,7 +25,7 @@ browser:
 	@test -f node_modules/axe-core/axe.min.js || npm install --no-save --no-audit --no-fund axe-core@4 >/dev/null
 
 test: install browser
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 --dist loadfile -q
 
 migrate: install
 	$(PY) manage.py migrate

@@ -8,43 +8,48 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle
-from rest_framework.views import APIView
 
+from localai_memory.core.api import ApiView, StrictCharField, validated
 from localai_memory.core.errors import ApplicationError, Forbidden
 
 from .services import token_create, user_register
 
 
 class AuthThrottle(AnonRateThrottle):
+    """Per client address; the rate is ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["auth"]``."""
+
     scope = "auth"
+
+    def get_rate(self) -> str | None:
+        # DRF binds THROTTLE_RATES once at import; read the setting each time so a changed setting applies.
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
 
 class CredentialsSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=256, trim_whitespace=False)
+    username = StrictCharField(max_length=150)
+    password = StrictCharField(max_length=256, trim_whitespace=False)
 
 
 class TokenOutputSerializer(serializers.Serializer):
     token = serializers.CharField()
 
 
-class TokenApi(APIView):
+class TokenApi(ApiView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
     throttle_classes = [AuthThrottle]
 
     @extend_schema(request=CredentialsSerializer, responses={200: TokenOutputSerializer}, auth=[])
     def post(self, request):
-        data = CredentialsSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        user = authenticate(request, **data.validated_data)
+        user = authenticate(request, **validated(CredentialsSerializer, request.data))
         if user is None:
             raise ApplicationError("Wrong username or password.", code="invalid_credentials", status=400)
         return Response({"token": token_create(user=user)})
 
 
-class RegisterApi(APIView):
+class RegisterApi(ApiView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
     throttle_classes = [AuthThrottle]
@@ -53,7 +58,5 @@ class RegisterApi(APIView):
     def post(self, request):
         if not settings.OPEN_SIGNUP:
             raise Forbidden("Sign-up is closed on this server.", code="signup_closed")
-        data = CredentialsSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        user = user_register(**data.validated_data)
+        user = user_register(**validated(CredentialsSerializer, request.data))
         return Response({"token": token_create(user=user)}, status=201)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from .models import ApiToken, hash_key
@@ -40,3 +41,24 @@ def user_for_key(key: str):
 
 class SessionAuthentication(authentication.SessionAuthentication):
     """Session auth for the pages' own API calls; CSRF is enforced as usual."""
+
+
+class TokenScheme(OpenApiAuthenticationExtension):
+    """Documents ``Authorization: Token <key>`` in /api/schema/ (registered by being defined)."""
+
+    target_class = "localai_memory.accounts.authentication.TokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "An API token from POST /api/auth/token, sent as `Token <key>` (or `Bearer <key>`)."}
+
+
+class SessionScheme(OpenApiAuthenticationExtension):
+    """Documents the session cookie of the web pages (their own API calls, with CSRF)."""
+
+    target_class = "localai_memory.accounts.authentication.SessionAuthentication"
+    name = "cookieAuth"
+
+    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+        return {"type": "apiKey", "in": "cookie", "name": "sessionid"}

@@ -15,12 +15,13 @@ from django.utils.text import slugify
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from localai_memory.core.api import StrictCharField, query_param, validated
 from localai_memory.core.errors import InvalidInput, TooLarge
+from localai_memory.core.parsers import JSONParser
 from localai_memory.memory.selectors import MemoryState, memory_state
 
 from . import selectors, services
@@ -236,7 +237,9 @@ class AgentImportApi(APIView):
     def post(self, request):
         """A new agent from an export file (the JSON body, or an upload named file): the same choices, no
         notes."""
-        document = _uploaded_document(request) if request.FILES or "file" in request.data else request.data
+        data = request.data
+        is_upload = bool(request.FILES) or (hasattr(data, "keys") and "file" in data)
+        document = _uploaded_document(request) if is_upload else data
         agent = services.agent_import(owner_id=request.user.pk, document=document)
         response = Response(agent_json(agent, memory_state(user_id=request.user.pk)), status=status.HTTP_201_CREATED)
         response["Location"] = reverse("agents-detail", kwargs={"agent_id": agent.pk})

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.views import APIView
 
 from .errors import InvalidInput
+from .parsers import JSONParser
 
 
 def validated(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict:
@@ -29,6 +31,31 @@ def query_param(request: Any, name: str, *, required: bool = True) -> str | None
     return value
 
 
+def int_param(request: Any, name: str, *, default: int | None = None, min_value: int = 1,
+              max_value: int | None = None) -> int | None:
+    """An optional whole-number query parameter (ASCII digits only); anything else is a 400."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+    if value is None or value < min_value or (max_value is not None and value > max_value):
+        top = f" and at most {max_value}" if max_value is not None else ""
+        raise InvalidInput(f"{name} must be a whole number of at least {min_value}{top}", code=f"invalid_{name}")
+    return value
+
+
+def bool_param(request: Any, name: str) -> bool | None:
+    """An optional true/false query parameter (``true``/``false``/``1``/``0``); anything else is a 400."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if raw in ("true", "1"):
+        return True
+    if raw in ("false", "0"):
+        return False
+    raise InvalidInput(f"{name} must be true or false", code=f"invalid_{name}")
+
+
 class StrictBooleanField(serializers.BooleanField):
     """Only JSON true/false: "yes", 1 or "false" are refused rather than guessed."""
 
@@ -47,11 +74,22 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class StrictCharField(serializers.CharField):
-    """Only JSON strings (no numbers turned into text); NUL characters are refused."""
+    """Only JSON strings (no numbers turned into text); NUL characters and lone surrogates are refused."""
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         if "\x00" in data:
             raise serializers.ValidationError("may not contain NUL characters")
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise serializers.ValidationError("is not valid Unicode text") from None
         return super().to_internal_value(data)
+
+
+class ApiView(APIView):
+    """Base of our API views: JSON only, through the strict parser of ``core.parsers`` (no lone surrogates,
+    no nesting deep enough to crash the decoder), whatever the settings' default parsers are."""
+
+    parser_classes = [JSONParser]

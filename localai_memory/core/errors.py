@@ -96,8 +96,20 @@ def _flatten(detail: Any) -> str:
     return str(detail)
 
 
+def _renderable(value: Any) -> Any:
+    """Error bodies echo client input (unknown field names, bad values); make any text UTF-8 encodable so
+    rendering the error can never fail (a lone surrogate becomes a visible ``\\ud800`` escape)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_renderable(k): _renderable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_renderable(v) for v in value]
+    return value
+
+
 def error_response(exc: ApplicationError) -> Response:
-    response = Response(exc.as_dict(), status=exc.status)
+    response = Response(_renderable(exc.as_dict()), status=exc.status)
     if exc.status == 503:
         response["Retry-After"] = "5"
     return response
@@ -133,7 +145,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
             drf_exceptions.ValidationError: "invalid",
         }
         code = next((c for cls, c in codes.items() if isinstance(exc, cls)), "error")
-        response = Response({"error": {"code": code, "message": _flatten(exc.detail)}}, status=exc.status_code)
+        response = Response({"error": {"code": code, "message": _renderable(_flatten(exc.detail))}},
+                            status=exc.status_code)
         if isinstance(exc, drf_exceptions.Throttled) and exc.wait:
             response["Retry-After"] = str(int(exc.wait) + 1)
         auth_header = getattr(exc, "auth_header", None)

@@ -6,9 +6,16 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from localai_memory.core.api import StrictCharField, StrictIntegerField, query_param, validated
+from localai_memory.core.api import (
+    ApiView,
+    StrictCharField,
+    StrictIntegerField,
+    bool_param,
+    int_param,
+    query_param,
+    validated,
+)
 
 from . import selectors, services
 from .models import ChangeSet, FileVersion, NoteFile, TrashEntry
@@ -63,7 +70,7 @@ class RestoreVersionInput(serializers.Serializer):
     version = StrictIntegerField(min_value=1)
 
 
-class FilesApi(APIView):
+class FilesApi(ApiView):
     @extend_schema(parameters=[OpenApiParameter("path", OpenApiTypes.STR, OpenApiParameter.QUERY,
                                                 description="A folder, default Memory")],
                    responses={200: OpenApiTypes.OBJECT})
@@ -76,7 +83,7 @@ class FilesApi(APIView):
              "updated_at": f.updated_at.isoformat()} for f in files]})
 
 
-class FileContentApi(APIView):
+class FileContentApi(ApiView):
     @extend_schema(parameters=[PATH_PARAM], responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """Read one file: its path, content and version."""
@@ -97,19 +104,12 @@ class FileContentApi(APIView):
                    responses={200: OpenApiTypes.OBJECT})
     def delete(self, request):
         """Move one file to the Trash."""
-        raw_version = request.query_params.get("version")
-        version = None
-        if raw_version is not None:
-            if not raw_version.isdigit():
-                from localai_memory.core.errors import InvalidInput
-
-                raise InvalidInput("version must be a positive whole number", code="invalid_version")
-            version = int(raw_version)
+        version = int_param(request, "version")
         entry = services.file_delete(owner_id=request.user.pk, path=query_param(request, "path"), version=version)
         return Response({"trash": trash_json(entry)})
 
 
-class FileHistoryApi(APIView):
+class FileHistoryApi(ApiView):
     @extend_schema(parameters=[PATH_PARAM], responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """Every version of a file, newest first."""
@@ -118,7 +118,7 @@ class FileHistoryApi(APIView):
         return Response({"path": path, "versions": [version_json(v) for v in versions]})
 
 
-class FileRestoreVersionApi(APIView):
+class FileRestoreVersionApi(ApiView):
     @extend_schema(request=RestoreVersionInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
         """Make an earlier version the current text (as a new version)."""
@@ -127,14 +127,14 @@ class FileRestoreVersionApi(APIView):
         return Response({"change": change_json(selectors.access_change(owner_id=request.user.pk, change_id=change.pk))})
 
 
-class TrashApi(APIView):
+class TrashApi(ApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """What is in the Trash (not yet restored)."""
         return Response({"entries": [trash_json(e) for e in selectors.trash_list(owner_id=request.user.pk)]})
 
 
-class TrashRestoreApi(APIView):
+class TrashRestoreApi(ApiView):
     @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, entry_id: int):
         """Put a Trash entry's files back where they were."""
@@ -143,21 +143,21 @@ class TrashRestoreApi(APIView):
         return Response({"change": change_json(selectors.access_change(owner_id=request.user.pk, change_id=change.pk))})
 
 
-class AuditApi(APIView):
+class AuditApi(ApiView):
     @extend_schema(parameters=[OpenApiParameter("limit", OpenApiTypes.INT, OpenApiParameter.QUERY),
                                OpenApiParameter("automatic", OpenApiTypes.BOOL, OpenApiParameter.QUERY)],
                    responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """Every change set, newest first (automatic notes included)."""
-        raw = request.query_params.get("limit", "100")
-        limit = int(raw) if raw.isdigit() else 100
+        limit = int_param(request, "limit", default=100, max_value=500)
         changes = selectors.change_list(owner_id=request.user.pk)
-        if request.query_params.get("automatic") in ("true", "1"):
-            changes = changes.filter(automatic=True)
-        return Response({"changes": [change_json(c) for c in changes[: max(1, min(limit, 500))]]})
+        automatic = bool_param(request, "automatic")
+        if automatic is not None:
+            changes = changes.filter(automatic=automatic)
+        return Response({"changes": [change_json(c) for c in changes[:limit]]})
 
 
-class UndoApi(APIView):
+class UndoApi(ApiView):
     @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, change_id: int):
         """Restore the text every file had before this change (409 if a file changed since)."""

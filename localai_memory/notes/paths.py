@@ -150,15 +150,27 @@ def parse_path(raw: object) -> NotePath:
 
 
 def parse_folder(raw: object) -> str:
-    """A folder prefix for listings: ``Memory`` or a scope root (``Memory/agents/3``)."""
+    """A folder for listings: ``Memory``, ``Memory/agents``, ``Memory/channels`` or a scope root
+    (``Memory/agents/3``, ``Memory/channels/<key>``). Anything else is a 400, never a silent empty list."""
     if raw in (None, "", "/"):
         return ROOT
     if not isinstance(raw, str) or len(raw) > PATH_MAX_CHARS or "\x00" in raw or ".." in raw.split("/"):
         raise InvalidInput("not a folder path", code="invalid_path")
     cleaned = raw.strip("/")
-    if cleaned != ROOT and not cleaned.startswith(ROOT + "/"):
+    parts = cleaned.split("/")
+    if parts[0] != ROOT:
         raise InvalidInput("notes live under Memory/", code="invalid_path")
-    return cleaned
+    if len(parts) == 1:
+        return cleaned
+    if parts[1] in ("agents", "channels") and len(parts) == 2:
+        return cleaned
+    if parts[1] in ("agents", "channels") and len(parts) == 3:
+        try:
+            Scope("agent" if parts[1] == "agents" else "channel", parts[2])
+        except InvalidInput:
+            raise InvalidInput(f"{parts[1]}/{parts[2]} is not a valid folder", code="invalid_path") from None
+        return cleaned
+    raise InvalidInput("a folder is Memory, Memory/agents/<id> or Memory/channels/<key>", code="invalid_path")
 
 
 @dataclass(frozen=True)

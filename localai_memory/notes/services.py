@@ -54,7 +54,8 @@ def lock_owner(owner_id: int) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, owner_id])
 
 
-def _check_content(path: str, content: str) -> None:
+def _check_content(path: str, content: str, *, current: str | None = None) -> None:
+    """Refuse text that is not a valid note. ``current`` is the stored text: a cap refusal lists its entries."""
     if not isinstance(content, str):
         raise InvalidInput("content must be text", code="invalid_content")
     if "\x00" in content:
@@ -64,10 +65,19 @@ def _check_content(path: str, content: str) -> None:
         entries = parse_index(content)
         lines, size = index_size(content)
         if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-            raise _cap_error(path, entries, lines, size)
+            raise _cap_error(path, entries, lines, size, current=_entries_or_empty(current))
     elif len(content.encode()) > TOPIC_MAX_BYTES:
         raise InvalidInput(f"a topic file holds at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
                            code="topic_too_large")
+
+
+def _entries_or_empty(text: str | None) -> list[IndexEntry]:
+    if not text:
+        return []
+    try:
+        return parse_index(text)
+    except InvalidInput:  # an old index that no longer parses still gets a refusal, just without a listing
+        return []
 
 
 def _cap_error(path: str, entries: list[IndexEntry], lines: int, size: int,
@@ -106,12 +116,15 @@ def _apply(
                 raise Conflict(f"{path} already exists (version {existing.version}); send the version you edited.",
                                code="file_exists", details={"path": path, "version": existing.version,
                                                             "content": existing.content})
-            if expected is not None and (existing is None or existing.version != expected):
+            if expected is not None and existing is None:
+                # Deleted since it was loaded, or never there (e.g. another user's path): nothing to edit.
+                raise NotFound(f"{path} does not exist (any more); leave out the version to create it.",
+                               code="file_not_found", details={"path": path, "version": None, "content": None})
+            if expected is not None and existing.version != expected:
                 raise Conflict(
                     f"{path} changed since version {expected}; reload it and apply your edit again.",
                     code="stale_version",
-                    details={"path": path, "version": existing.version if existing else None,
-                             "content": existing.content if existing else None},
+                    details={"path": path, "version": existing.version, "content": existing.content},
                 )
     effective = {p: c for p, c in writes.items() if (current[p].content if p in current else None) != c}
     if not effective:
@@ -119,7 +132,7 @@ def _apply(
     if validate:
         for path, content in effective.items():
             if content is not None:
-                _check_content(path, content)
+                _check_content(path, content, current=current[path].content if path in current else None)
     change_set = ChangeSet.objects.create(
         owner_id=owner_id, created_at=now, source=source, summary=summary[:300], actor=actor[:200],
         automatic=automatic, undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id, reverts=reverts,

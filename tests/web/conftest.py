@@ -1,6 +1,6 @@
 """Browser fixtures: Debian's Chromium driven by Playwright against pytest-django's live server.
 
-One browser per test session (per xdist worker); a fresh context (cookies, downloads) per test. The app and
+One browser per test module; a fresh context (cookies, downloads) per test. The app and
 the browser use different database connections, so every browser test runs with ``transactional_db``. After
 each test the final state of the page is saved under ``test-artifacts/web/<test name>.png``.
 
@@ -34,8 +34,11 @@ WAIVED_AXE_RULES: dict[str, str] = {}
 expect.set_options(timeout=10_000)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One browser per test module. Playwright keeps an asyncio loop running while it is open, which would
+    break other tests' ``asyncio.run`` on the same worker, so it is closed when the module ends (the Makefile
+    runs with ``--dist loadfile`` to keep a module's tests together)."""
     if not Path(CHROMIUM).exists():
         raise RuntimeError(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium) first")
     before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")

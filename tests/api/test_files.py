@@ -1,0 +1,304 @@
+"""The Files API (DESIGN §8): list, read, write with versions, delete to Trash, history, restore, audit, undo."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from urllib.parse import urlencode
+
+import pytest
+
+from localai_memory.notes import services
+from localai_memory.notes.models import FileVersion, NoteFile, TrashEntry
+from localai_memory.notes.paths import Scope
+
+from .conftest import assert_error, post_json
+
+
+def content_url(path: str, **extra: object) -> str:
+    return "/api/files/content?" + urlencode({"path": path, **extra})
+
+
+def write(api, path: str, content: str, version: int | None = None):
+    body: dict = {"content": content}
+    if version is not None:
+        body["version"] = version
+    return api.put(content_url(path), body, format="json")
+
+
+def files_of(owner) -> dict[str, str]:
+    return {f.path: f.content for f in NoteFile.objects.filter(owner=owner)}
+
+
+def test_a_new_file_is_created_without_a_version_and_read_back(api):
+    response = write(api, "Memory/home.md", "Lives in Rome.\n")
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["path"], body["content"], body["version"]) == ("Memory/home.md", "Lives in Rome.\n", 1)
+    assert isinstance(body["change_id"], int)
+    read = api.get(content_url("Memory/home.md"))
+    assert read.status_code == 200
+    assert {k: read.json()[k] for k in ("path", "content", "version")} == \
+        {"path": "Memory/home.md", "content": "Lives in Rome.\n", "version": 1}
+
+
+def test_an_update_sends_the_version_it_edited(api):
+    write(api, "Memory/home.md", "one")
+    response = write(api, "Memory/home.md", "two", version=1)
+    assert response.status_code == 200
+    assert (response.json()["content"], response.json()["version"]) == ("two", 2)
+
+
+def test_creating_a_file_that_exists_is_a_409_with_its_text(api, owner):
+    write(api, "Memory/home.md", "first tab")
+    error = assert_error(write(api, "Memory/home.md", "second tab"), 409, "file_exists")
+    assert error["details"]["content"] == "first tab"
+    assert files_of(owner) == {"Memory/home.md": "first tab"}
+
+
+def test_a_stale_version_gets_409_with_the_current_text_and_loses_nothing(api, owner):
+    write(api, "Memory/home.md", "v1")
+    write(api, "Memory/home.md", "v2 from tab A", version=1)
+    error = assert_error(write(api, "Memory/home.md", "v2 from tab B", version=1), 409, "stale_version")
+    assert error["details"] == {"path": "Memory/home.md", "version": 2, "content": "v2 from tab A"}
+    assert files_of(owner) == {"Memory/home.md": "v2 from tab A"}
+    assert FileVersion.objects.filter(owner=owner, path="Memory/home.md").count() == 2
+
+
+def test_a_version_of_a_file_that_does_not_exist_is_a_404(api, owner):
+    assert_error(write(api, "Memory/home.md", "x", version=3), 404, "file_not_found")
+    assert files_of(owner) == {}
+
+
+def test_saving_a_file_deleted_in_another_tab_is_refused_and_the_trash_keeps_it(api, owner):
+    write(api, "Memory/home.md", "one")
+    api.delete(content_url("Memory/home.md"))
+    assert_error(write(api, "Memory/home.md", "edited in the old tab", version=1), 404, "file_not_found")
+    assert files_of(owner) == {}
+    assert api.get("/api/files/trash").json()["entries"][0]["files"][0]["path"] == "Memory/home.md"
+
+
+def test_writing_the_same_text_again_is_refused_without_a_new_version(api, owner):
+    write(api, "Memory/home.md", "same")
+    assert_error(write(api, "Memory/home.md", "same", version=1), 409)
+    assert FileVersion.objects.filter(owner=owner).count() == 1
+
+
+def test_the_listing_holds_every_file_under_a_folder(api, owner, alices_notes):
+    response = api.get("/api/files")
+    assert response.status_code == 200
+    listed = [f["path"] for f in response.json()["files"]]
+    assert listed == sorted(files_of(owner))
+    assert {"Memory/index.md", "Memory/home.md", "Memory/agents/7/index.md"} <= set(listed)
+    agent = api.get("/api/files", {"path": "Memory/agents/7"})
+    assert [f["path"] for f in agent.json()["files"]] == ["Memory/agents/7/index.md"]
+
+
+def test_the_listing_shows_size_and_version(api):
+    write(api, "Memory/home.md", "ünï")
+    entry = api.get("/api/files").json()["files"][0]
+    assert (entry["path"], entry["version"], entry["size"]) == ("Memory/home.md", 1, len("ünï".encode()))
+
+
+def test_reading_a_missing_file_is_a_404(api):
+    assert_error(api.get(content_url("Memory/nothing.md")), 404)
+
+
+def test_delete_moves_the_file_to_the_trash_and_restore_brings_it_back(api, owner):
+    write(api, "Memory/home.md", "keep me\n")
+    response = api.delete(content_url("Memory/home.md"))
+    assert response.status_code == 200
+    entry = response.json()["trash"]
+    assert entry["files"] == [{"path": "Memory/home.md", "size": 8}]
+    assert_error(api.get(content_url("Memory/home.md")), 404)
+    trash = api.get("/api/files/trash").json()["entries"]
+    assert [t["id"] for t in trash] == [entry["id"]]
+    restored = api.post(f"/api/files/trash/{entry['id']}/restore")
+    assert restored.status_code == 200
+    assert files_of(owner) == {"Memory/home.md": "keep me\n"}
+    assert api.get("/api/files/trash").json()["entries"] == []
+    assert_error(api.post(f"/api/files/trash/{entry['id']}/restore"), 409, "already_restored")
+
+
+def test_delete_with_a_stale_version_is_a_409_and_keeps_the_file(api, owner):
+    write(api, "Memory/home.md", "one")
+    write(api, "Memory/home.md", "two", version=1)
+    assert_error(api.delete(content_url("Memory/home.md", version=1)), 409)
+    assert files_of(owner) == {"Memory/home.md": "two"}
+
+
+def test_deleting_a_missing_file_is_a_404(api):
+    assert_error(api.delete(content_url("Memory/nothing.md")), 404)
+
+
+def test_restoring_from_the_trash_refuses_when_the_path_holds_a_file_again(api, owner):
+    write(api, "Memory/home.md", "old")
+    entry = api.delete(content_url("Memory/home.md")).json()["trash"]
+    write(api, "Memory/home.md", "new")
+    assert_error(api.post(f"/api/files/trash/{entry['id']}/restore"), 409, "restore_conflict")
+    assert files_of(owner) == {"Memory/home.md": "new"}
+
+
+def test_history_lists_every_version_newest_first(api):
+    write(api, "Memory/home.md", "one")
+    write(api, "Memory/home.md", "two", version=1)
+    api.delete(content_url("Memory/home.md"))
+    response = api.get("/api/files/history", {"path": "Memory/home.md"})
+    assert response.status_code == 200
+    versions = response.json()["versions"]
+    assert [(v["version"], v["content"], v["deleted"]) for v in versions] == \
+        [(3, "", True), (2, "two", False), (1, "one", False)]
+    assert_error(api.get("/api/files/history", {"path": "Memory/never.md"}), 404)
+
+
+def test_any_version_can_be_restored_as_a_new_version(api, owner):
+    write(api, "Memory/home.md", "one\n\ttabbed ünïcode  \n")
+    write(api, "Memory/home.md", "two", version=1)
+    response = post_json(api, "/api/files/history/restore", {"path": "Memory/home.md", "version": 1})
+    assert response.status_code == 200
+    assert response.json()["change"]["source"] == "restore"
+    note = NoteFile.objects.get(owner=owner, path="Memory/home.md")
+    assert (note.content, note.version) == ("one\n\ttabbed ünïcode  \n", 3)
+
+
+def test_restoring_a_deleted_version_brings_the_file_back(api, owner):
+    write(api, "Memory/home.md", "one")
+    api.delete(content_url("Memory/home.md"))
+    post_json(api, "/api/files/history/restore", {"path": "Memory/home.md", "version": 1})
+    assert files_of(owner) == {"Memory/home.md": "one"}
+
+
+def test_restoring_a_version_that_does_not_exist_is_a_404(api):
+    write(api, "Memory/home.md", "one")
+    assert_error(post_json(api, "/api/files/history/restore", {"path": "Memory/home.md", "version": 9}), 404)
+
+
+def test_the_audit_lists_every_change_newest_first(api, owner):
+    write(api, "Memory/home.md", "one")
+    write(api, "Memory/home.md", "two", version=1)
+    api.delete(content_url("Memory/home.md"))
+    response = api.get("/api/chats/changes/audit")
+    assert response.status_code == 200
+    changes = response.json()["changes"]
+    assert [c["source"] for c in changes] == ["trash", "files", "files"]
+    assert changes[1]["files"] == [{"path": "Memory/home.md", "before": "one", "after": "two",
+                                    "before_version": 1, "after_version": 2}]
+    assert [c["id"] for c in api.get("/api/chats/changes/audit", {"limit": 1}).json()["changes"]] == \
+        [changes[0]["id"]]
+
+
+def test_the_audit_can_show_only_automatic_notes(api, owner):
+    write(api, "Memory/home.md", "typed by me")
+    saved = services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                                 source="model", actor="model", automatic=True)
+    automatic = api.get("/api/chats/changes/audit", {"automatic": "true"}).json()["changes"]
+    assert [(c["id"], c["automatic"], c["source"]) for c in automatic] == [(saved.pk, True, "model")]
+    typed = api.get("/api/chats/changes/audit", {"automatic": "false"}).json()["changes"]
+    assert [c["source"] for c in typed] == ["files"]
+
+
+def test_undo_restores_the_exact_earlier_bytes_of_every_file(api, owner, alices_notes):
+    before = files_of(owner)
+    tricky = "line one\r\n\ttabs, trailing spaces   \n\u00e9\u0301 \U0001f600 no final newline"
+    change = write(api, "Memory/home.md", tricky, version=NoteFile.objects.get(owner=owner,
+                                                                                path="Memory/home.md").version)
+    assert files_of(owner)["Memory/home.md"] == tricky
+    response = api.post(f"/api/chats/changes/{change.json()['change_id']}/undo")
+    assert response.status_code == 200
+    assert response.json()["change"]["reverts"] == change.json()["change_id"]
+    assert files_of(owner) == before
+    # and undo of the undo puts the tricky bytes back
+    api.post(f"/api/chats/changes/{response.json()['change']['id']}/undo")
+    assert files_of(owner)["Memory/home.md"].encode() == tricky.encode()
+
+
+def test_undo_of_a_note_that_touched_two_files_restores_both(api, owner, alices_notes):
+    before = files_of(owner)
+    change = services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Paris",
+                                  details="Moved again.", source="model", actor="model", automatic=True)
+    assert api.post(f"/api/chats/changes/{change.pk}/undo").status_code == 200
+    assert files_of(owner) == before
+
+
+def test_undo_twice_is_a_409(api, owner):
+    change_id = write(api, "Memory/home.md", "one").json()["change_id"]
+    assert api.post(f"/api/chats/changes/{change_id}/undo").status_code == 200
+    assert_error(api.post(f"/api/chats/changes/{change_id}/undo"), 409, "already_undone")
+    assert files_of(owner) == {}
+
+
+def test_undo_refuses_when_a_file_changed_since_and_keeps_the_later_text(api, owner):
+    first = write(api, "Memory/home.md", "one").json()["change_id"]
+    write(api, "Memory/home.md", "two", version=1)
+    assert_error(api.post(f"/api/chats/changes/{first}/undo"), 409, "changed_since")
+    assert files_of(owner) == {"Memory/home.md": "two"}
+
+
+def test_undo_of_a_delete_empties_the_trash_entry(api, owner):
+    write(api, "Memory/home.md", "one")
+    api.delete(content_url("Memory/home.md"))
+    delete_change = api.get("/api/chats/changes/audit").json()["changes"][0]
+    assert api.post(f"/api/chats/changes/{delete_change['id']}/undo").status_code == 200
+    assert files_of(owner) == {"Memory/home.md": "one"}
+    assert api.get("/api/files/trash").json()["entries"] == []
+    assert TrashEntry.objects.get(owner=owner).restored_at is not None
+
+
+def test_undo_of_a_change_that_does_not_exist_is_a_404(api):
+    assert_error(api.post("/api/chats/changes/999999999/undo"), 404)
+
+
+def test_export_zip_holds_exactly_the_files(api, owner, outsider, alices_notes):
+    services.file_write(owner_id=outsider.pk, path="Memory/secret.md", content="not alice's", version=None)
+    response = api.get("/api/chats/memory/export")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/zip"
+    assert "attachment" in response["Content-Disposition"]
+    archive = zipfile.ZipFile(io.BytesIO(response.content))
+    assert archive.testzip() is None
+    assert {name: archive.read(name).decode() for name in archive.namelist()} == files_of(owner)
+    assert all(not info.is_dir() for info in archive.infolist())
+
+
+def test_export_of_nothing_is_an_empty_zip(api):
+    response = api.get("/api/chats/memory/export")
+    assert response.status_code == 200
+    assert zipfile.ZipFile(io.BytesIO(response.content)).namelist() == []
+
+
+def test_forget_then_trash_restore_brings_every_note_back(api, owner, alices_notes):
+    before = files_of(owner)
+    response = post_json(api, "/api/chats/memory/forget", {"confirm": True})
+    assert response.status_code == 200
+    assert response.json()["files"] == len(before)
+    assert files_of(owner) == {}
+    assert api.get("/api/chats/memory/notes").json()["scopes"][0]["index"] == []
+    entry_id = response.json()["trash_id"]
+    assert entry_id in [e["id"] for e in api.get("/api/files/trash").json()["entries"]]
+    assert api.post(f"/api/files/trash/{entry_id}/restore").status_code == 200
+    assert files_of(owner) == before
+
+
+@pytest.mark.parametrize("body", [{}, {"confirm": False}, {"confirm": "true"}, {"confirm": 1}, {"confirm": None},
+                                  {"confirm": True, "everything": True}])
+def test_forget_needs_an_explicit_confirm_true(api, owner, alices_notes, body):
+    before = files_of(owner)
+    assert_error(post_json(api, "/api/chats/memory/forget", body), 400)
+    assert files_of(owner) == before
+
+
+def test_forget_with_no_notes_says_so(api):
+    response = post_json(api, "/api/chats/memory/forget", {"confirm": True})
+    assert response.status_code == 200
+    assert (response.json()["trash_id"], response.json()["files"]) == (None, 0)
+
+
+def test_the_notes_listing_shows_each_scope_with_its_entries(api, alices_notes):
+    scopes = api.get("/api/chats/memory/notes").json()["scopes"]
+    by_kind = {(s["kind"], s["key"]): s for s in scopes}
+    yours = by_kind[("user", "")]
+    assert [e["topic"] for e in yours["index"]] == ["home", "diet"]
+    assert yours["index"][0] == {"topic": "home", "summary": "lives in Rome", "file": "home.md"}
+    agent = by_kind[("agent", "7")]
+    assert agent["deleted_agent"] is True and agent["index"][0]["topic"] == "tone"
+    assert any(kind == "channel" for kind, _ in by_kind)

@@ -1,0 +1,92 @@
+"""A second user gets a 404 for every route aimed at Alice's notes, versions, Trash entries and change sets,
+and sees none of them in any listing. Alice's files are exactly as they were afterwards."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from urllib.parse import urlencode
+
+import pytest
+
+from localai_memory.notes.models import ChangeSet, FileVersion, NoteFile, TrashEntry
+
+from .conftest import assert_error
+
+
+def q(path: str, **extra: object) -> str:
+    return urlencode({"path": path, **extra})
+
+
+# (method, url template, JSON body); {change}/{trash} are Alice's ids.
+AIMED_AT_ALICE = [
+    ("GET", "/api/files/content?" + q("Memory/home.md"), None),
+    ("GET", "/api/files/content?" + q("Memory/agents/7/index.md"), None),
+    ("PUT", "/api/files/content?" + q("Memory/home.md"), {"content": "mallory was here", "version": 1}),
+    ("PUT", "/api/files/content?" + q("Memory/index.md"), {"content": "- x: y\n", "version": 2}),
+    ("DELETE", "/api/files/content?" + q("Memory/home.md"), None),
+    ("DELETE", "/api/files/content?" + q("Memory/home.md", version=1), None),
+    ("GET", "/api/files/history?" + q("Memory/home.md"), None),
+    ("GET", "/api/files/history?" + q("Memory/scratch.md"), None),
+    ("POST", "/api/files/history/restore", {"path": "Memory/home.md", "version": 1}),
+    ("POST", "/api/files/history/restore", {"path": "Memory/scratch.md", "version": 1}),
+    ("POST", "/api/files/trash/{trash}/restore", None),
+    ("POST", "/api/chats/changes/{change}/undo", None),
+]
+
+
+def alices_state(owner) -> tuple:
+    return (sorted(NoteFile.objects.filter(owner=owner).values_list("path", "content", "version")),
+            ChangeSet.objects.filter(owner=owner).count(), FileVersion.objects.filter(owner=owner).count(),
+            sorted(TrashEntry.objects.filter(owner=owner).values_list("pk", "restored_at")))
+
+
+@pytest.mark.parametrize("method,url,body", AIMED_AT_ALICE,
+                         ids=[f"{m} {u.split('?')[0]} {i}" for i, (m, u, _) in enumerate(AIMED_AT_ALICE)])
+def test_an_outsider_gets_404_on_alices_things(outsider_api, owner, alices_notes, method, url, body):
+    before = alices_state(owner)
+    url = url.format(change=alices_notes["change_id"], trash=alices_notes["trash_id"])
+    response = outsider_api.generic(method, url, b"" if body is None else json.dumps(body),
+                                    content_type="application/json")
+    error = assert_error(response, 404)
+    assert "Rome" not in str(error) and "mallory" not in str(error)
+    assert alices_state(owner) == before
+
+
+def test_alice_herself_reaches_the_same_things(api, owner, alices_notes):
+    """The other side of the 404s: the same routes work for the owner, so the 404 is about ownership."""
+    assert api.get("/api/files/content?" + q("Memory/home.md")).status_code == 200
+    assert api.get("/api/files/history?" + q("Memory/scratch.md")).status_code == 200
+    assert api.post(f"/api/files/trash/{alices_notes['trash_id']}/restore").status_code == 200
+    latest = ChangeSet.objects.filter(owner=owner).first()
+    assert api.post(f"/api/chats/changes/{latest.pk}/undo").status_code == 200
+
+
+def test_an_outsider_sees_none_of_alices_things_in_any_listing(outsider_api, owner, alices_notes):
+    assert outsider_api.get("/api/files").json()["files"] == []
+    assert outsider_api.get("/api/files", {"path": "Memory/agents/7"}).json()["files"] == []
+    assert outsider_api.get("/api/files/trash").json()["entries"] == []
+    assert outsider_api.get("/api/chats/changes/audit").json()["changes"] == []
+    export = outsider_api.get("/api/chats/memory/export")
+    assert zipfile.ZipFile(io.BytesIO(export.content)).namelist() == []
+    scopes = outsider_api.get("/api/chats/memory/notes").json()["scopes"]
+    assert all(scope["index"] == [] and scope["files"] == [] for scope in scopes)
+    assert [scope["kind"] for scope in scopes] == ["user"]
+
+
+def test_an_outsiders_forget_leaves_alice_alone(outsider_api, owner, alices_notes):
+    before = alices_state(owner)
+    response = outsider_api.post("/api/chats/memory/forget", {"confirm": True}, format="json")
+    assert response.status_code == 200 and response.json()["files"] == 0
+    assert alices_state(owner) == before
+
+
+def test_an_outsider_writing_the_same_path_gets_a_file_of_their_own(outsider_api, outsider, owner, alices_notes):
+    before = alices_state(owner)
+    response = outsider_api.put("/api/files/content?" + q("Memory/home.md"), {"content": "mine"}, format="json")
+    assert response.status_code == 200
+    assert NoteFile.objects.get(owner=outsider, path="Memory/home.md").content == "mine"
+    assert alices_state(owner) == before
+    # and Alice's change id is still a 404 for the outsider even though the outsider now has changes too
+    assert_error(outsider_api.post(f"/api/chats/changes/{alices_notes['change_id']}/undo"), 404)

@@ -1,0 +1,125 @@
+"""The provider slot: Built-in, Off and the test suite's own ``sample`` add-on (tests/addons)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import assert_error, put_json
+
+MEMORY = "/api/chats/memory"
+PROVIDERS = "/api/chats/providers"
+PICK = "/api/chats/providers/memory"
+
+
+def memory_slot(api) -> dict:
+    response = api.get(PROVIDERS)
+    assert response.status_code == 200
+    return response.json()["slots"]["memory"]
+
+
+def test_the_providers_are_builtin_off_and_the_installed_addon(api, monkeypatch):
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    slot = memory_slot(api)
+    assert slot["current"] == "builtin"
+    assert [(p["name"], p["label"], p["kind"]) for p in slot["providers"]] == [
+        ("builtin", "Built-in", "builtin"), ("off", "Off", "off"), ("sample", "Sample memory add-on", "addon")]
+    assert all(p["running"] for p in slot["providers"])
+
+
+def test_a_stopped_addon_is_listed_as_not_running(api, monkeypatch):
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    sample = next(p for p in memory_slot(api)["providers"] if p["name"] == "sample")
+    assert sample["running"] is False
+
+
+def test_picking_off_is_the_same_as_turning_the_switch_off(api):
+    response = put_json(api, PICK, {"provider": "off"})
+    assert response.status_code == 200
+    settings = api.get(MEMORY).json()
+    assert (settings["enabled"], settings["enabled_set"], settings["provider"], settings["available"]) == \
+        (False, True, "off", False)
+    assert memory_slot(api)["current"] == "off"
+
+
+def test_turning_the_switch_off_shows_provider_off(api):
+    put_json(api, MEMORY, {"enabled": False})
+    assert memory_slot(api)["current"] == "off"
+    assert api.get(MEMORY).json()["provider"] == "off"
+
+
+def test_picking_builtin_after_off_turns_memory_back_on(api):
+    put_json(api, PICK, {"provider": "off"})
+    response = put_json(api, PICK, {"provider": "builtin"})
+    assert response.status_code == 200
+    assert response.json()["enabled"] is True
+    assert api.get(MEMORY).json()["provider"] == "builtin"
+
+
+def test_turning_the_switch_on_again_brings_back_the_chosen_addon(api, monkeypatch):
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    put_json(api, PICK, {"provider": "sample"})
+    put_json(api, MEMORY, {"enabled": False})
+    assert api.get(MEMORY).json()["provider"] == "off"
+    put_json(api, MEMORY, {"enabled": True})
+    assert api.get(MEMORY).json()["provider"] == "sample"
+
+
+def test_the_sample_addon_can_be_picked_and_serves(api, monkeypatch):
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    response = put_json(api, PICK, {"provider": "sample"})
+    assert response.status_code == 200
+    settings = api.get(MEMORY).json()
+    assert (settings["enabled"], settings["provider"], settings["available"]) == (True, "sample", True)
+    assert "unavailable" not in settings
+    slot = memory_slot(api)
+    assert (slot["current"], slot["chosen"], slot["available"]) == ("sample", "sample", True)
+
+
+def test_when_the_addon_stops_memory_is_off_and_names_it_without_falling_back(api, monkeypatch):
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    put_json(api, PICK, {"provider": "sample"})
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    settings = api.get(MEMORY).json()
+    assert settings["available"] is False
+    assert settings["provider"] == "sample"
+    assert settings["unavailable"]["code"] == "memory_provider_unavailable"
+    assert settings["unavailable"]["provider"] == "sample"
+    assert "sample" in settings["unavailable"]["message"]
+    slot = memory_slot(api)
+    assert slot["current"] != "builtin" and slot["available"] is False
+    # the other settings are kept and a PUT does not move it to Built-in either
+    put_json(api, MEMORY, {"save_mode": "auto"})
+    settings = api.get(MEMORY).json()
+    assert (settings["provider"], settings["available"]) == ("sample", False)
+
+
+def test_the_addon_serves_again_once_it_runs(api, monkeypatch):
+    put_json(api, PICK, {"provider": "sample"})
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    assert api.get(MEMORY).json()["available"] is False
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN")
+    settings = api.get(MEMORY).json()
+    assert (settings["provider"], settings["available"]) == ("sample", True)
+
+
+def test_picking_builtin_while_the_addon_is_down_brings_memory_back(api, monkeypatch):
+    put_json(api, PICK, {"provider": "sample"})
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    put_json(api, PICK, {"provider": "builtin"})
+    settings = api.get(MEMORY).json()
+    assert (settings["provider"], settings["available"]) == ("builtin", True)
+    assert "unavailable" not in settings
+
+
+@pytest.mark.parametrize("body", [{"provider": "nonexistent"}, {"provider": ""}, {"provider": None},
+                                  {"provider": 1}, {"provider": ["sample"]}, {}, {"provider": "off", "x": 1},
+                                  {"provider": "Builtin"}, {"provider": "x" * 101}, {"provider": "sam\x00ple"}])
+def test_a_provider_that_is_not_installed_or_not_text_is_a_400(api, body):
+    assert_error(put_json(api, PICK, body), 400)
+    assert api.get(MEMORY).json()["provider"] == "builtin"
+
+
+def test_an_unknown_slot_is_refused(api):
+    assert_json = put_json(api, "/api/chats/providers/tools", {"provider": "builtin"})
+    assert 400 <= assert_json.status_code < 500
+    assert_error(assert_json, assert_json.status_code)
