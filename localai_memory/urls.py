@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include("localai_memory.chats.urls")),
     path("", include("bridges.urls")),
     path("", include("localai_memory.growth.urls")),
+    path("", include("localai_memory.recall.urls")),
     path("", include("localai_memory.mcpserver.urls")),
     path("", include("localai_memory.web.urls")),
 ]
