@@ -1,0 +1,575 @@
+"""Pure recall ranking: which of a user's notes (if any) belong in front of the model for this turn.
+
+Given the candidate notes of the scopes a turn may read (already filtered by owner and scope), the turn's
+recall query, its embedding (or none) and ``now``, ``rank_notes`` returns the notes that pass the relevance
+gate, best first, with the scores that put them there and the reason semantic ranking was not used, if it
+was not. It also holds the helpers around that decision: the recall-query builder, the degrade-reason
+decision, the lexical scorer and the duplicate check.
+
+Nothing here touches the database, the network, settings or the clock: every input is an argument, so the
+same inputs always give the same answer. Vectors of different models or dimensions are never compared.
+The thresholds below were measured on ``bench/recall/recall_set.json`` (tuned on its even half, checked on
+the held-out odd half); ``bench/recall/run.py`` reprints the figures.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+import numpy as np
+
+# --- what recall reports when it could not rank by meaning ------------------------------------------------
+
+
+class DegradeReason(StrEnum):
+    """Why this turn's recall fell back to lexical ranking (the ``X-Memory`` header carries the value)."""
+
+    NO_EMBEDDER = "no_embedder"  # no provider configured or importable
+    NO_VECTORS = "no_vectors"  # the candidate notes carry no vector yet
+    LOW_COVERAGE = "low_coverage"  # too few candidates carry a vector of the current model
+    DIM_MISMATCH = "dim_mismatch"  # vectors come from another model / dimension (a model switch)
+    QUERY_EMBED_FAILED = "query_embed_failed"  # the provider failed on this turn's query
+
+
+@dataclass(frozen=True, slots=True)
+class VectorCoverage:
+    """How many candidates carry a vector, and how many of those the current model can be compared with."""
+
+    total: int
+    with_vectors: int
+    matching: int  # vectors made by the current model, with its dimension
+
+    @property
+    def fraction(self) -> float:
+        return self.matching / self.total if self.total else 1.0
+
+
+#: Below this fraction of candidates carrying a comparable vector, semantic ranking would silently ignore
+#: too many notes, so the turn is lexical and says ``low_coverage`` (or ``dim_mismatch``).
+DEFAULT_MIN_COVERAGE = 0.8
+
+
+def choose_degrade_reason(
+    *,
+    embedder_present: bool,
+    coverage: VectorCoverage,
+    query_embed_failed: bool = False,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+) -> DegradeReason | None:
+    """The reason semantic ranking cannot be used this turn, or ``None`` when it can.
+
+    Checked in this order, so the reason names the first thing to fix: no provider → ``no_embedder``;
+    candidates but none with a vector → ``no_vectors``; fewer than ``min_coverage`` of the candidates with
+    a vector of the current model → ``dim_mismatch`` when some of the others carry another model's or
+    dimension's vector (a switch being re-embedded), else ``low_coverage``; then a failed query embedding
+    → ``query_embed_failed``. With no candidates at all there is nothing to degrade: ``None``.
+    Vectors of another model in a store that is otherwise covered are simply not compared.
+    """
+    if not embedder_present:
+        return DegradeReason.NO_EMBEDDER
+    if coverage.total == 0:
+        return None
+    if coverage.with_vectors == 0:
+        return DegradeReason.NO_VECTORS
+    if coverage.fraction < min_coverage:
+        if coverage.with_vectors > coverage.matching:
+            return DegradeReason.DIM_MISMATCH
+        return DegradeReason.LOW_COVERAGE
+    if query_embed_failed:
+        return DegradeReason.QUERY_EMBED_FAILED
+    return None
+
+
+# --- inputs -----------------------------------------------------------------------------------------------
+
+#: Sources written by a person (typed, or imported from their own files): they never decay with age.
+UNDECAYING_SOURCES = frozenset({"user", "import"})
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Candidate:
+    """One note a turn may read: its index line (plus topic details if any) and where it came from.
+
+    ``vectors`` holds one row per embedded passage (the index line, the topic file…), all made by
+    ``model_id``; the note's similarity is its best passage's. ``source`` is who wrote it: ``"user"`` and
+    ``"import"`` do not decay, anything else (``"model"``…) decays with age.
+    """
+
+    id: Hashable
+    text: str
+    updated_at: datetime
+    scope: str = "user"
+    source: str = "user"
+    importance: float = 0.5
+    vectors: Any = None  # array-like of shape (dim,) or (passages, dim), or None
+    model_id: str | None = None
+
+    def matrix(self) -> np.ndarray | None:
+        """The vectors as unit rows of a 2-D float32 array, or ``None`` when there are none."""
+        return _as_matrix(self.vectors)
+
+
+def _as_matrix(vectors: Any) -> np.ndarray | None:
+    if vectors is None:
+        return None
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.size == 0:
+        return None
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.maximum(norms, 1e-12)
+
+
+def vector_coverage(candidates: Sequence[Candidate], *, model_id: str | None, dim: int | None) -> VectorCoverage:
+    """Count candidates with vectors, and those made by ``model_id`` with dimension ``dim`` (if known)."""
+    with_vectors = matching = 0
+    for candidate in candidates:
+        matrix = candidate.matrix()
+        if matrix is None:
+            continue
+        with_vectors += 1
+        if candidate.model_id == model_id and (dim is None or matrix.shape[1] == dim):
+            matching += 1
+    return VectorCoverage(total=len(candidates), with_vectors=with_vectors, matching=matching)
+
+
+# --- the recall query -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """The newest user-typed message and up to a few earlier user-typed turns (oldest first)."""
+
+    text: str
+    context: tuple[str, ...] = ()
+
+    @property
+    def with_context(self) -> str:
+        """Newest message first, so a 128-token cut keeps it whole; then earlier turns, newest first."""
+        return "\n".join((self.text, *reversed(self.context)))
+
+    def texts_to_embed(self) -> list[str]:
+        """What to embed, in order: the newest message, and with context also the combined text."""
+        return [self.text, self.with_context] if self.context else [self.text]
+
+
+#: ``origin`` values a client may send for a message it did not let the user type (tool output, fetched
+#: pages, the GUI's compaction prompt). Any non-empty origin other than "user" is treated the same way.
+TYPED_ORIGINS = frozenset({"", "user"})
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):  # OpenAI content parts: [{"type": "text", "text": "..."}, ...]
+        parts = [part.get("text", "") for part in content if isinstance(part, Mapping)
+                 and part.get("type", "text") == "text"]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def build_recall_query(
+    messages: Iterable[Mapping[str, Any]],
+    *,
+    window: int = 2,
+    max_chars: int = 600,
+) -> RecallQuery | None:
+    """The recall query for a turn from its chat messages (OpenAI shape: ``role``, ``content``, ``origin``).
+
+    Only messages the user typed count: ``role == "user"`` and no ``origin`` (or ``origin == "user"``).
+    The newest of them is the query; up to ``window`` earlier ones are its context, so a follow-up such as
+    "yes, do that" keeps its topic. Each text is cut to ``max_chars``. ``None`` when the user typed nothing.
+    """
+    typed: list[str] = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        if str(message.get("origin") or "").lower() not in TYPED_ORIGINS:
+            continue
+        text = _message_text(message.get("content")).strip()
+        if text:
+            typed.append(text[:max_chars])
+    if not typed:
+        return None
+    earlier = typed[:-1][-window:] if window > 0 else []
+    return RecallQuery(text=typed[-1], context=tuple(earlier))
+
+
+# --- lexical scoring --------------------------------------------------------------------------------------
+
+#: Function words, chat filler and words so common in notes and requests that sharing one says nothing.
+STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "aren", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could", "couldn", "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its", "itself", "just", "let", "me", "might", "more", "most", "must", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shall", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "would", "you", "your", "yours", "yourself", "yourselves", "again", "ago", "already", "always", "another", "anything", "around", "away", "back", "else", "ever", "every", "get", "gets", "getting", "got", "go", "goes", "going", "gone", "good", "great", "hi", "hello", "hey", "ok", "okay", "please", "thanks", "thank", "yes", "yeah", "lol", "sure", "right", "well", "really", "still", "thing", "things", "want", "wants", "need", "needs", "like", "likes", "know", "tell", "give", "make", "makes", "made", "use", "uses", "using", "used", "help", "say", "says", "said", "let's", "lets", "one", "two", "three", "new", "old", "much", "many", "lot", "lots", "way", "ways", "something", "someone", "anyone", "everyone", "nothing", "can't", "i'm", "i've", "i'd", "i'll", "it's", "that's", "what's", "don't", "doesn't", "didn't", "isn't", "aren't", "won't", "day", "days", "week", "weeks", "year", "years", "time", "times", "today", "tomorrow", "tonight", "morning", "evening", "night", "usually", "currently", "write", "writes", "wrote", "written", "writing", "work", "works", "worked", "working", "name", "named", "first", "last", "learn", "explain", "idea", "ideas", "tip", "tips", "suggest", "suggestions", "recommend", "fun", "fact", "facts", "question", "questions", "wonder", "curious", "interesting", "stand", "large", "small", "big", "little", "best", "better", "quick"])
+
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+
+
+def _stem(word: str) -> str:
+    """A light English suffix stripper: enough that live/lives/lived/living meet; stems keep 3+ letters."""
+    word = word.removesuffix("'s")
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
+        word = word[:-1]
+    elif word.endswith("ing") and len(word) >= 6:
+        word = word[:-3]
+        if word[-1] == word[-2] and word[-1] not in "aeioulsz":  # running -> run
+            word = word[:-1]
+    elif word.endswith("ed") and len(word) >= 5:
+        word = word[:-2]
+        if word[-1] == word[-2] and word[-1] not in "aeioulsz":  # planned -> plan
+            word = word[:-1]
+    if word.endswith("e") and len(word) > 3:  # live/lived/living all become "liv"
+        word = word[:-1]
+    return word
+
+
+def content_terms(text: str) -> list[str]:
+    """Lower-cased, stemmed words of ``text`` without stopwords (a hyphenated topic gives both parts)."""
+    terms = []
+    for raw in _WORD.findall(text.lower().replace("’", "'")):
+        if raw in STOPWORDS or len(raw) < 2:
+            continue
+        term = _stem(raw)
+        if term in STOPWORDS:
+            continue
+        terms.append(term)
+    return terms
+
+
+_PERSONAL = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|mine|myself|we|we're|we've|our|ours|us)\b", re.IGNORECASE)
+
+
+def is_personal(query: RecallQuery) -> bool:
+    """True when the user speaks about themselves in the message or its context ("my", "I", "we"…)."""
+    return any(_PERSONAL.search(text.replace("’", "'")) for text in (query.text, *query.context))
+
+
+def bm25_scores(
+    query_terms: Mapping[str, float],
+    documents: Sequence[Sequence[str]],
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> list[float]:
+    """BM25 of weighted query terms against tokenised documents, IDF taken over these documents."""
+    if not documents:
+        return []
+    n = len(documents)
+    average = sum(len(doc) for doc in documents) / n or 1.0
+    frequency: dict[str, int] = {}
+    for doc in documents:
+        for term in set(doc):
+            frequency[term] = frequency.get(term, 0) + 1
+    scores = []
+    for doc in documents:
+        counts: dict[str, int] = {}
+        for term in doc:
+            counts[term] = counts.get(term, 0) + 1
+        score = 0.0
+        for term, weight in query_terms.items():
+            tf = counts.get(term, 0)
+            if not tf:
+                continue
+            df = frequency.get(term, 0)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            score += weight * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / average))
+        scores.append(score)
+    return scores
+
+
+def note_passages(topic: str, summary: str, details: str = "") -> list[str]:
+    """The texts to embed for one note: its index line ``"topic: summary"``, and ``"topic: details"`` when
+    the topic file has details (prefixing the topic keeps a bare detail such as "Lessons on Tuesdays" on
+    its subject). On bench/recall the right note ranked first (before gating) for 0.80 of the queries with
+    the line alone, 0.88 with one combined passage, 0.90 with these two. The on-device model reads the
+    first 128 tokens of each; a long topic file should be split into passages of about that size."""
+    line = f"{topic}: {summary}".strip()
+    details = details.strip()
+    return [line, f"{topic}: {details}"] if details else [line]
+
+
+# --- the gate, weights and result -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticGate:
+    """Cosine bars for one embedding model. A note passes on meaning alone at ``alone``; at ``with_overlap``
+    when it also shares a content word with the query; at ``personal`` when the user speaks about
+    themselves ("my", "I", "we"…), because such a message is far more likely to be about their notes
+    than a general question ("who painted the Mona Lisa?") is."""
+
+    alone: float
+    with_overlap: float
+    personal: float
+
+    def passes(self, cosine: float, *, shares_word: bool, personal: bool) -> bool:
+        return (cosine >= self.alone or (shares_word and cosine >= self.with_overlap)
+                or (personal and cosine >= self.personal))
+
+    @property
+    def floor(self) -> float:
+        """The lowest cosine that can pass."""
+        return min(self.alone, self.with_overlap, self.personal)
+
+
+#: Measured per model on bench/recall (see the module docstring). Scales differ between models, so a gate
+#: is never reused across unrelated models; an unknown model gets DEFAULT_GATE and ``bench/recall/run.py
+#: --sweep`` prints a calibration for it.
+MINILM_GATE = SemanticGate(alone=0.292, with_overlap=0.292, personal=0.242)
+DEFAULT_GATE = MINILM_GATE
+KNOWN_GATES: dict[str, SemanticGate] = {
+    "all-MiniLM-L6-v2-onnx-int8": MINILM_GATE,
+}
+
+
+def gate_for(model_id: str | None) -> SemanticGate:
+    """The measured gate for a model id (MiniLM by name from any provider), else ``DEFAULT_GATE``."""
+    if model_id in KNOWN_GATES:
+        return KNOWN_GATES[model_id]
+    name = (model_id or "").lower()
+    if "minilm-l6" in name:
+        return MINILM_GATE
+    return DEFAULT_GATE
+
+
+@dataclass(frozen=True, slots=True)
+class RecallWeights:
+    relevance: float = 0.5
+    recency: float = 0.3
+    importance: float = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class RecallConfig:
+    """Tunable knobs; the defaults are the measured ones. ``gate=None`` picks the model's measured gate."""
+
+    weights: RecallWeights = field(default_factory=RecallWeights)
+    gate: SemanticGate | None = None
+    decay_days: float = 30.0
+    undecaying_sources: frozenset[str] = UNDECAYING_SOURCES
+    max_items: int = 6
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    #: How much the earlier turns count: the with-context similarity is scaled by it, as are the earlier
+    #: turns' words in lexical scoring, so the newest message wins a topic switch.
+    context_weight: float = 0.85
+
+
+DEFAULT_CONFIG = RecallConfig()
+
+Mode = Literal["semantic", "lexical"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredNote:
+    """A note that passed the gate, with the parts of its score (all in 0..1 except ``cosine``/``bm25``)."""
+
+    id: Hashable
+    score: float
+    relevance: float
+    recency: float
+    importance: float
+    cosine: float | None
+    bm25: float
+    matched_by: Literal["semantic", "lexical", "both"]
+    candidate: Candidate
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    items: tuple[ScoredNote, ...]
+    mode: Mode
+    degrade_reason: DegradeReason | None
+
+    @property
+    def ids(self) -> list[Hashable]:
+        return [item.id for item in self.items]
+
+
+def recency_of(candidate: Candidate, *, now: datetime, config: RecallConfig = DEFAULT_CONFIG) -> float:
+    """1.0 for notes a person wrote (they never decay); else ``exp(-age / decay_days)``."""
+    if candidate.source in config.undecaying_sources:
+        return 1.0
+    age_days = max((now - candidate.updated_at).total_seconds(), 0.0) / 86400.0
+    return math.exp(-age_days / config.decay_days)
+
+
+def rank_notes(
+    candidates: Sequence[Candidate],
+    *,
+    query: RecallQuery | str,
+    now: datetime,
+    query_vectors: Any = None,
+    query_model_id: str | None = None,
+    degrade_reason: DegradeReason | None = None,
+    config: RecallConfig = DEFAULT_CONFIG,
+) -> RecallResult:
+    """Gate and rank ``candidates`` for ``query``; at most ``config.max_items`` notes, best first.
+
+    Semantic mode needs ``query_vectors`` (the rows of ``query.texts_to_embed()``, from the model named
+    ``query_model_id``) and no ``degrade_reason``; a candidate is compared only when its vectors come from
+    that model with that dimension, and one without such vectors is judged lexically. Otherwise every
+    note is judged lexically (BM25 over content words) and the result carries ``degrade_reason``.
+    A note passes the gate when it shares a content word with the query (lexical), or when its cosine
+    reaches the model's gate (semantic: see ``SemanticGate``).
+    Passing notes are ordered by ``relevance·w + recency·w + importance·w``.
+    """
+    if isinstance(query, str):
+        query = RecallQuery(text=query)
+    weights = config.weights
+    query_matrix = _as_matrix(query_vectors) if degrade_reason is None else None
+    mode: Mode = "semantic" if query_matrix is not None else "lexical"
+    if not candidates or not query.text.strip():
+        return RecallResult(items=(), mode=mode, degrade_reason=degrade_reason)
+
+    # Lexical evidence: BM25 over content words, the earlier turns' words counting for less.
+    newest_terms = content_terms(query.text)
+    term_weights: dict[str, float] = {}
+    for text in query.context:
+        for term in content_terms(text):
+            term_weights[term] = max(term_weights.get(term, 0.0), config.context_weight)
+    for term in newest_terms:
+        term_weights[term] = 1.0
+    documents = [content_terms(candidate.text) for candidate in candidates]
+    bm25 = bm25_scores(term_weights, documents)
+    best_bm25 = max(bm25) if bm25 else 0.0
+
+    # Semantic evidence: the best passage's cosine against the newest message, or the scaled with-context one.
+    cosines: list[float | None] = [None] * len(candidates)
+    if query_matrix is not None:
+        q_dim = query_matrix.shape[1]
+        scale = np.ones(query_matrix.shape[0], dtype=np.float32)
+        scale[1:] = config.context_weight
+        for index, candidate in enumerate(candidates):
+            matrix = candidate.matrix()
+            if matrix is None or candidate.model_id != query_model_id or matrix.shape[1] != q_dim:
+                continue
+            sims = (matrix @ query_matrix.T) * scale  # passages x query rows
+            cosines[index] = float(sims.max())
+    gate = config.gate or gate_for(query_model_id)
+
+    personal = is_personal(query)
+    passed: list[tuple[int, float, Literal["semantic", "lexical", "both"]]] = []
+    for index, candidate in enumerate(candidates):
+        overlap = bm25[index] > 0
+        cosine = cosines[index]
+        if cosine is not None:
+            if gate.passes(cosine, shares_word=overlap, personal=personal):
+                passed.append((index, cosine, "both" if overlap else "semantic"))
+        elif overlap:
+            passed.append((index, -1.0, "lexical"))
+    if not passed:
+        return RecallResult(items=(), mode=mode, degrade_reason=degrade_reason)
+
+    # Relevance in 0..1 relative to this turn's best evidence, so weights mean the same thing every turn.
+    semantic_cosines = [cos for _, cos, how in passed if how != "lexical"]
+    floor = gate.floor
+    top = max(semantic_cosines) if semantic_cosines else floor
+    span = max(top - floor, 0.05)
+    scored: list[ScoredNote] = []
+    for index, cosine, how in passed:
+        candidate = candidates[index]
+        if how == "lexical":
+            relevance = bm25[index] / best_bm25 if best_bm25 else 0.0
+            if semantic_cosines:  # a note without a vector this turn ranks below matching embedded notes
+                relevance *= 0.5
+        else:
+            relevance = min(max((cosine - floor) / span, 0.0), 1.0)
+        recency = recency_of(candidate, now=now, config=config)
+        importance = min(max(float(candidate.importance), 0.0), 1.0)
+        score = weights.relevance * relevance + weights.recency * recency + weights.importance * importance
+        scored.append(ScoredNote(
+            id=candidate.id, score=score, relevance=relevance, recency=recency, importance=importance,
+            cosine=None if how == "lexical" else cosine, bm25=bm25[index], matched_by=how,
+            candidate=candidate,
+        ))
+    scored.sort(key=lambda item: (-item.score, -item.relevance, str(item.id)))
+    return RecallResult(items=tuple(scored[: config.max_items]), mode=mode, degrade_reason=degrade_reason)
+
+
+# --- duplicates -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateMatch:
+    """The existing note a proposed one repeats, and how that was decided."""
+
+    id: Hashable
+    text: str
+    similarity: float
+    by: Literal["exact", "semantic", "lexical"]
+
+
+#: Measured on bench/recall/dedup_set.json (paraphrases of one fact vs. the same topic with a changed fact).
+DUPLICATE_COSINE = 0.84
+DUPLICATE_JACCARD = 0.75
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "stopped", "quit", "without",
+                        "doesn", "don", "didn", "isn", "aren", "wasn", "won", "cannot", "can't", "n't",
+                        "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "won't", "no longer"})
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+def _normalised(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def _negated(text: str) -> bool:
+    words = set(_WORD.findall(text.lower().replace("’", "'")))
+    return bool(words & _NEGATIONS) or "n't" in text.lower()
+
+
+def _facts_differ(a: str, b: str) -> bool:
+    """Same topic, changed fact: different numbers, or one side negated. Similarity cannot see these."""
+    if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
+        return True
+    return _negated(a) != _negated(b)
+
+
+def is_duplicate(
+    new_text: str,
+    existing: Sequence[Candidate],
+    *,
+    new_vector: Any = None,
+    model_id: str | None = None,
+    cosine_threshold: float = DUPLICATE_COSINE,
+    jaccard_threshold: float = DUPLICATE_JACCARD,
+) -> DuplicateMatch | None:
+    """The existing note that ``new_text`` repeats, or ``None``.
+
+    Same words (ignoring case and punctuation) → ``exact``. With ``new_vector`` from ``model_id``: the
+    most similar existing note with a comparable vector at or above ``cosine_threshold`` → ``semantic``.
+    Without vectors: content-word Jaccard at or above ``jaccard_threshold`` → ``lexical``. A changed
+    number or a negation on one side only is never a duplicate (it is an update, which needs its own
+    handling), since embeddings score "deadlift 140 kg" and "deadlift 150 kg" as near-identical.
+    """
+    wanted = _normalised(new_text)
+    for candidate in existing:
+        if _normalised(candidate.text) == wanted and wanted:
+            return DuplicateMatch(id=candidate.id, text=candidate.text, similarity=1.0, by="exact")
+    best: DuplicateMatch | None = None
+    new_matrix = _as_matrix(new_vector)
+    new_terms = set(content_terms(new_text))
+    for candidate in existing:
+        if _facts_differ(new_text, candidate.text):
+            continue
+        matrix = candidate.matrix()
+        if new_matrix is not None and matrix is not None and candidate.model_id == model_id \
+                and matrix.shape[1] == new_matrix.shape[1]:
+            similarity = float((matrix @ new_matrix.T).max())
+            if similarity >= cosine_threshold and (best is None or similarity > best.similarity):
+                best = DuplicateMatch(id=candidate.id, text=candidate.text, similarity=similarity, by="semantic")
+            continue
+        terms = set(content_terms(candidate.text))
+        if new_terms and terms:
+            jaccard = len(new_terms & terms) / len(new_terms | terms)
+            if jaccard >= jaccard_threshold and (best is None or jaccard > best.similarity):
+                best = DuplicateMatch(id=candidate.id, text=candidate.text, similarity=jaccard, by="lexical")
+    return best
