@@ -43,7 +43,7 @@ from localai_memory.notes.paths import (
     parse_path,
     render_index,
 )
-from localai_memory.notes.services import _apply, _cap_error, lock_owner
+from localai_memory.notes.services import apply_changes, cap_error, lock_owner
 from localai_memory.recall.ranking import Candidate as RankCandidate
 from localai_memory.recall.ranking import is_duplicate
 
@@ -170,7 +170,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
                 raise _bad(f"{path}: {exc.message}", path=path) from None
     lock_owner(owner_id)
     if not NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").exists():
-        change = _apply(owner_id=owner_id, writes=dict(files), source=ChangeSet.Source.IMPORT,
+        change = apply_changes(owner_id=owner_id, writes=dict(files), source=ChangeSet.Source.IMPORT,
                         summary=f"Imported {len(files)} files", actor=actor)
         return ImportResult(kind="zip", mode="restored", written=sorted(files), change_id=change.pk)
     return _merge(owner_id=owner_id, files=files, actor=actor)
@@ -211,7 +211,7 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
             grown = [*current, *added]
             lines, size = index_size(render_index(grown))
             if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-                raise _cap_error(scope.index_path, grown, lines, size, current=current)
+                raise cap_error(scope.index_path, grown, lines, size, current=current)
             writes[scope.index_path] = render_index(grown)
     for path, text in files.items():
         parsed = parse_path(path)
@@ -225,7 +225,7 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
         else:
             result.unchanged.append(path)
     if writes:
-        change = _apply(owner_id=owner_id, writes=writes, source=ChangeSet.Source.IMPORT,
+        change = apply_changes(owner_id=owner_id, writes=writes, source=ChangeSet.Source.IMPORT,
                         summary=f"Imported {len(result.added)} notes", actor=actor)
         result.change_id, result.written = change.pk, sorted(writes)
     for scope, mine, entry, details in differences:
@@ -316,13 +316,13 @@ def import_facts(*, owner_id: int, text: str, actor: str = "you") -> ImportResul
     grown = [*current, *(entry for entry, _ in saves), *(entry for entry, _, _ in asks)]
     lines, size = index_size(render_index(grown))
     if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-        raise _cap_error(scope.index_path, grown, lines, size, current=current)
+        raise cap_error(scope.index_path, grown, lines, size, current=current)
     if saves:
         writes: dict[str, str | None] = {scope.index_path: render_index([*current, *(e for e, _ in saves)])}
         for entry, details in saves:
             if details:
                 writes[scope.topic_path(entry.topic)] = details
-        change = _apply(owner_id=owner_id, writes=writes, source=ChangeSet.Source.IMPORT,
+        change = apply_changes(owner_id=owner_id, writes=writes, source=ChangeSet.Source.IMPORT,
                         summary=f"Imported {len(saves)} facts", actor=actor)
         result.change_id = change.pk
         result.written = sorted(p for p in writes)

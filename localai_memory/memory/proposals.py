@@ -40,7 +40,7 @@ from localai_memory.notes.paths import (
     index_size,
     render_index,
 )
-from localai_memory.notes.services import CapExceeded, _cap_error, lock_owner, note_upsert
+from localai_memory.notes.services import CapExceeded, cap_error, lock_owner, note_upsert
 
 from . import policy
 from .models import Proposal
@@ -182,7 +182,7 @@ def proposal_create(
             grown = [*entries, IndexEntry(topic, text, topic if body else None)]
             lines, size = index_size(render_index(grown))
             if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-                raise _cap_error(scope.index_path, grown, lines, size, current=entries)
+                raise cap_error(scope.index_path, grown, lines, size, current=entries)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic, summary=text, details=body,
                                        delete=delete)
     same = Proposal.objects.select_for_update().filter(owner_id=owner_id, fingerprint=fingerprint,

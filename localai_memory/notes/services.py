@@ -65,7 +65,7 @@ def _check_content(path: str, content: str, *, current: str | None = None) -> No
         entries = parse_index(content)
         lines, size = index_size(content)
         if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-            raise _cap_error(path, entries, lines, size, current=_entries_or_empty(current))
+            raise cap_error(path, entries, lines, size, current=_entries_or_empty(current))
     elif len(content.encode()) > TOPIC_MAX_BYTES:
         raise InvalidInput(f"a topic file holds at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
                            code="topic_too_large")
@@ -80,7 +80,7 @@ def _entries_or_empty(text: str | None) -> list[IndexEntry]:
         return []
 
 
-def _cap_error(path: str, entries: list[IndexEntry], lines: int, size: int,
+def cap_error(path: str, entries: list[IndexEntry], lines: int, size: int,
                current: list[IndexEntry] | None = None) -> CapExceeded:
     listing = current if current is not None else entries
     return CapExceeded(
@@ -91,7 +91,7 @@ def _cap_error(path: str, entries: list[IndexEntry], lines: int, size: int,
     )
 
 
-def _apply(
+def apply_changes(
     *,
     owner_id: int,
     writes: Mapping[str, str | None],
@@ -106,7 +106,12 @@ def _apply(
     expected_versions: Mapping[str, int | None] | None = None,
     validate: bool = True,
 ) -> ChangeSet:
-    """Write several files as one change set. ``None`` deletes a file. Caller holds the owner lock."""
+    """Write several files as one change set. ``None`` deletes a file.
+
+    The one place a note's text changes: callers hold the owner lock (``lock_owner``) and an open transaction.
+    Raises Conflict when nothing would change or an expected version is stale, and CapExceeded / InvalidInput
+    when ``validate`` finds a file past its cap or malformed.
+    """
     now = timezone.now()
     current = {f.path: f for f in NoteFile.objects.select_for_update().filter(owner_id=owner_id, path__in=list(writes))}
     if expected_versions:
@@ -178,7 +183,7 @@ def file_write(*, owner_id: int, path: str, content: str, version: int | None, s
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
         raise InvalidInput("version must be a positive whole number", code="invalid_version")
     lock_owner(owner_id)
-    return _apply(owner_id=owner_id, writes={path: content}, source=source, summary=f"Edited {path}",
+    return apply_changes(owner_id=owner_id, writes={path: content}, source=source, summary=f"Edited {path}",
                   actor=actor, expected_versions={path: version})
 
 
@@ -203,7 +208,7 @@ def _trash(*, owner_id: int, paths: Iterable[str], kind: str, label: str, source
     files = list(NoteFile.objects.filter(owner_id=owner_id, path__in=list(paths)).order_by("path"))
     if not files:
         return None
-    change_set = _apply(owner_id=owner_id, writes={f.path: None for f in files}, source=source,
+    change_set = apply_changes(owner_id=owner_id, writes={f.path: None for f in files}, source=source,
                         summary=summary or f"Moved {label} to the Trash", actor=actor, validate=False)
     entry = TrashEntry.objects.create(owner_id=owner_id, kind=kind, label=label, created_at=change_set.created_at,
                                       change_set=change_set)
@@ -246,7 +251,7 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
     if taken:
         raise Conflict("These files exist again; move or delete them first: " + ", ".join(sorted(taken)),
                        code="restore_conflict", details={"paths": sorted(taken)})
-    change_set = _apply(owner_id=owner_id, writes={f.path: f.content for f in files}, source=ChangeSet.Source.RESTORE,
+    change_set = apply_changes(owner_id=owner_id, writes={f.path: f.content for f in files}, source=ChangeSet.Source.RESTORE,
                         summary=f"Restored {entry.label} from the Trash", actor=actor, validate=False)
     entry.restored_at = change_set.created_at
     entry.restored_by = change_set
@@ -280,7 +285,7 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
         raise Conflict("These files changed after this change; undo the later change first or edit them in "
                        "Files: " + ", ".join(changed), code="changed_since", details={"paths": changed})
     trashed = TrashEntry.objects.filter(change_set=change, restored_at__isnull=True).first()
-    undo = _apply(owner_id=owner_id, writes={f.path: f.before for f in files}, source=source,
+    undo = apply_changes(owner_id=owner_id, writes={f.path: f.before for f in files}, source=source,
                   summary=f"Undid: {change.summary}"[:300], actor=actor, reverts=change, validate=False)
     if trashed is not None:  # undoing a move to the Trash is its restore
         trashed.restored_at, trashed.restored_by = undo.created_at, undo
@@ -297,7 +302,7 @@ def version_restore(*, owner_id: int, path: str, version: int, actor: str = "you
     if old is None:
         raise NotFound(f"{path} has no version {version}.")
     content = None if old.deleted else old.content
-    return _apply(owner_id=owner_id, writes={path: content}, source=ChangeSet.Source.RESTORE,
+    return apply_changes(owner_id=owner_id, writes={path: content}, source=ChangeSet.Source.RESTORE,
                   summary=f"Restored {path} to version {version}", actor=actor)
 
 
@@ -354,7 +359,7 @@ def note_upsert(
         text = render_index(updated)
         lines, size = index_size(text)
         if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-            raise _cap_error(scope.index_path, updated, lines, size, current=entries)
+            raise cap_error(scope.index_path, updated, lines, size, current=entries)
         writes[scope.index_path] = text
         if details is not None and details.strip():
             writes[topic_path] = details if details.endswith("\n") else details + "\n"
@@ -363,7 +368,7 @@ def note_upsert(
     writes = {p: c for p, c in writes.items() if current.get(p) != c}
     if not writes:
         raise Conflict(f"Memory already holds exactly this note ({topic}).", code="no_change")
-    return _apply(owner_id=owner_id, writes=writes, source=source, summary=f"{verb} {topic} in {scope.label}",
+    return apply_changes(owner_id=owner_id, writes=writes, source=source, summary=f"{verb} {topic} in {scope.label}",
                   actor=actor, automatic=automatic, undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
 
 
