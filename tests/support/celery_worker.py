@@ -1,0 +1,80 @@
+"""A real ``celery -A localai_memory worker`` on the real Redis, for the tests that prove the wiring.
+
+The worker gets a queue of its own (so no other test's tasks reach it) and the test database's URL. Tests
+wait on the worker's own log lines with a bound, never on a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_SECONDS = 60
+
+
+def test_database_url() -> str:
+    """The URL of the database this test session uses (the test database, not the development one)."""
+    parsed = urlparse(settings.DATABASE_URL)
+    return urlunparse(parsed._replace(path="/" + connection.settings_dict["NAME"]))
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen
+    queue: str
+
+    def wait_for_line(self, needle: str, timeout: float = WAIT_SECONDS) -> list[str]:
+        """Read the worker's output until a line holds ``needle``; raise after ``timeout`` seconds."""
+        seen: list[str] = []
+        selector = selectors.DefaultSelector()
+        assert self.process.stdout is not None
+        selector.register(self.process.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError("the worker stopped:\n" + "".join(seen[-40:]))
+            seen.append(line)
+            if needle in line:
+                return seen
+        raise AssertionError(f"no {needle!r} within {timeout} s:\n" + "".join(seen[-40:]))
+
+
+@contextmanager
+def celery_worker(*, name: str, extra_env: dict[str, str] | None = None) -> Iterator[Worker]:
+    """Start a worker on a queue of its own, wait until it is ready, stop it afterwards."""
+    queue = f"test-{name}-{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
+           "CELERY_QUEUE": queue, "LOCALAI_MEMORY_TESTING": "1", "DJANGO_SETTINGS_MODULE": "localai_memory.settings",
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "localai_memory", "worker", "--pool=solo", "--loglevel=INFO",
+         "-Q", queue, "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{queue}@%h"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    worker = Worker(process, queue)
+    try:
+        worker.wait_for_line("ready.")
+        yield worker
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
