@@ -237,22 +237,16 @@ def check_delete_memory(value: object) -> DeleteMemory | None:
 def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> AgentDeleted:
     """Delete an agent and do ``memory`` with its notes (``Memory/agents/<id>/``): ``keep`` leaves them (they
     list as a deleted agent's notes), ``delete`` moves them to the Trash, ``export`` zips them and then moves
-    them to the Trash. An agent with notes needs the choice (InvalidInput naming the three); one without
-    needs none. Raises NotFound for another owner's agent."""
+    them to the Trash. Without a choice the notes are kept, as the spec's default. Raises NotFound for
+    another owner's agent."""
     choice = check_delete_memory(memory)
     agent = selectors.access_agent(owner_id, agent_id, for_update=True)
     folder = selectors.agent_notes_folder(agent.pk)
     # The owner's note lock: nothing can add a note to the folder between counting, zipping and trashing.
     notes_services.lock_owner(owner_id)
     files = selectors.agent_note_count(owner_id=owner_id, agent_id=agent.pk)
-    if files and choice is None:
-        raise InvalidInput(
-            f"The agent has {files} note file(s). Say what to do with them: ?memory=keep (the default in the "
-            "form: they stay under Deleted agents), ?memory=export (a zip, then the Trash) or ?memory=delete "
-            "(the Trash).",
-            code="memory_choice_required",
-            details={"choices": list(DELETE_CHOICES), "files": files},
-        )
+    if files and choice is None:  # the spec's default: Keep (nothing is lost; they list under Deleted agents)
+        choice = "keep"
     archive = notes_services.memory_export(owner_id=owner_id, folder=folder) if choice == "export" else None
     trash_id = None
     if files and choice in ("export", "delete"):

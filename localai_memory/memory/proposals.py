@@ -178,11 +178,15 @@ def proposal_create(
         if current is not None and current.summary == text and (not body or body == (current_details or "")):
             raise AlreadySaved(f"Memory already says this: {current.line()}",
                                details={"topic": topic, "summary": text, "scope": scope.kind})
-        if current is None:
-            grown = [*entries, IndexEntry(topic, text, topic if body else None)]
-            lines, size = index_size(render_index(grown))
-            if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-                raise cap_error(scope.index_path, grown, lines, size, current=entries)
+        # The index as the confirmed change would write it (as ``note_upsert`` builds it): a new line, or a
+        # longer line for a topic that is there, that passes a cap is refused now, listing the entries so a
+        # model can merge, instead of waiting as a proposal that could never be confirmed.
+        new_entry = IndexEntry(topic, text, topic if body or current_details is not None else None)
+        grown = ([new_entry if entry.topic == topic else entry for entry in entries] if current is not None
+                 else [*entries, new_entry])
+        lines, size = index_size(render_index(grown))
+        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+            raise cap_error(scope.index_path, grown, lines, size, current=entries)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic, summary=text, details=body,
                                        delete=delete)
     same = Proposal.objects.select_for_update().filter(owner_id=owner_id, fingerprint=fingerprint,

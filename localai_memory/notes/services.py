@@ -17,7 +17,8 @@ from django.db import connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
+from localai_memory.core.errors import ApplicationError, Conflict, Gone, InvalidInput, NotFound
+from localai_memory.memory import policy
 
 from .models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
 from .paths import (
@@ -265,15 +266,16 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
     """Restore the exact text every file had before change set ``change_id``.
 
     Refuses with 409 when it was undone already or a file changed since (the later change is never lost);
-    with 410 when ``not_after`` (an Undo window) has passed.
+    with 410 once the Undo window has closed: an automatic note's own window (``undo_until``, 30 minutes,
+    wherever the Undo is pressed), or ``not_after`` when the caller names an earlier end. The end is the
+    policy's (``memory.policy.undo_open``): at exactly 30 minutes the window is closed.
     """
     lock_owner(owner_id)
     change = ChangeSet.objects.select_for_update().filter(owner_id=owner_id, pk=change_id).first()
     if change is None:
         raise NotFound("No such change.")
-    if not_after is not None and timezone.now() > not_after:
-        from localai_memory.core.errors import Gone
-
+    ends = [end for end in (not_after, change.undo_until if change.automatic else None) if end is not None]
+    if ends and not policy.undo_open(saved_at=min(ends) - policy.UNDO_WINDOW, now=timezone.now()):
         raise Gone("The Undo window of this change has closed; restore an earlier version from Files instead.",
                    code="undo_window_closed")
     if change.reverted_by.exists():

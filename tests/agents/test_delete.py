@@ -20,17 +20,16 @@ def agent_files(user, agent_id: int) -> list[str]:
                   .values_list("path", flat=True))
 
 
-def test_an_agent_with_notes_needs_a_choice_naming_the_three(api, owner, make_agent, give_notes):
+def test_without_a_choice_the_notes_of_a_deleted_agent_are_kept_as_the_default(api, owner, make_agent, give_notes):
     agent = make_agent()
     give_notes(owner, agent["id"], "home")
     response = api.delete(f"{AGENTS}/{agent['id']}")
-    assert response.status_code == 400
-    error = response.json()["error"]
-    assert error["code"] == "memory_choice_required"
-    assert all(choice in error["message"] for choice in ("keep", "export", "delete"))
-    assert error["details"]["choices"] == ["keep", "export", "delete"]
-    assert Agent.objects.filter(pk=agent["id"]).exists()
+    assert response.status_code == 200
+    assert response.json()["memory"] == "keep"
+    assert not Agent.objects.filter(pk=agent["id"]).exists()
     assert len(agent_files(owner, agent["id"])) == 2
+    listing = api.get("/api/chats/memory/notes").json()["scopes"]
+    assert any(s["key"] == str(agent["id"]) and s["deleted_agent"] for s in listing)
 
 
 def test_an_unknown_choice_is_a_400_and_deletes_nothing(api, owner, make_agent, give_notes):
