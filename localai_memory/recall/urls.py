@@ -1,3 +1,11 @@
+"""Routes of recall: the search of your own notes."""
+
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from . import api
+
+urlpatterns = [
+    path("api/chats/memory/search", api.MemorySearchApi.as_view(), name="memory-search"),
+]

@@ -42,6 +42,16 @@ BLOCKED = {
                  "Open Your settings → Memory"),
 }
 SCOPE_WORDS = {"user": "Your notes", "agent": "The agent's notes", "channel": "This conversation's notes"}
+#: What the chip says when recall could not rank by meaning (``report["recall"]["degraded"]``).
+RECALL_DEGRADED = {
+    "no_embedder": "No embedding model is set up, so recall matched words only.",
+    "no_vectors": "Your notes are still being prepared for recall, so it matched words only.",
+    "low_coverage": "Some of your notes are still being prepared for recall, so it matched words only.",
+    "dim_mismatch": "The embedding model changed and your notes are being prepared again; recall matched "
+                    "words only.",
+    "query_embed_failed": "The embedding model did not answer, so recall matched words only.",
+    "recall_failed": "Recall failed on this turn; only the indexes were used.",
+}
 
 
 @dataclass
@@ -64,6 +74,7 @@ class SavedView:
 class MessageView:
     message: Message
     used: list[dict[str, str]] = field(default_factory=list)
+    recall_degraded: str = ""
     saved: list[SavedView] = field(default_factory=list)
     proposals: list[ProposalView] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
@@ -79,7 +90,8 @@ class MessageView:
 
 
 def _used(report: dict[str, Any]) -> list[dict[str, str]]:
-    """What a turn read: the indexes put in the prompt, and each topic the model opened."""
+    """What a turn read: the indexes put in the prompt, each topic the model opened, and each topic whose
+    details recall put in front of the model."""
     items: list[dict[str, str]] = []
     for shown in report.get("read") or []:
         items.append({"label": f"{SCOPE_WORDS.get(shown.get('scope', ''), 'Notes')} (the index)",
@@ -92,6 +104,14 @@ def _used(report: dict[str, Any]) -> list[dict[str, str]]:
         seen.add(path)
         items.append({"label": f"“{topic.get('topic')}” from {SCOPE_WORDS.get(topic.get('scope', ''), 'notes').lower()}",
                       "path": path})
+    recall = report.get("recall") or {}
+    for note in recall.get("notes") or []:
+        path = note.get("path", "")
+        if path in seen or not note.get("shown"):  # a recalled line without details is in the index already
+            continue
+        seen.add(path)
+        items.append({"label": f"“{note.get('topic')}” recalled from "
+                               f"{SCOPE_WORDS.get(note.get('scope', ''), 'notes').lower()}", "path": path})
     return items
 
 
@@ -115,6 +135,8 @@ def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
         report = reports.get(row.pk)
         if report:
             view.used = _used(report)
+            degraded = (report.get("recall") or {}).get("degraded")
+            view.recall_degraded = RECALL_DEGRADED.get(degraded, "") if degraded else ""
             for saved in report.get("saved", []):
                 until = parse_datetime(saved["undo_until"]) if saved.get("undo_until") else None
                 view.saved.append(SavedView(topic=saved.get("topic", ""), summary=saved.get("summary", ""),

@@ -1,0 +1,363 @@
+"""Keep the recall rows (``NoteVector``) in step with the notes store, in the writing transaction.
+
+``notes.services`` sends ``notes_changed(owner_id, paths, change_set)`` inside every write, undo, restore,
+move to the Trash and Forget; ``on_notes_changed`` re-reads each touched scope from ``NoteFile`` (as the
+transaction sees it) and makes the scope's rows match: one row per index line and one per topic file. Only
+passages whose text changed are embedded, inline, with the configured embedder (the on-device model takes a
+few milliseconds a passage). Without an embedder, or when it fails, the row is stored with no embedding and
+the Celery catch-up (``tasks.recall_catch_up``) embeds it later; recall meanwhile reads its text lexically.
+So a note that left the store leaves recall in the same commit, and one that came back returns with it.
+
+This module never decides what a turn may read (that is ``memory.policy``) and never writes a note.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+from django.utils import timezone
+
+from localai_memory.core.errors import InvalidInput
+from localai_memory.notes.models import ChangeSet, NoteFile
+from localai_memory.notes.paths import ROOT, Scope, check_topic, parse_index, parse_path
+
+from .embedders import Embedder, EmbeddingError, get_embedder
+from .models import DETAILS, LINE, SOURCE_IMPORT, SOURCE_MODEL, SOURCE_USER, NoteVector
+
+log = logging.getLogger(__name__)
+
+#: Passages one write embeds inline at most; a bigger write (a restore of everything) leaves the rest to the
+#: catch-up, so no transaction holds the owner's lock for long.
+INLINE_MAX_PASSAGES = 128
+#: After an embedder fails, writes and turns skip it this long (seconds), so a server that is down does not
+#: add its timeout to every note write; the catch-up embeds what was skipped.
+BREAKER_SECONDS = 15.0
+
+
+def passage(topic: str, kind: str, text: str) -> str:
+    """The text embedded for a row: ``"topic: summary"`` or ``"topic: details"`` (``ranking.note_passages``)."""
+    return f"{topic}: {text.strip()}"
+
+
+# --- a short memory of failing embedders ------------------------------------------------------------------
+
+_breaker_lock = threading.Lock()
+_open_until: dict[tuple[str, str], float] = {}
+
+
+def _breaker_key(embedder: Embedder) -> tuple[str, str]:
+    return embedder.model_id, str(getattr(embedder, "base_url", ""))
+
+
+def embedder_resting(embedder: Embedder) -> bool:
+    """True while ``embedder`` failed within the last ``BREAKER_SECONDS``."""
+    with _breaker_lock:
+        until = _open_until.get(_breaker_key(embedder))
+    return until is not None and time.time() < until
+
+
+def note_embedder_failed(embedder: Embedder) -> None:
+    with _breaker_lock:
+        _open_until[_breaker_key(embedder)] = time.time() + BREAKER_SECONDS
+
+
+def note_embedder_worked(embedder: Embedder) -> None:
+    with _breaker_lock:
+        _open_until.pop(_breaker_key(embedder), None)
+
+
+def reset_breakers() -> None:
+    """Forget every failure (a configuration change, or a test that starts clean)."""
+    with _breaker_lock:
+        _open_until.clear()
+
+
+def embed_texts(texts: Sequence[str], *, embedder: Embedder | None = None,
+                respect_breaker: bool = True) -> tuple[np.ndarray | None, Embedder | None]:
+    """``(unit vectors, the embedder)`` for ``texts``; ``(None, embedder)`` when it is resting or failed,
+    ``(None, None)`` without one. Never raises."""
+    if embedder is None:
+        embedder = current_embedder()
+    if embedder is None or not texts:
+        return None, embedder
+    if respect_breaker and embedder_resting(embedder):
+        return None, embedder
+    try:
+        vectors = embedder.embed(list(texts))
+    except EmbeddingError as exc:
+        log.warning("embedding %d passage(s) with %s failed: %s", len(texts), embedder.model_id, exc)
+        note_embedder_failed(embedder)
+        return None, embedder
+    note_embedder_worked(embedder)
+    return vectors, embedder
+
+
+def current_embedder() -> Embedder | None:
+    """The configured embedder, or None (an unknown configuration value counts as none, and is logged)."""
+    try:
+        return get_embedder()
+    except ValueError:
+        log.exception("the embeddings configuration is not valid; recall is lexical")
+        return None
+
+
+# --- what a scope should hold -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Passage:
+    topic: str
+    kind: str
+    path: str
+    text: str
+
+
+def scope_of_path(path: str) -> Scope | None:
+    try:
+        return parse_path(path).scope
+    except InvalidInput:
+        return None
+
+
+def _scope_files(owner_id: int, scope: Scope) -> list[NoteFile]:
+    """The files directly in the scope's folder (the user's folder also holds the agents' and channels')."""
+    files = NoteFile.objects.filter(owner_id=owner_id, path__startswith=scope.root + "/")
+    if scope.kind == "user":
+        files = files.exclude(path__startswith=f"{ROOT}/agents/").exclude(path__startswith=f"{ROOT}/channels/")
+    return [f for f in files.only("path", "content") if "/" not in f.path[len(scope.root) + 1:]]
+
+
+def scope_passages(owner_id: int, scope: Scope) -> dict[tuple[str, str], Passage]:
+    """The rows ``scope`` should have now: one per index line, one per non-empty topic file."""
+    wanted: dict[tuple[str, str], Passage] = {}
+    for note in _scope_files(owner_id, scope):
+        name = note.path.rsplit("/", 1)[-1][:-3]
+        if name == "index":
+            try:
+                entries = parse_index(note.content)
+            except InvalidInput:  # an index that no longer parses keeps no lines in recall
+                log.warning("recall skips %s of user %s: it does not parse", note.path, owner_id)
+                continue
+            for entry in entries:
+                wanted[(entry.topic, LINE)] = Passage(entry.topic, LINE,
+                                                                      note.path, entry.summary)
+        elif note.content.strip():
+            try:
+                topic = check_topic(name)
+            except InvalidInput:
+                continue
+            wanted[(topic, DETAILS)] = Passage(topic, DETAILS, note.path,
+                                                               note.content)
+    return wanted
+
+
+def source_of(change_set: ChangeSet | None) -> str:
+    """Who wrote the text a change set brought: the model on its own, an import, or a person (typed,
+    accepted, undone or restored by them). A confirmed suggestion of consolidation counts as the model's."""
+    if change_set is None:
+        return SOURCE_USER
+    if change_set.source == ChangeSet.Source.MODEL:
+        return SOURCE_MODEL
+    if change_set.source == ChangeSet.Source.IMPORT:
+        return SOURCE_IMPORT
+    if change_set.source == ChangeSet.Source.PROPOSAL and change_set.proposal_id:
+        from localai_memory.memory.models import Proposal
+
+        came_from = Proposal.objects.filter(pk=change_set.proposal_id).values_list("source", flat=True).first()
+        return {"consolidation": SOURCE_MODEL,
+                "import": SOURCE_IMPORT}.get(str(came_from), SOURCE_USER)
+    return SOURCE_USER
+
+
+# --- keeping rows in step ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncResult:
+    created: int = 0
+    updated: int = 0
+    deleted: int = 0
+    embedded: int = 0
+    waiting: int = 0  # rows left without a current embedding for the catch-up
+
+
+def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet | None = None,
+                now: datetime | None = None, embed: bool = True) -> SyncResult:
+    """Make the rows of ``scopes`` match the notes store. Caller holds the owner's lock (or owns the data).
+
+    New or changed passages get ``change_set``'s author and time; unchanged rows keep theirs. With ``embed``
+    the changed passages are embedded inline (at most ``INLINE_MAX_PASSAGES``); otherwise, or on failure,
+    they wait for the catch-up, which is queued after the commit.
+    """
+    now = now or (change_set.created_at if change_set is not None else timezone.now())
+    source = source_of(change_set)
+    result = SyncResult()
+    pending: list[NoteVector] = []
+    to_create: list[NoteVector] = []
+    to_update: list[NoteVector] = []
+    for scope in dict.fromkeys(scopes):
+        wanted = scope_passages(owner_id, scope)
+        existing = {(row.topic, row.kind): row for row in
+                    NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
+                    .defer("embedding")}
+        gone = [row.pk for key, row in existing.items() if key not in wanted]
+        if gone:
+            result.deleted += NoteVector.objects.filter(pk__in=gone).delete()[0]
+        for key, item in wanted.items():
+            row = existing.get(key)
+            if row is None:
+                row = NoteVector(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, topic=item.topic,
+                                 kind=item.kind, path=item.path, text=item.text, source=source, updated_at=now,
+                                 embedding=None, model_id="", dim=None)
+                to_create.append(row)
+                pending.append(row)
+            elif row.text != item.text or row.path != item.path:
+                row.text, row.path, row.source, row.updated_at = item.text, item.path, source, now
+                row.embedding, row.model_id, row.dim = None, "", None
+                to_update.append(row)
+                pending.append(row)
+    if pending and embed:
+        inline = pending[:INLINE_MAX_PASSAGES]
+        vectors, embedder = embed_texts([passage(r.topic, r.kind, r.text) for r in inline])
+        if vectors is not None and embedder is not None:
+            for row, vector in zip(inline, vectors, strict=True):
+                row.embedding, row.model_id, row.dim = vector, embedder.model_id, int(vector.shape[0])
+            result.embedded = len(inline)
+    if to_create:
+        NoteVector.objects.bulk_create(to_create)
+        result.created = len(to_create)
+    if to_update:
+        NoteVector.objects.bulk_update(to_update, ["text", "path", "source", "updated_at", "embedding",
+                                                   "model_id", "dim"])
+        result.updated = len(to_update)
+    result.waiting = len(pending) - result.embedded
+    if result.waiting:
+        queue_catch_up(owner_id=owner_id)
+    return result
+
+
+def on_notes_changed(sender: Any, *, owner_id: int, paths: Sequence[str], change_set: ChangeSet | None = None,
+                     **kwargs: Any) -> None:
+    """The ``notes_changed`` receiver: re-sync every scope the write touched, in its transaction."""
+    scopes = [scope for scope in (scope_of_path(p) for p in paths) if scope is not None]
+    if scopes:
+        scopes_sync(owner_id=owner_id, scopes=scopes, change_set=change_set)
+
+
+def owner_scopes_with_notes(owner_id: int) -> list[Scope]:
+    """Every scope of the owner that holds a file now or a recall row (rows of a vanished scope go too)."""
+    found: dict[Scope, None] = {}
+    for path in NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").values_list("path",
+                                                                                                   flat=True):
+        scope = scope_of_path(path)
+        if scope is not None:
+            found[scope] = None
+    for kind, key in (NoteVector.objects.filter(owner_id=owner_id).values_list("scope_kind", "scope_key")
+                      .distinct()):
+        try:
+            found[Scope(kind, key)] = None
+        except InvalidInput:
+            continue
+    return list(found)
+
+
+@transaction.atomic
+def owner_reindex(*, owner_id: int, embed: bool = True) -> SyncResult:
+    """Rebuild every recall row of the owner from the notes store (a repair; also what a backfill runs)."""
+    from localai_memory.notes.services import lock_owner
+
+    lock_owner(owner_id)
+    return scopes_sync(owner_id=owner_id, scopes=owner_scopes_with_notes(owner_id), embed=embed)
+
+
+# --- the catch-up -----------------------------------------------------------------------------------------
+
+
+def queue_catch_up(*, owner_id: int | None = None) -> None:
+    """Ask the worker to embed what waits, after this transaction commits (at most once a minute per owner).
+    Never raises: with the queue down the scheduled sweep catches up."""
+
+    def enqueue() -> None:
+        try:
+            from django.core.cache import cache
+
+            if not cache.add(f"recall:catch-up:{owner_id or 'all'}", "1", timeout=60):
+                return
+            from .tasks import recall_catch_up
+
+            recall_catch_up.apply_async(kwargs={"owner_id": owner_id}, countdown=1)
+        except Exception:
+            log.warning("recall catch-up not queued for user %s", owner_id, exc_info=True)
+
+    transaction.on_commit(enqueue)
+
+
+@dataclass
+class CatchUp:
+    examined: int
+    embedded: int
+    failed: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.examined == 0 and not self.failed
+
+
+def _rows(owner_id: int | None) -> Any:
+    return NoteVector.objects.all() if owner_id is None else NoteVector.objects.filter(owner_id=owner_id)
+
+
+def next_stale_model(*, model_id: str, owner_id: int | None = None) -> str | None:
+    """A model id (``""``: no vector yet) that some rows carry instead of ``model_id``; None when every row
+    is current. Two probes of the (model_id, id) index, whatever the table's size."""
+    rows = _rows(owner_id)
+    lower = rows.filter(model_id__lt=model_id).order_by("model_id").values_list("model_id", flat=True).first()
+    if lower is not None:
+        return lower
+    return rows.filter(model_id__gt=model_id).order_by("model_id").values_list("model_id", flat=True).first()
+
+
+def catch_up_batch(*, limit: int = 128, owner_id: int | None = None, embedder: Embedder | None = None) -> CatchUp:
+    """Embed up to ``limit`` rows that have no vector of the current model (none yet, or another model's).
+
+    Embedded rows leave the stale set, so repeated batches need no cursor. A row whose text changed while it
+    was being embedded is left alone (the write that changed it embedded it, or left it waiting), so a slow
+    batch never stores a stale vector. ``failed`` when the embedder is missing or failed: the rows wait.
+    """
+    embedder = embedder or current_embedder()
+    if embedder is None:
+        return CatchUp(examined=0, embedded=0, failed=True)
+    model_id = embedder.model_id
+    stale_model = next_stale_model(model_id=model_id, owner_id=owner_id)
+    if stale_model is None:
+        return CatchUp(examined=0, embedded=0)
+    batch = list(_rows(owner_id).filter(model_id=stale_model).order_by("id")
+                 .values("id", "topic", "kind", "text")[:limit])
+    if not batch:
+        return CatchUp(examined=0, embedded=0)
+    vectors, _ = embed_texts([passage(r["topic"], r["kind"], r["text"]) for r in batch], embedder=embedder,
+                             respect_breaker=False)
+    if vectors is None:
+        return CatchUp(examined=len(batch), embedded=0, failed=True)
+    embedded = 0
+    with transaction.atomic():
+        for row, vector in zip(batch, vectors, strict=True):
+            embedded += NoteVector.objects.filter(pk=row["id"], text=row["text"], model_id=stale_model).update(
+                embedding=vector, model_id=model_id, dim=int(vector.shape[0]))
+    return CatchUp(examined=len(batch), embedded=embedded)
+
+
+def waiting_count(*, owner_id: int | None = None, model_id: str | None = None) -> int:
+    """Rows without a vector of ``model_id`` (default: the current embedder's), for status and tests."""
+    if model_id is None:
+        embedder = current_embedder()
+        model_id = embedder.model_id if embedder else ""
+    return _rows(owner_id).exclude(model_id=model_id).count()

@@ -1,0 +1,71 @@
+"""The recall copy of every note: one row per passage (an index line, a topic file) with its embedding.
+
+These rows are derived from the notes store and rebuilt from it at any time (``index.owner_reindex``); only
+``recall.index`` writes them, inside the transaction of the note write that changed them. A row without an
+embedding (no embedder, or it failed) is still a row: lexical recall reads its text, and the Celery catch-up
+embeds it later. Each vector carries the ``model_id`` and ``dim`` that made it, so vectors of two models
+are never compared: a model switch re-embeds the rows instead of mixing them.
+
+Recall reads one owner's rows of the allowed scopes through the B-tree of ``recall_one_row_per_passage``
+(owner, scope_kind, scope_key, …) and ranks them exactly. There is deliberately no approximate vector index
+on this table: a global HNSW/IVF scan filtered by owner afterwards returns short or empty results.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from pgvector.django import VectorField
+
+#: The two kinds of passage and the three authors, as plain strings for code that compares them.
+LINE, DETAILS = "line", "details"
+SOURCE_USER, SOURCE_MODEL, SOURCE_IMPORT = "user", "model", "import"
+
+
+class NoteVector(models.Model):
+    """One passage of one note of one owner: its text, who wrote it, and its embedding (or none yet)."""
+
+    class Kind(models.TextChoices):
+        LINE = "line", "Index line"
+        DETAILS = "details", "Topic file"
+
+    class Source(models.TextChoices):
+        USER = "user", "Written or accepted by a person"
+        MODEL = "model", "Saved by the model on its own"
+        IMPORT = "import", "Imported"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="note_vectors",
+                              db_index=False)  # the unique constraint's B-tree leads with owner
+    scope_kind = models.CharField(max_length=10)
+    scope_key = models.CharField(max_length=60, blank=True)
+    topic = models.CharField(max_length=40)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    path = models.CharField(max_length=200, help_text="The file the passage comes from.")
+    text = models.TextField(help_text="The index line's summary, or the topic file's text.")
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.USER)
+    updated_at = models.DateTimeField()
+    embedding = VectorField(null=True, blank=True)
+    model_id = models.CharField(max_length=120, blank=True, help_text="The model that made the embedding.")
+    dim = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the index recall filters by: owner first, then the scope, then the passage.
+            models.UniqueConstraint(fields=["owner", "scope_kind", "scope_key", "topic", "kind"],
+                                    name="recall_one_row_per_passage"),
+            models.CheckConstraint(
+                condition=(models.Q(embedding__isnull=True, model_id="", dim__isnull=True)
+                           | (models.Q(embedding__isnull=False, dim__isnull=False) & ~models.Q(model_id=""))),
+                name="recall_vector_names_its_model",
+            ),
+            models.CheckConstraint(condition=models.Q(scope_kind__in=["user", "agent", "channel"]),
+                                   name="recall_scope_kind_valid"),
+        ]
+        indexes = [
+            # The catch-up finds the rows without a vector of the current model (none: model_id "") by
+            # model id, in id order, without reading the whole table.
+            models.Index(fields=["model_id", "id"], name="recall_model_rows"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id}:{self.scope_kind}:{self.scope_key}/{self.topic} ({self.kind})"

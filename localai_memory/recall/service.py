@@ -1,0 +1,495 @@
+"""Recall for a chat turn, semantic search, and the duplicate check: reads of one owner's recall rows.
+
+Every read filters by owner and by the scopes the caller may read *first* (the B-tree of
+``recall_one_row_per_passage``), fetches that owner's few hundred passages with their vectors, and ranks them
+exactly with ``ranking.rank_notes`` (relevance gate, relevance/recency/importance blend). Nothing here
+decides which scopes may be read: the caller passes what ``memory.policy`` allowed. When meaning cannot be
+used the ranking is lexical and the result says why (``no_embedder``, ``no_vectors``, ``low_coverage``,
+``dim_mismatch``, ``query_embed_failed``).
+
+``turn_recall`` is the hook registered in ``chats.services.recall_hooks``: it builds the recall query from
+the new message and a short window of the user's earlier *typed* messages, puts the best topics' details in
+front of the model as fenced data (``chats.context.recall_block``) and reports what it did.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import psycopg
+from django.db import connection
+from django.utils import timezone
+
+from localai_memory.core.errors import InvalidInput
+from localai_memory.notes.paths import SCOPE_KINDS, Scope
+
+from . import index
+from .embedders import Embedder
+from .models import DETAILS, LINE, SOURCE_USER, NoteVector
+from .ranking import (
+    DEFAULT_CONFIG,
+    Candidate,
+    DegradeReason,
+    DuplicateMatch,
+    RecallConfig,
+    RecallQuery,
+    ScoredNote,
+    VectorCoverage,
+    build_recall_query,
+    choose_degrade_reason,
+    content_terms,
+    is_duplicate,
+    rank_notes,
+)
+
+if TYPE_CHECKING:
+    from localai_memory.chats.services import RecallContribution, RecallRequest
+
+log = logging.getLogger(__name__)
+
+#: A search query longer than this is refused (a search box, not a document).
+QUERY_MAX_CHARS = 500
+SEARCH_LIMIT = 10
+_UNSET: Any = object()
+
+
+# --- the candidates of one owner --------------------------------------------------------------------------
+
+
+@dataclass
+class Note:
+    """One topic of one scope with its passages (index line, topic file) and their vectors."""
+
+    scope: Scope
+    topic: str
+    summary: str | None = None
+    details: str | None = None
+    source: str = SOURCE_USER
+    updated_at: datetime | None = None
+    #: (kind, model_id, vector) per passage that has an embedding.
+    vectors: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.scope.kind, self.scope.key, self.topic)
+
+    @property
+    def path(self) -> str:
+        return self.scope.topic_path(self.topic) if self.details is not None else self.scope.index_path
+
+    @property
+    def text(self) -> str:
+        """What lexical ranking reads: ``topic: summary`` and the details."""
+        head = f"{self.topic}: {self.summary or ''}".strip()
+        return f"{head}\n{self.details.strip()}" if self.details else head
+
+    def candidate(self, model_id: str | None) -> Candidate:
+        """The ranking's view: the vectors of ``model_id`` if it has any, else those of another model (so
+        coverage sees them) — never a mix of two models."""
+        mine = [v for _, m, v in self.vectors if m == model_id]
+        other_model = next((m for _, m, _ in self.vectors if m != model_id), None)
+        if mine:
+            vectors, used = np.stack(mine), model_id
+        elif other_model is not None:
+            vectors, used = np.stack([v for _, m, v in self.vectors if m == other_model]), other_model
+        else:
+            vectors, used = None, None
+        return Candidate(id=self.key, text=self.text, updated_at=self.updated_at or timezone.now(),
+                         scope=self.scope.kind, source=self.source, vectors=vectors, model_id=used)
+
+
+def _vector_from_send(raw: Any) -> np.ndarray | None:
+    """pgvector's binary form (``vector_send``): two big-endian uint16 (dim, unused), then float32s."""
+    if raw is None:
+        return None
+    data = bytes(raw)
+    (dim,) = struct.unpack_from(">H", data)
+    return np.frombuffer(data, dtype=">f4", count=dim, offset=4).astype(np.float32)
+
+
+def _scope_filter(scopes: Sequence[Scope]) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    for scope in scopes:
+        clauses.append("(scope_kind = %s AND scope_key = %s)")
+        params += [scope.kind, scope.key]
+    return " OR ".join(clauses), params
+
+
+def owner_notes(*, owner_id: int, scopes: Sequence[Scope]) -> list[Note]:
+    """The notes of ``scopes`` of one owner with their vectors (one indexed query; [] without scopes)."""
+    scopes = list(dict.fromkeys(scopes))
+    if not scopes:
+        return []
+    where, params = _scope_filter(scopes)
+    sql = (f"SELECT scope_kind, scope_key, topic, kind, text, source, updated_at, model_id, "
+           f"vector_send(embedding) FROM {NoteVector._meta.db_table} WHERE owner_id = %s AND ({where})")
+    # A server-side-binding cursor with binary results: the vectors arrive as raw bytes, not hex text, which
+    # halves the fetch (measured in bench/recall_turn). Same connection, so same transaction as Django's.
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, [owner_id, *params], binary=True)
+        rows = cursor.fetchall()
+    by_scope = {(s.kind, s.key): s for s in scopes}
+    notes: dict[tuple[str, str, str], Note] = {}
+    for kind, key, topic, passage_kind, text, source, updated_at, model_id, raw in rows:
+        note = notes.get((kind, key, topic))
+        if note is None:
+            note = notes[(kind, key, topic)] = Note(scope=by_scope[(kind, key)], topic=topic, source=source,
+                                                    updated_at=updated_at)
+        if passage_kind == LINE:
+            note.summary = text
+            note.source = source  # who wrote the index line is who wrote the note
+        else:
+            note.details = text
+        if note.updated_at is None or updated_at > note.updated_at:
+            note.updated_at = updated_at
+        vector = _vector_from_send(raw)
+        if vector is not None:
+            note.vectors.append((passage_kind, model_id, vector))
+    order = {kind: n for n, kind in enumerate(SCOPE_KINDS)}
+    return sorted(notes.values(), key=lambda n: (order[n.scope.kind], n.scope.key, n.topic))
+
+
+def notes_coverage(notes: Sequence[Note], *, model_id: str | None, dim: int | None) -> VectorCoverage:
+    """``ranking.vector_coverage`` of the notes' candidates, counted from the stored vectors directly (the
+    same answer without normalising every vector again): a note counts as matching when it has a vector of
+    ``model_id`` (with dimension ``dim``, when given)."""
+    with_vectors = matching = 0
+    for note in notes:
+        if not note.vectors:
+            continue
+        with_vectors += 1
+        if any(m == model_id and (dim is None or v.shape[0] == dim) for _, m, v in note.vectors):
+            matching += 1
+    return VectorCoverage(total=len(notes), with_vectors=with_vectors, matching=matching)
+
+
+# --- recall -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recalled:
+    note: Note
+    scored: ScoredNote
+
+    @property
+    def score(self) -> float:
+        return self.scored.score
+
+
+@dataclass
+class RecallOutcome:
+    """What recall found for one query: the notes that passed the gate (best first), how, and how long."""
+
+    items: list[Recalled]
+    mode: str  # semantic | lexical
+    degraded: str | None
+    candidates: int
+    model_id: str | None = None
+    query_vectors: np.ndarray | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # ms: fetch, embed, rank
+    notes: list[Note] = field(default_factory=list)  # every candidate, ranked or not
+
+
+def recall_notes(
+    *,
+    owner_id: int,
+    scopes: Sequence[Scope],
+    query: RecallQuery | str | None,
+    now: datetime | None = None,
+    config: RecallConfig = DEFAULT_CONFIG,
+    embedder: Embedder | None = _UNSET,
+    query_vectors: np.ndarray | None = None,
+) -> RecallOutcome:
+    """Rank the owner's notes of ``scopes`` for ``query``. ``embedder`` defaults to the configured one;
+    ``query_vectors`` (rows of ``query.texts_to_embed()``) skips embedding the query (benchmarks)."""
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    if isinstance(query, str):
+        query = RecallQuery(text=query)
+    if embedder is _UNSET:
+        embedder = index.current_embedder()
+    notes = owner_notes(owner_id=owner_id, scopes=scopes)
+    timings["fetch"] = (time.perf_counter() - started) * 1000
+    model_id = embedder.model_id if embedder is not None else None
+    candidates = [note.candidate(model_id) for note in notes]
+    coverage = notes_coverage(notes, model_id=model_id, dim=None)
+    degraded = choose_degrade_reason(embedder_present=embedder is not None, coverage=coverage,
+                                     min_coverage=config.min_coverage)
+    if degraded in (DegradeReason.NO_VECTORS, DegradeReason.LOW_COVERAGE, DegradeReason.DIM_MISMATCH):
+        index.queue_catch_up(owner_id=owner_id)
+    if query is None or not query.text.strip() or not candidates:
+        return RecallOutcome([], "semantic" if degraded is None and embedder else "lexical",
+                             str(degraded) if degraded else None, len(candidates), model_id, None, timings, notes)
+    vectors = query_vectors
+    if degraded is None and embedder is not None and vectors is None:
+        t0 = time.perf_counter()
+        vectors, _ = index.embed_texts(query.texts_to_embed(), embedder=embedder)
+        timings["embed"] = (time.perf_counter() - t0) * 1000
+        if vectors is None:
+            degraded = DegradeReason.QUERY_EMBED_FAILED
+    if degraded is None and vectors is not None:
+        # Same model id but another dimension (a server that changed its output) is a mismatch too.
+        sized = notes_coverage(notes, model_id=model_id, dim=int(np.asarray(vectors).shape[-1]))
+        degraded = choose_degrade_reason(embedder_present=True, coverage=sized, min_coverage=config.min_coverage)
+        if degraded is not None:
+            index.queue_catch_up(owner_id=owner_id)
+    t0 = time.perf_counter()
+    result = rank_notes(candidates, query=query, now=now or timezone.now(),
+                        query_vectors=vectors if degraded is None else None, query_model_id=model_id,
+                        degrade_reason=degraded, config=config)
+    timings["rank"] = (time.perf_counter() - t0) * 1000
+    by_key = {note.key: note for note in notes}
+    items = [Recalled(by_key[item.id], item) for item in result.items]  # type: ignore[index]
+    return RecallOutcome(items, result.mode, str(result.degrade_reason) if result.degrade_reason else None,
+                         len(candidates), model_id, vectors if degraded is None else None, timings, notes)
+
+
+# --- the turn's hook --------------------------------------------------------------------------------------
+
+
+def _typed(message: Mapping[str, Any]) -> bool:
+    if message.get("typed_by_user") is False:
+        return False
+    return str(message.get("origin") or "").lower() in ("", "user")
+
+
+def query_messages(request: RecallRequest) -> list[dict[str, Any]]:
+    """The turn's messages as recall sees them: earlier ones keep the client's ``origin`` marks, and the new
+    message is marked as not typed when the chat stored it so (a trigger, a job)."""
+    messages = [dict(m) for m in request.history if isinstance(m, Mapping)]
+    typed = getattr(request, "typed_by_user", None)
+    if typed is None:
+        from localai_memory.chats.models import Message, Role
+
+        typed = (Message.objects.filter(chat=request.chat, role=Role.USER).order_by("-id")
+                 .values_list("typed_by_user", flat=True).first())
+    current: dict[str, Any] = {"role": "user", "content": request.content}
+    if typed is False:
+        current["origin"] = "host"
+    messages.append(current)
+    return [m if _typed(m) else {**m, "origin": m.get("origin") or "host"} for m in messages]
+
+
+def readable_scopes(request: RecallRequest) -> list[Scope]:
+    from localai_memory.chats.context import SCOPE_ORDER
+
+    return [request.scopes[kind] for kind in SCOPE_ORDER
+            if kind in request.decision.read_scopes and kind in request.scopes]
+
+
+def turn_recall(request: RecallRequest) -> RecallContribution | None:
+    """The recall hook of a chat turn: the best topics of the allowed scopes as fenced data, and the report."""
+    from localai_memory.chats.services import RecallContribution
+
+    scopes = readable_scopes(request)
+    if not scopes:
+        return None
+    text, report, _ = recall_contribution(owner_id=request.chat.owner_id, scopes=scopes,
+                                          query=build_recall_query(query_messages(request)))
+    return RecallContribution(text=text, report=report)
+
+
+def recall_contribution(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | None,
+                        embedder: Embedder | None = _UNSET, query_vectors: np.ndarray | None = None,
+                        now: datetime | None = None) -> tuple[str, dict[str, Any], RecallOutcome]:
+    """What recall adds to one turn: the fenced text, ``report["recall"]`` and the outcome behind them."""
+    from localai_memory.chats import context
+
+    outcome = recall_notes(owner_id=owner_id, scopes=scopes, query=query, embedder=embedder,
+                           query_vectors=query_vectors, now=now)
+    shown_lines = _index_lines_shown(owner_id, scopes, outcome)
+    notes = [context.RecalledNote(kind=r.note.scope.kind, scope=r.note.scope, topic=r.note.topic,
+                                  summary=r.note.summary, details=r.note.details,
+                                  line_shown=(r.note.scope.kind, r.note.topic) in shown_lines)
+             for r in outcome.items]
+    block = context.recall_block(notes)
+    report = {
+        "count": len(outcome.items),
+        "topics": [r.note.topic for r in outcome.items],
+        "notes": [{"scope": r.note.scope.kind, "key": r.note.scope.key, "topic": r.note.topic,
+                   "path": r.note.path, "score": round(r.score, 4),
+                   "similarity": None if r.scored.cosine is None else round(r.scored.cosine, 4),
+                   "shown": r.note.key in block.shown}
+                  for r in outcome.items],
+        "degraded": outcome.degraded,
+        "mode": outcome.mode,
+        "candidates": outcome.candidates,
+    }
+    return block.text, report, outcome
+
+
+def _index_lines_shown(owner_id: int, scopes: Sequence[Scope], outcome: RecallOutcome) -> set[tuple[str, str]]:
+    """Which recalled topics' index lines the turn's memory block shows: all of them, unless the indexes
+    pass the turn's budget and the block was cut (then the block is rebuilt to see what it kept)."""
+    from localai_memory.chats import context
+    from localai_memory.notes import selectors as notes_selectors
+    from localai_memory.notes.paths import TURN_INDEXES_MAX_BYTES
+
+    wanted: set[tuple[str, str]] = {(r.note.scope.kind, r.note.topic) for r in outcome.items}
+    if not wanted:
+        return set()
+    # An upper bound of the block's bytes: every line with its "-> topic.md" (neutralising only shortens).
+    upper = sum(len(f"- {n.topic}: {n.summary} -> {n.topic}.md".encode()) + 1 for n in outcome.notes if n.summary)
+    if upper <= TURN_INDEXES_MAX_BYTES:
+        return wanted
+    indexes = [context.IndexShown(scope.kind, scope, notes_selectors.index_text(owner_id=owner_id, scope=scope))
+               for scope in scopes]
+    lines = set(context.memory_block(indexes).text.splitlines())
+    shown: set[tuple[str, str]] = set()
+    for recalled in outcome.items:
+        note = recalled.note
+        for suffix in ("", f" -> {note.topic}.md"):
+            if context.neutralise(f"- {note.topic}: {note.summary}{suffix}") in lines:
+                shown.add((note.scope.kind, note.topic))
+    return shown
+
+
+# --- search -----------------------------------------------------------------------------------------------
+
+
+def check_query(raw: object) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidInput("q is required: what to search for", code="invalid_query")
+    if len(raw) > QUERY_MAX_CHARS or "\x00" in raw:
+        raise InvalidInput(f"q holds at most {QUERY_MAX_CHARS} characters", code="invalid_query")
+    return raw.strip()
+
+
+def _best_line(note: Note, query: str, where: str) -> str:
+    if where == "index":
+        return f"{note.topic}: {note.summary or ''}"
+    lines = [line.strip() for line in (note.details or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    wanted = set(content_terms(query))
+    needle = query.lower()
+    return max(lines, key=lambda line: (needle in line.lower(), len(wanted & set(content_terms(line)))))
+
+
+def _where(note: Note, recalled: ScoredNote, outcome: RecallOutcome, query: str) -> str:
+    """Which passage of the note matched best: its index line or its topic file."""
+    if note.details is None:
+        return "index"
+    if note.summary is None:
+        return "details"
+    if outcome.query_vectors is not None and recalled.cosine is not None:
+        q = np.asarray(outcome.query_vectors, dtype=np.float32)[0]
+        sims = {kind: float(v @ q) for kind, model, v in note.vectors if model == outcome.model_id}
+        if sims:
+            return "details" if sims.get(DETAILS, -2) > sims.get(LINE, -2) \
+                else "index"
+    wanted = set(content_terms(query))
+    in_line = len(wanted & set(content_terms(f"{note.topic} {note.summary}")))
+    in_details = len(wanted & set(content_terms(note.details)))
+    return "details" if in_details > in_line else "index"
+
+
+def search(*, owner_id: int, scopes: Sequence[Scope], query: str, limit: int = SEARCH_LIMIT,
+           now: datetime | None = None) -> dict[str, Any]:
+    """Semantic search of the owner's notes in ``scopes``: the notes that pass the relevance gate, best
+    first, with their score (the recall blend), similarity (cosine; None when matched by words) and where
+    they matched. Raises InvalidInput for an empty or oversized query."""
+    query = check_query(query)
+    config = replace(DEFAULT_CONFIG, max_items=max(1, min(int(limit), 50)))
+    outcome = recall_notes(owner_id=owner_id, scopes=scopes, query=RecallQuery(text=query), now=now,
+                           config=config)
+    results = []
+    for recalled in outcome.items:
+        note = recalled.note
+        where = _where(note, recalled.scored, outcome, query)
+        results.append({
+            "scope": note.scope.kind, "key": note.scope.key, "topic": note.topic, "path": note.path,
+            "summary": note.summary, "details": note.details, "in": where, "line": _best_line(note, query, where),
+            "score": round(recalled.score, 4),
+            "similarity": None if recalled.scored.cosine is None else round(recalled.scored.cosine, 4),
+            "matched_by": recalled.scored.matched_by,
+        })
+    return {"query": query, "mode": outcome.mode, "degraded": outcome.degraded, "results": results}
+
+
+def parse_scope(raw: object) -> Scope | None:
+    """``user``, ``agent:<id>`` or ``channel:<key>`` (None when absent); anything else is a 400."""
+    if raw in (None, ""):
+        return None
+    if not isinstance(raw, str):
+        raise InvalidInput("scope must be user, agent:<id> or channel:<key>", code="invalid_scope")
+    kind, _, key = raw.partition(":")
+    if kind not in SCOPE_KINDS:
+        raise InvalidInput("scope must be user, agent:<id> or channel:<key>", code="invalid_scope")
+    return Scope(kind, key)  # type: ignore[arg-type]
+
+
+def owner_scopes(*, owner_id: int) -> list[Scope]:
+    """Every scope of the owner that recall holds rows for (the user's own first)."""
+    keys = NoteVector.objects.filter(owner_id=owner_id).values_list("scope_kind", "scope_key").distinct()
+    scopes = {Scope.user()}
+    for kind, key in keys:
+        try:
+            scopes.add(Scope(kind, key))
+        except InvalidInput:
+            continue
+    order = {kind: n for n, kind in enumerate(SCOPE_KINDS)}
+    return sorted(scopes, key=lambda s: (order[s.kind], len(s.key), s.key))
+
+
+# --- duplicates -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """An existing index line that a proposed note repeats."""
+
+    scope: Scope
+    topic: str
+    summary: str
+    similarity: float
+    by: str
+
+    @property
+    def line(self) -> str:
+        return f"- {self.topic}: {self.summary}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope.kind, "topic": self.topic, "summary": self.summary, "line": self.line,
+                "similarity": round(self.similarity, 4), "by": self.by}
+
+
+def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
+                   details: str | None = None) -> Duplicate | None:
+    """The line of another topic in ``scope`` that means the same as the proposed ``summary``, or None.
+
+    The proposal's own topic is never its duplicate: writing it is an update (or "already saved"). Numbers
+    or a negation that differ are never duplicates (``ranking.is_duplicate``). Proposed details that the
+    matching note does not hold are new information, so such a note is not a duplicate either.
+    """
+    if not summary or not summary.strip():
+        return None
+    notes = [n for n in owner_notes(owner_id=owner_id, scopes=[scope]) if n.topic != topic and n.summary]
+    if not notes:
+        return None
+    embedder = index.current_embedder()
+    model_id = embedder.model_id if embedder is not None else None
+    vectors, _ = index.embed_texts([index.passage(topic, LINE, summary)], embedder=embedder) \
+        if embedder is not None else (None, None)
+    candidates = []
+    for note in notes:
+        line_vectors = [v for kind, m, v in note.vectors if kind == LINE and m == model_id]
+        candidates.append(Candidate(id=note.topic, text=note.summary or "", updated_at=timezone.now(),
+                                    vectors=line_vectors[0] if line_vectors else None,
+                                    model_id=model_id if line_vectors else None))
+    match: DuplicateMatch | None = is_duplicate(summary, candidates, new_vector=vectors, model_id=model_id)
+    if match is None:
+        return None
+    existing = next(n for n in notes if n.topic == match.id)
+    if details and details.strip() and (existing.details or "").strip() != details.strip():
+        return None
+    return Duplicate(scope=scope, topic=existing.topic, summary=existing.summary or "",
+                     similarity=match.similarity, by=match.by)
