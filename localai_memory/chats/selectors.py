@@ -89,11 +89,15 @@ def chat_scopes(*, chat: Chat) -> dict[str, Scope]:
 def memory_status(*, chat: Chat) -> dict:
     """``GET /api/chats/{id}/tools``: the memory object ({on, code, blocked_by, fix}), the tools offered and
     the scopes, from the policy's turn decision for this chat now."""
-    from .context import BUILTIN_TOOLS, SCOPE_ORDER, offered_tools
+    from localai_memory.notes import selectors as notes_selectors
+
+    from .context import BUILTIN_TOOLS, SCOPE_ORDER, IndexShown, offered_tools, topic_count
 
     decision = policy.decide_turn(turn_facts(chat=chat))
-    tools = offered_tools(decision)
     scopes = chat_scopes(chat=chat)
+    shown = [IndexShown(kind, scopes[kind], notes_selectors.index_text(owner_id=chat.owner_id, scope=scopes[kind]))
+             for kind in SCOPE_ORDER if decision.memory_on and kind in decision.read_scopes and kind in scopes]
+    tools = offered_tools(decision, topics=topic_count(shown))
     return {
         "memory": {"on": decision.memory_on, "code": decision.code, "blocked_by": decision.blocked_by,
                    "fix": decision.fix, "served_by": decision.served_by},

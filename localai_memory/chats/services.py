@@ -182,13 +182,13 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
     scopes = chat_scopes(chat=chat)
-    tools = context.offered_tools(decision)
     indexes: list[context.IndexShown] = []
     if decision.memory_on and decision.served_by == "builtin":
         for kind in context.SCOPE_ORDER:
             if kind in decision.read_scopes and kind in scopes:
                 text = notes_selectors.index_text(owner_id=chat.owner_id, scope=scopes[kind])
                 indexes.append(context.IndexShown(kind, scopes[kind], text))
+    tools = context.offered_tools(decision, topics=context.topic_count(indexes))
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools)
@@ -274,6 +274,9 @@ def memory_header(report: dict[str, Any]) -> str:
         "proposed": len(report.get("proposed", [])),
         "refused": len(report.get("refused", [])),
         "degraded": recall.get("degraded") or recall.get("degrade_reason"),
+        "recalled": recall.get("count", 0),
+        "recalled_topics": list(recall.get("topics", []))[:20],
+        "recall_mode": recall.get("mode"),
     }
     if report.get("saved"):
         compact["saved_topics"] = [s["topic"] for s in report["saved"]][:20]

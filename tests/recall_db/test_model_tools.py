@@ -149,3 +149,21 @@ def test_a_duplicate_in_another_scope_is_not_this_scopes_duplicate(api, owner, m
     propose(model, {"kind": "memory", "topic": "food", "summary": "is vegetarian"})
     body = send(api, new_chat(api, agent=agent.pk), "Remember I'm vegetarian.")
     assert body["memory"]["saved"][0]["scope"] == "agent"
+
+
+def test_a_turn_over_many_notes_offers_memory_search_to_the_model_and_the_tools_report_lists_it(api, owner, model):
+    for n in range(context.SEARCH_TOOL_MIN_TOPICS + 2):
+        note(owner, f"topic-{n}", f"fact number {n}")
+    chat_id = new_chat(api)
+    send(api, chat_id)
+    offered = [tool["function"]["name"] for tool in model.requests[-1]["tools"]]
+    assert "memory_search" in offered
+    assert "memory_search" in api.get(f"/api/chats/{chat_id}/tools").json()["tools"]
+
+
+def test_a_turn_over_few_notes_offers_only_the_three_tools(api, owner, model):
+    note(owner, "home", "lives in Rome")
+    chat_id = new_chat(api)
+    send(api, chat_id)
+    offered = sorted(tool["function"]["name"] for tool in model.requests[-1]["tools"])
+    assert offered == ["context_read", "propose_change", "revert_change"]
