@@ -361,16 +361,16 @@ def _two_owners(using: str, limit: int = DEFAULT_LIMIT + 1) -> Iterator[Violatio
                 yield Violation("two_owners", f"{model._meta.label} {pk} and its {f.name} belong to different "
                                               "owners", {"model": model._meta.label, "pk": pk, "field": f.name})
     for label, attname, target_label in SOFT_REFERENCES:
-        model, target = _model(label), _model(target_label)
-        if model is None or target is None or attname not in {f.attname for f in model._meta.concrete_fields}:
+        source, target = _model(label), _model(target_label)
+        if source is None or target is None or attname not in {f.attname for f in source._meta.concrete_fields}:
             continue
-        path, target_path = owner_path(model), owner_path(target)
-        if path is None or target_path is None:
+        source_path, referenced_path = owner_path(source), owner_path(target)
+        if source_path is None or referenced_path is None:
             continue
-        referenced = target._default_manager.using(using).filter(pk=OuterRef(attname)).values(target_path)[:1]
-        rows = (model._default_manager.using(using).filter(**{f"{attname}__isnull": False})
+        referenced = target._default_manager.using(using).filter(pk=OuterRef(attname)).values(referenced_path)[:1]
+        rows = (source._default_manager.using(using).filter(**{f"{attname}__isnull": False})
                 .annotate(_ref_owner=Subquery(referenced)).filter(_ref_owner__isnull=False)
-                .exclude(**{path: F("_ref_owner")}).values_list("pk", flat=True)[:limit])
+                .exclude(**{source_path: F("_ref_owner")}).values_list("pk", flat=True)[:limit])
         for pk in rows:
             yield Violation("two_owners", f"{label} {pk} names {target_label} by {attname} of another owner",
                             {"model": label, "pk": pk, "field": attname})

@@ -1,0 +1,123 @@
+"""Figures from the driver's records: latency percentiles per route, throughput, outcome counts, the
+overhead of memory per turn, and status counts per fault phase. Pure functions over lists; no I/O except
+the ``print_*`` helpers."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of ``values``; NaN for none."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def bucket(status: int | str) -> str:
+    if status == "conn":
+        return "conn"
+    if status == "driver":
+        return "driver"
+    code = int(status)
+    if code == 503:
+        return "503"
+    return f"{code // 100}xx"
+
+
+def route_table(requests: Iterable[list[Any]], *, start: float, end: float) -> list[dict[str, Any]]:
+    """Per route: count, requests/s, p50/p95/p99 (ms, answered requests only) and outcome counts."""
+    by_route: dict[str, list[list[Any]]] = defaultdict(list)
+    for record in requests:
+        if start <= record[0] <= end:
+            by_route[record[2]].append(record)
+    seconds = max(end - start, 1e-9)
+    rows = []
+    for route, records in sorted(by_route.items()):
+        answered = [r[1] for r in records if r[3] not in ("conn", "driver")]
+        outcomes = Counter(bucket(r[3]) for r in records)
+        rows.append({"route": route, "count": len(records), "rps": len(records) / seconds,
+                     "p50": percentile(answered, 50), "p95": percentile(answered, 95),
+                     "p99": percentile(answered, 99), "outcomes": dict(outcomes)})
+    return rows
+
+
+def print_route_table(rows: list[dict[str, Any]], out=print) -> None:
+    out(f"{'route':<48} {'count':>7} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}  outcomes")
+    for row in rows:
+        outcomes = " ".join(f"{k}={v}" for k, v in sorted(row["outcomes"].items()))
+        out(f"{row['route']:<48} {row['count']:>7} {row['rps']:>7.1f} {row['p50']:>8.1f} {row['p95']:>8.1f} "
+            f"{row['p99']:>8.1f}  {outcomes}")
+
+
+def overhead(pairs: list[list[Any]]) -> dict[str, dict[str, float]]:
+    """Per kind (and ``all``): percentiles of the memory-on and the direct turn, their differences and ratios,
+    and percentiles of the per-pair difference (on - direct)."""
+    kinds: dict[str, list[list[Any]]] = defaultdict(list)
+    for pair in pairs:
+        kinds[pair[0]].append(pair)
+        kinds["all"].append(pair)
+    result = {}
+    for kind, rows in sorted(kinds.items()):
+        on = [r[1] for r in rows]
+        direct = [r[2] for r in rows]
+        diff = [r[1] - r[2] for r in rows]
+        figures: dict[str, float] = {"pairs": len(rows), "memory_read": sum(1 for r in rows if r[4] > 0)}
+        for q in (50, 95, 99):
+            figures[f"on_p{q}"] = percentile(on, q)
+            figures[f"direct_p{q}"] = percentile(direct, q)
+            figures[f"delta_p{q}"] = figures[f"on_p{q}"] - figures[f"direct_p{q}"]
+            figures[f"ratio_p{q}"] = figures[f"on_p{q}"] / figures[f"direct_p{q}"]
+            figures[f"paired_p{q}"] = percentile(diff, q)
+        result[kind] = figures
+    return result
+
+
+def print_overhead(table: dict[str, dict[str, float]], out=print) -> None:
+    out(f"{'turn':<9} {'pairs':>6} {'':>4} {'memory on':>10} {'direct':>8} {'overhead':>9} {'ratio':>7} "
+        f"{'paired diff':>12}")
+    for kind, f in table.items():
+        for q in (50, 95, 99):
+            label = kind if q == 50 else ""
+            pairs = f"{int(f['pairs'])}" if q == 50 else ""
+            out(f"{label:<9} {pairs:>6} p{q:<3} {f[f'on_p{q}']:>8.1f}ms {f[f'direct_p{q}']:>6.1f}ms "
+                f"{f[f'delta_p{q}']:>+7.1f}ms {f[f'ratio_p{q}']:>6.3f}x {f[f'paired_p{q}']:>+10.1f}ms")
+
+
+def phase_counts(requests: Iterable[list[Any]], phases: list[tuple[str, float, float]]) -> list[dict[str, Any]]:
+    """Per phase (name, start, end): counts of 2xx / 4xx / 503 (and whether each was a clean JSON 503 with
+    Retry-After) / other 5xx / dropped connections, by the moment each request ended (a request in flight
+    when a service stopped belongs to the outage)."""
+    rows = []
+    records = list(requests)
+    for name, start, end in phases:
+        counts: Counter[str] = Counter()
+        for record in records:
+            if start <= record[0] + record[1] / 1000 < end:
+                status, outcome = record[3], record[4]
+                if status == "driver":
+                    counts["driver_error"] += 1
+                elif status == "conn":
+                    counts["dropped"] += 1
+                elif outcome == "503ok":
+                    counts["503"] += 1
+                elif outcome == "503bad":
+                    counts["503_unclear"] += 1
+                elif outcome == "5xx":
+                    counts["other_5xx"] += 1
+                else:
+                    counts[bucket(status)] += 1
+        rows.append({"phase": name, "seconds": end - start, **counts})
+    return rows
+
+
+def print_phase_counts(rows: list[dict[str, Any]], out=print) -> None:
+    columns = ["2xx", "4xx", "503", "503_unclear", "other_5xx", "dropped", "driver_error"]
+    out(f"{'phase':<34} {'secs':>5} " + " ".join(f"{c:>11}" for c in columns))
+    for row in rows:
+        out(f"{row['phase']:<34} {row['seconds']:>5.0f} " + " ".join(f"{row.get(c, 0):>11}" for c in columns))

@@ -1,0 +1,154 @@
+"""Abuse a person or an attacker would try: guessing passwords, signing up in bulk, reading tokens out of a
+leaked database, reading notes out of the logs, framing the pages, and posting forms from another site."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+
+import pytest
+from django.db import connection
+from django.test import Client
+from rest_framework.test import APIClient
+
+from localai_memory.accounts.models import ApiToken
+from localai_memory.memory.models import Proposal
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "correct horse battery staple"
+
+
+def address() -> str:
+    """A client address of its own, so the throttle's memory (Redis) of other runs never counts."""
+    return f"2001:db8::{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}"
+
+
+@pytest.fixture
+def throttled(settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"auth": "3/min"}}
+
+
+def test_a_password_guesser_is_stopped_with_429_after_a_few_tries(owner, throttled):
+    client, ip = APIClient(), address()
+    answers = [client.post("/api/auth/token", {"username": "alice", "password": f"guess{n}"}, format="json",
+                           REMOTE_ADDR=ip) for n in range(3)]
+    assert [a.status_code for a in answers] == [400, 400, 400]
+
+    stopped = client.post("/api/auth/token", {"username": "alice", "password": PASSWORD}, format="json",
+                          REMOTE_ADDR=ip)
+
+    assert stopped.status_code == 429
+    assert stopped.json()["error"]["code"] == "throttled"
+    assert int(stopped["Retry-After"]) > 0
+    elsewhere = client.post("/api/auth/token", {"username": "alice", "password": PASSWORD}, format="json",
+                            REMOTE_ADDR=address())
+    assert elsewhere.status_code == 200
+
+
+def test_signing_up_in_bulk_is_stopped_with_429(db, throttled, settings):
+    settings.OPEN_SIGNUP = True
+    client, ip = APIClient(), address()
+    made = [client.post("/api/auth/register", {"username": f"bulk{n}-{uuid.uuid4().hex[:6]}", "password": PASSWORD},
+                        format="json", REMOTE_ADDR=ip).status_code for n in range(4)]
+    assert made == [201, 201, 201, 429]
+
+
+def test_a_leaked_database_holds_no_working_token(owner):
+    key = APIClient().post("/api/auth/token", {"username": "alice", "password": PASSWORD}, format="json",
+                           REMOTE_ADDR=address()).json()["token"]
+
+    found = []
+    with connection.cursor() as cursor:
+        cursor.execute("""SELECT table_name, column_name FROM information_schema.columns
+                          WHERE table_schema = 'public' AND data_type IN ('text', 'character varying', 'jsonb', 'json')""")
+        for table, column in cursor.fetchall():
+            cursor.execute(f'SELECT count(*) FROM "{table}" WHERE "{column}"::text LIKE %s', [f"%{key[8:]}%"])
+            if cursor.fetchone()[0]:
+                found.append(f"{table}.{column}")
+
+    assert found == []
+    assert ApiToken.objects.filter(user=owner, key_hash=hashlib.sha256(key.encode()).hexdigest()).exists()
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get("/api/chats/memory").status_code == 200
+
+
+def test_no_note_token_or_secret_reaches_the_logs(db, caplog, model, settings, openai_server):
+    """A whole workload at INFO: sign up, log in (and fail once), change settings, write a note, chat with a
+    model that proposes a note, confirm and undo it, a model failure, the OpenAI-compatible route."""
+    settings.OPEN_SIGNUP = True
+    settings.LLM_API_KEY = openai_server.api_key = "sk-loopback-" + uuid.uuid4().hex
+    caplog.set_level(logging.INFO)
+    note = "my bank PIN is 4921 and the spare key is under the blue pot"
+    proposed = "neighbour Quentin waters the ferns"
+    client = APIClient(REMOTE_ADDR=address())
+    key = client.post("/api/auth/register", {"username": "pat", "password": PASSWORD}, format="json").json()["token"]
+    assert client.post("/api/auth/token", {"username": "pat", "password": "not " + PASSWORD},
+                       format="json").status_code == 400
+    second = client.post("/api/auth/token", {"username": "pat", "password": PASSWORD}, format="json").json()["token"]
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.put("/api/chats/memory", {"save_mode": "ask"}, format="json").status_code == 200
+    assert api.put("/api/files/content?path=Memory/keys.md", {"content": note + "\n"},
+                   format="json").status_code == 200
+    chat = api.post("/api/chats", {}, format="json").json()["id"]
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "ferns", "summary": proposed})),
+                 reply("I will ask you first."))
+    turn = api.post(f"/api/chats/{chat}/messages", {"content": f"Remember: {proposed}. Also {note}."},
+                    format="json")
+    assert turn.status_code == 200
+    proposal = Proposal.objects.get(topic="ferns")
+    change = api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm").json()["change"]["id"]
+    assert api.post(f"/api/chats/changes/{change}/undo").status_code == 200
+    model.fail_next(500)
+    assert api.post(f"/api/chats/{chat}/messages", {"content": note}, format="json").status_code == 502
+    openai = APIClient()
+    openai.credentials(HTTP_AUTHORIZATION=f"Bearer {second}")
+    assert openai.post("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": note}]},
+                       format="json").status_code == 200
+    assert APIClient().get("/api/chats/memory", HTTP_AUTHORIZATION="Token " + key[:-4] + "XXXX").status_code == 401
+
+    assert caplog.records, "the workload logged nothing at all: the check would prove nothing"
+    logged = caplog.text + "\n".join(str(record.args) for record in caplog.records)
+    for secret in (note, "bank PIN", proposed, "Quentin", key, second, key[8:], PASSWORD, settings.LLM_API_KEY):
+        assert secret not in logged, f"{secret!r} is in the logs"
+
+
+def test_pages_forbid_framing_sniffing_and_leaking_the_address(db):
+    for url in ("/login/", "/api/schema/"):
+        response = Client().get(url)
+        assert response["X-Frame-Options"] == "DENY"
+        assert response["X-Content-Type-Options"] == "nosniff"
+        assert response["Referrer-Policy"] == "same-origin"
+
+
+def test_the_api_sends_the_same_headers(owner, client_for):
+    response = client_for(owner).get("/api/chats/memory")
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Referrer-Policy"] == "same-origin"
+
+
+def test_a_login_posted_without_the_csrf_token_is_refused(owner):
+    browser = Client(enforce_csrf_checks=True)
+    refused = browser.post("/login/", {"username": "alice", "password": PASSWORD})
+    assert refused.status_code == 403
+
+    token = browser.get("/login/").cookies["csrftoken"].value
+    accepted = browser.post("/login/", {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token})
+    assert accepted.status_code == 302
+
+
+def test_a_signed_in_browser_cannot_be_made_to_change_settings_from_another_site(owner):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+
+    forged = browser.put("/api/chats/memory", {"enabled": False}, content_type="application/json")
+    forged_page = browser.post("/settings/memory/switch/", {"enabled": "off"})
+
+    assert forged.status_code == 403
+    assert forged_page.status_code == 403
+    assert browser.get("/api/chats/memory").json()["enabled"] is True
