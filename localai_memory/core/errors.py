@@ -125,6 +125,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         return error_response(Forbidden("You may not do that."))
     if isinstance(exc, DjangoValidationError):
         return error_response(InvalidInput(" ".join(exc.messages)))
+    if _sqlstate(exc) in ("40P01", "40001"):  # deadlock or serialization failure: nothing was written
+        return error_response(Conflict("Another change happened at the same time; try again.", code="retry"))
     if isinstance(exc, (OperationalError, InterfaceError)):
         return error_response(ServiceUnavailable("The database is not reachable right now; try again shortly."))
     if isinstance(exc, DatabaseError) and "could not serialize" in str(exc):
@@ -154,6 +156,12 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
             response["WWW-Authenticate"] = auth_header or 'Token realm="api"'
         return response
     return None
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The PostgreSQL error code behind a Django database error, if any."""
+    cause = exc.__cause__ or exc.__context__
+    return getattr(cause, "sqlstate", None) or getattr(exc, "sqlstate", None)
 
 
 def _is_redis_outage(exc: Exception) -> bool:

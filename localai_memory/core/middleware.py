@@ -19,8 +19,11 @@ class ServiceUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        from .errors import _is_redis_outage
+        from .errors import _is_redis_outage, _sqlstate
 
+        if _sqlstate(exception) in ("40P01", "40001"):
+            return JsonResponse({"error": {"code": "retry", "message": "Another change happened at the same "
+                                           "time; nothing was saved. Try again."}}, status=409)
         if isinstance(exception, (OperationalError, InterfaceError)) or _is_redis_outage(exception):
             log.warning("service unavailable on %s: %s", request.path, type(exception).__name__)
             response = JsonResponse(

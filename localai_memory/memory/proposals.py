@@ -275,6 +275,9 @@ def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: 
 @transaction.atomic
 def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None) -> object:
     now = timezone.now()
+    # The owner's note lock first, as proposal_create and every note write take it: the same order
+    # everywhere, so a confirm racing the model's proposal of the same note cannot deadlock.
+    lock_owner(owner_id)
     proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
     if proposal.status == Proposal.Status.EXPIRED:
         return _EXPIRED
@@ -319,6 +322,9 @@ def proposal_reject(*, owner_id: int, proposal_id: object, actor: str, sender: S
 @transaction.atomic
 def _reject(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None) -> object:
     now = timezone.now()
+    # The owner's note lock first, as proposal_create and every note write take it: the same order
+    # everywhere, so a confirm racing the model's proposal of the same note cannot deadlock.
+    lock_owner(owner_id)
     proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
     if proposal.status == Proposal.Status.EXPIRED:
         return _EXPIRED

@@ -151,6 +151,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    def get_request(self):  # type: ignore[no-untyped-def]
+        # Headers and body go out in separate writes: without TCP_NODELAY a kept-alive client waits ~40 ms.
+        conn, addr = super().get_request()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, addr
+
     daemon_threads = True
     allow_reuse_address = True
     owner: LoopbackHTTPServer
