@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -386,6 +386,8 @@ def _call_listeners(listeners: list[Callable[[Any], None]], item: Any) -> bool:
     for listener in list(listeners):
         try:
             listener(item)
+        except (OperationalError, InterfaceError):
+            raise  # the database is gone: end this sweep; the next one retries what was not announced
         except Exception:  # one broken listener never stops the sweep
             log.exception("memory listener %r failed on %r", listener, item)
             ok = False

@@ -222,3 +222,15 @@ def test_a_yes_in_the_chat_and_a_click_in_the_inbox_at_the_same_moment_save_once
         assert saved_for(proposal) == 1
     assert sum(answers.values()) == 3
     assert check_invariants() == []
+
+
+def test_a_confirm_and_the_model_proposing_the_same_note_again_never_deadlock(owner):
+    for round_ in range(10):
+        proposal = proposal_create(owner_id=owner.pk, scope=Scope.user(), topic=f"x{round_}", summary="a b")
+        results = at_once([
+            lambda pk=proposal.pk: proposal_confirm(owner_id=owner.pk, proposal_id=pk, actor="you"),
+            lambda r=round_: proposal_create(owner_id=owner.pk, scope=Scope.user(), topic=f"x{r}", summary="a b"),
+        ])
+        assert all(kind == "ok" or isinstance(value, ApplicationError) for kind, value in results), results
+        assert saved_for(proposal) == 1
+    assert check_invariants() == []
