@@ -295,7 +295,8 @@ class Driver:
                 if kind == "propose":
                     text = f"Please remember this. [[propose:{self.pick_topic(rng)}:Note {self.token()}]]"
                 else:
-                    text = "What should I cook tonight? Keep it short."
+                    # a new text every turn, as people write: no turn reuses an earlier query's embedding
+                    text = f"What should I cook tonight? Keep it short. (ref {self.token()})"
                 body = {"model": "bench-model", "messages": [{"role": "user", "content": text}]}
                 on_first = rng.random() < 0.5
                 try:

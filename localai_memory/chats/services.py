@@ -71,6 +71,8 @@ class RecallRequest:
     history: list[dict[str, Any]]
     decision: policy.TurnDecision
     scopes: dict[str, Scope]
+    #: how the new message was stored (None: recall reads it from the chat)
+    typed_by_user: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools)
     earlier = history if history is not None else _history(chat, user_message)
     recall_text, recall_report = _recall(RecallRequest(chat=chat, content=content, history=earlier,
-                                                       decision=decision, scopes=scopes))
+                                                       decision=decision, scopes=scopes,
+                                                       typed_by_user=typed_by_user))
     if recall_text:
         system += "\n\n" + recall_text
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *earlier,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +30,7 @@ from localai_memory.core.errors import InvalidInput
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import ROOT, Scope, check_topic, parse_index, parse_path
 
-from .embedders import Embedder, EmbeddingError, get_embedder
+from .embedders import Embedder, EmbeddingError, OnDeviceEmbedder, get_embedder
 from .models import DETAILS, LINE, SOURCE_IMPORT, SOURCE_MODEL, SOURCE_USER, NoteVector
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,59 @@ def embed_texts(texts: Sequence[str], *, embedder: Embedder | None = None,
         return None, embedder
     note_embedder_worked(embedder)
     return vectors, embedder
+
+
+# --- query vectors, remembered per process ---------------------------------------------------------------
+
+#: Query texts whose on-device vectors a process remembers (a chat's earlier message is part of the next
+#: turn's query, and clients resend the same message). 384 float32 each: 1.5 MB at most. Only the current
+#: embedder's vectors are kept (a new embedder object, after a configuration change, starts empty).
+QUERY_CACHE_MAX = 1024
+_query_lock = threading.Lock()
+_query_vectors: dict[int, tuple[Embedder, OrderedDict[str, np.ndarray]]] = {}
+
+
+def embed_query_texts(texts: Sequence[str], *, embedder: Embedder) -> tuple[np.ndarray | None, Embedder]:
+    """``embed_texts`` for a turn's query: the on-device model's vectors of texts embedded before are
+    reused (the model is deterministic and local); only the others are embedded. Any other embedder (a
+    server, which may fail or change) is asked every time, exactly as ``embed_texts``."""
+    if not isinstance(embedder, OnDeviceEmbedder) or not texts:
+        vectors, used = embed_texts(texts, embedder=embedder)
+        return vectors, used or embedder
+    if embedder_resting(embedder):
+        return None, embedder
+    with _query_lock:
+        entry = _query_vectors.get(id(embedder))
+        if entry is None or entry[0] is not embedder:
+            _query_vectors.clear()  # never hold on to an embedder the configuration dropped
+            entry = _query_vectors[id(embedder)] = (embedder, OrderedDict())
+        cache = entry[1]
+        rows = {text: cache[text] for text in texts if text in cache}
+        for text in rows:
+            cache.move_to_end(text)
+    missing = list(dict.fromkeys(text for text in texts if text not in rows))
+    if missing:
+        vectors, _ = embed_texts(missing, embedder=embedder)
+        if vectors is None:
+            return None, embedder
+        fresh = {text: np.array(vectors[i], dtype=np.float32) for i, text in enumerate(missing)}
+        for row in fresh.values():
+            row.flags.writeable = False
+        rows.update(fresh)
+        with _query_lock:
+            if _query_vectors.get(id(embedder), (None,))[0] is not embedder:
+                return np.stack([rows[text] for text in texts]), embedder  # forgotten meanwhile
+            for text, row in fresh.items():
+                cache[text] = row
+            while len(cache) > QUERY_CACHE_MAX:
+                cache.popitem(last=False)
+    return np.stack([rows[text] for text in texts]), embedder
+
+
+def forget_query_vectors() -> None:
+    """Forget every remembered query vector (tests that swap models)."""
+    with _query_lock:
+        _query_vectors.clear()
 
 
 def current_embedder() -> Embedder | None:

@@ -231,7 +231,7 @@ def recall_notes(
     vectors = query_vectors
     if degraded is None and embedder is not None and vectors is None:
         t0 = time.perf_counter()
-        vectors, _ = index.embed_texts(query.texts_to_embed(), embedder=embedder)
+        vectors, _ = index.embed_query_texts(query.texts_to_embed(), embedder=embedder)
         timings["embed"] = (time.perf_counter() - t0) * 1000
         if vectors is None:
             degraded = DegradeReason.QUERY_EMBED_FAILED
