@@ -149,13 +149,11 @@ def _card(request: HttpRequest, proposal_id: int, *, status: int = 200, error: s
                    "nav_section": "chats" if following.startswith("/chats/") else "inbox"}, status=status)
 
 
-@login_required
-@not_found_as_404
-@require_POST
-def proposal_confirm(request: HttpRequest, proposal_id: int) -> HttpResponse:
+def _answer(request: HttpRequest, proposal_id: int, answer, done: str) -> HttpResponse:
+    """Confirm or drop one proposal from its card or the inbox; the service decides, the page only tells."""
     proposal = proposal_services.access_proposal(request.user.pk, proposal_id)
     try:
-        proposal_services.proposal_confirm(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
+        answer(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
     except NotFound:
         raise
     except ApplicationError as exc:
@@ -165,28 +163,22 @@ def proposal_confirm(request: HttpRequest, proposal_id: int) -> HttpResponse:
         return back(request, "/inbox/")
     if is_htmx(request):
         return _card(request, proposal.pk)
-    messages.success(request, f"Saved to memory: {proposal.topic}.")
+    messages.success(request, f"{done}: {proposal.topic}.")
     return back(request, "/inbox/")
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def proposal_confirm(request: HttpRequest, proposal_id: int) -> HttpResponse:
+    return _answer(request, proposal_id, proposal_services.proposal_confirm, "Saved to memory")
 
 
 @login_required
 @not_found_as_404
 @require_POST
 def proposal_reject(request: HttpRequest, proposal_id: int) -> HttpResponse:
-    proposal = proposal_services.access_proposal(request.user.pk, proposal_id)
-    try:
-        proposal_services.proposal_reject(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
-    except NotFound:
-        raise
-    except ApplicationError as exc:
-        if is_htmx(request):
-            return _card(request, proposal.pk, error=exc.message)
-        flash_error(request, exc)
-        return back(request, "/inbox/")
-    if is_htmx(request):
-        return _card(request, proposal.pk)
-    messages.success(request, f"Not saved: {proposal.topic}.")
-    return back(request, "/inbox/")
+    return _answer(request, proposal_id, proposal_services.proposal_reject, "Not saved")
 
 
 @login_required
