@@ -13,7 +13,7 @@ from django.db import models, transaction
 
 from localai_memory.memory.models import Proposal
 from localai_memory.notes.models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
-from localai_memory.notes.services import lock_owner
+from localai_memory.notes.services import lock_owner, memory_erase
 
 #: Apps whose rows keyed by an owner hold note text (vectors and copies made for recall).
 _DERIVED_APPS = ("recall",)
@@ -61,11 +61,5 @@ def memory_clear(*, owner_id: int) -> dict[str, int]:
     deleted["proposals"] = Proposal.objects.filter(owner_id=owner_id).delete()[0]
     for model in _derived_models():
         deleted[model._meta.label_lower] = model.objects.filter(owner_id=owner_id).delete()[0]
-    deleted["trash_files"] = TrashFile.objects.filter(entry__owner_id=owner_id).delete()[0]
-    deleted["trash_entries"] = TrashEntry.objects.filter(owner_id=owner_id).delete()[0]
-    deleted["versions"] = FileVersion.objects.filter(owner_id=owner_id).delete()[0]
-    deleted["changed_files"] = FileChange.objects.filter(change_set__owner_id=owner_id).delete()[0]
-    ChangeSet.objects.filter(owner_id=owner_id).update(reverts=None)
-    deleted["change_sets"] = ChangeSet.objects.filter(owner_id=owner_id).delete()[0]
-    deleted["files"] = NoteFile.objects.filter(owner_id=owner_id).delete()[0]
+    deleted.update(memory_erase(owner_id=owner_id))
     return deleted

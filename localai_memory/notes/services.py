@@ -238,6 +238,25 @@ def memory_forget(*, owner_id: int, actor: str = "you") -> TrashEntry | None:
 
 
 @transaction.atomic
+def memory_erase(*, owner_id: int) -> dict[str, int]:
+    """Erase every file of the owner for good: current text, versions, change sets and the Trash.
+
+    Not undoable (nothing is left to undo from); Forget everything (``memory_forget``) is the restorable
+    one. Returns what was deleted, per kind.
+    """
+    lock_owner(owner_id)
+    deleted: dict[str, int] = {}
+    deleted["trash_files"] = TrashFile.objects.filter(entry__owner_id=owner_id).delete()[0]
+    deleted["trash_entries"] = TrashEntry.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["versions"] = FileVersion.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["changed_files"] = FileChange.objects.filter(change_set__owner_id=owner_id).delete()[0]
+    ChangeSet.objects.filter(owner_id=owner_id).update(reverts=None)
+    deleted["change_sets"] = ChangeSet.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["files"] = NoteFile.objects.filter(owner_id=owner_id).delete()[0]
+    return deleted
+
+
+@transaction.atomic
 def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> ChangeSet:
     """Put a Trash entry's files back. Refuses (409) if any of its paths holds a file again."""
     lock_owner(owner_id)
