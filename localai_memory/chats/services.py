@@ -86,6 +86,9 @@ class RecallContribution:
 #: Semantic recall plugs in here. A hook runs only while memory is on and the built-in provider serves it,
 #: reads only ``decision.read_scopes``, and must present what it adds as data (fenced, under a header).
 recall_hooks: list[Callable[[RecallRequest], RecallContribution | None]] = []
+#: Called with the same request earlier in the turn, before the user's message is stored, when the indexes
+#: hold notes: a preparer may start work the hook will need (it must not write, and must not block).
+recall_preparers: list[Callable[[RecallRequest], None]] = []
 
 
 @transaction.atomic
@@ -139,17 +142,29 @@ def chat_update(*, owner_id: int, chat_id: int, title: str | None = None, one_to
     return chat
 
 
-@transaction.atomic
 def message_add(*, chat: Chat, role: str, content: str, typed_by_user: bool = False, sender_id: int | None = None,
-                memory: dict[str, Any] | None = None) -> Message:
-    message = Message.objects.create(chat=chat, role=role, content=content, typed_by_user=typed_by_user,
-                                     sender_id=sender_id, memory=memory or {})
-    fields = ["updated_at"]
-    if not chat.title and role == Role.USER:
-        chat.title = _clean_title(content)
-        fields.append("title")
-    chat.save(update_fields=fields)
+                memory: dict[str, Any] | None = None, touch_chat: bool = True) -> Message:
+    """Store one message. ``touch_chat`` also moves the chat to the top of the list (its ``updated_at``);
+    a turn stores its user message without it (one INSERT) and touches the chat with the reply. A chat
+    without a title is named after its first user message either way."""
+    name_chat = not chat.title and role == Role.USER
+    if not touch_chat and not name_chat:
+        return Message.objects.create(chat=chat, role=role, content=content, typed_by_user=typed_by_user,
+                                      sender_id=sender_id, memory=memory or {})
+    with transaction.atomic():
+        message = Message.objects.create(chat=chat, role=role, content=content, typed_by_user=typed_by_user,
+                                         sender_id=sender_id, memory=memory or {})
+        fields = ["updated_at"]
+        if name_chat:
+            chat.title = _clean_title(content)
+            fields.append("title")
+        chat.save(update_fields=fields)
     return message
+
+
+def chat_touch(*, chat: Chat) -> None:
+    """Move the chat to the top of the list (a turn whose model failed still happened)."""
+    chat.save(update_fields=["updated_at"])
 
 
 def _check_content(content: object) -> str:
@@ -162,10 +177,12 @@ def _check_content(content: object) -> str:
     return content
 
 
-def _history(chat: Chat, before: Message) -> list[dict[str, Any]]:
-    rows = list(Message.objects.filter(chat=chat, role__in=[Role.USER, Role.ASSISTANT], id__lt=before.pk)
-                .order_by("-created_at", "-id")[:HISTORY_MESSAGES])
-    return [{"role": row.role, "content": row.content} for row in reversed(rows)]
+def _history(chat: Chat) -> list[dict[str, Any]]:
+    """The chat's last ``HISTORY_MESSAGES`` user and assistant messages, oldest first (read before the new
+    message is stored, so it is not among them)."""
+    rows = list(Message.objects.filter(chat=chat, role__in=[Role.USER, Role.ASSISTANT])
+                .order_by("-created_at", "-id").values_list("role", "content")[:HISTORY_MESSAGES])
+    return [{"role": role, "content": text} for role, text in reversed(rows)]
 
 
 def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
@@ -178,8 +195,6 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     name it and hold what memory did before the failure.
     """
     content = _check_content(content)
-    user_message = message_add(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
-                               sender_id=sender.sender_id if sender else None)
     state = read_memory_state(owner_id=chat.owner_id)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
@@ -190,14 +205,18 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
             if kind in decision.read_scopes and kind in scopes:
                 text = notes_selectors.index_text(owner_id=chat.owner_id, scope=scopes[kind])
                 indexes.append(context.IndexShown(kind, scopes[kind], text))
+    earlier = history if history is not None else _history(chat)
+    recall_request = RecallRequest(chat=chat, content=content, history=earlier, decision=decision, scopes=scopes,
+                                   typed_by_user=typed_by_user)
+    if any(shown.text.strip() for shown in indexes):
+        _recall_prepare(recall_request)  # the query's embedding runs while the message is stored
+    user_message = message_add(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
+                               sender_id=sender.sender_id if sender else None, touch_chat=False)
     tools = context.offered_tools(decision, topics=context.topic_count(indexes))
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools)
-    earlier = history if history is not None else _history(chat, user_message)
-    recall_text, recall_report = _recall(RecallRequest(chat=chat, content=content, history=earlier,
-                                                       decision=decision, scopes=scopes,
-                                                       typed_by_user=typed_by_user))
+    recall_text, recall_report = _recall(recall_request)
     if recall_text:
         system += "\n\n" + recall_text
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *earlier,
@@ -213,6 +232,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         reply = _loop(messages, context.tool_definitions(decision, tools), ctx)
     except UpstreamError as exc:
         exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}
+        chat_touch(chat=chat)
         raise
     text = reply.content or ""
     assistant = message_add(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
@@ -222,6 +242,17 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         consolidation_schedule_after_turn(chat.owner_id)
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage)
+
+
+def _recall_prepare(request: RecallRequest) -> None:
+    """Let each recall hook start slow work early (embedding the query) while the turn goes on."""
+    if not request.decision.memory_on or request.decision.served_by != "builtin":
+        return
+    for prepare in recall_preparers:
+        try:
+            prepare(request)
+        except Exception:  # only a head start; the hook itself runs later either way
+            log.exception("recall preparer %r failed", prepare)
 
 
 def _recall(request: RecallRequest) -> tuple[str, dict[str, Any]]:
