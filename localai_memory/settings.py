@@ -149,6 +149,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "localai_memory.core.middleware.ServerTimingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "localai_memory.core.middleware.BodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

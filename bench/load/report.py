@@ -78,6 +78,34 @@ def overhead(pairs: list[list[Any]]) -> dict[str, dict[str, float]]:
     return result
 
 
+def split(pairs: list[list[Any]]) -> dict[str, dict[str, float]]:
+    """Where a memory-on turn's time went, per kind, from its ``Server-Timing``: ``work`` = the app's time
+    less its wait for the model (memory, the database, Django), ``recall`` (the recall step, in ``work``),
+    and ``outside`` = what the client saw less the app's time (HTTP, gunicorn, the client)."""
+    kinds: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for pair in pairs:
+        timing = pair[5] if len(pair) > 5 else {}
+        if not {"app", "model"} <= set(timing):
+            continue
+        row = {"work": timing["app"] - timing["model"], "recall": timing.get("recall", 0.0),
+               "outside": pair[1] - timing["app"]}
+        kinds[pair[0]].append(row)
+        kinds["all"].append(row)
+    return {kind: {f"{part}_p{q}": percentile([r[part] for r in rows], q)
+                   for part in ("work", "recall", "outside") for q in (50, 95, 99)} | {"turns": len(rows)}
+            for kind, rows in sorted(kinds.items())}
+
+
+def print_split(table: dict[str, dict[str, float]], out=print) -> None:
+    out(f"{'turn':<9} {'turns':>6} {'':>4} {'app work':>9} {'of it recall':>13} {'outside the app':>16}")
+    for kind, f in table.items():
+        for q in (50, 95, 99):
+            label = kind if q == 50 else ""
+            turns = f"{int(f['turns'])}" if q == 50 else ""
+            out(f"{label:<9} {turns:>6} p{q:<3} {f[f'work_p{q}']:>7.1f}ms {f[f'recall_p{q}']:>11.1f}ms "
+                f"{f[f'outside_p{q}']:>14.1f}ms")
+
+
 def print_overhead(table: dict[str, dict[str, float]], out=print) -> None:
     out(f"{'turn':<9} {'pairs':>6} {'':>4} {'memory on':>10} {'direct':>8} {'overhead':>9} {'ratio':>7} "
         f"{'paired diff':>12}")

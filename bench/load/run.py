@@ -130,6 +130,9 @@ def print_report(args: argparse.Namespace, results: dict, verification: dict, vi
     read = int(table.get("all", {}).get("memory_read", 0))
     pairs = int(table.get("all", {}).get("pairs", 0))
     log(f"memory was on (the X-Memory header reports the index read) in {read} of {pairs} memory-on turns")
+    log("where the memory-on turns' time went (Server-Timing: the app's time less its wait for the model; "
+        "what the client saw less the app's time):")
+    report.print_split(report.split(results["pairs"]), out=log)
     log("")
     log(f"== what was saved (database: {size['files']} files, {size['versions']} versions, "
         f"{size['change_sets']} change sets, {size['bytes'] / 2**20:.0f} MiB) ==")

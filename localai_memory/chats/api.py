@@ -111,7 +111,7 @@ class ChatMessagesApi(ApiView):
             "user_message_id": result.user_message_id,
             "message_id": result.assistant_message_id,
             "memory": result.memory,
-        })
+        }, headers={"Server-Timing": services.server_timing(result.timings)})
 
 
 class ChatBuiltinsApi(ApiView):
@@ -234,7 +234,8 @@ class ChatCompletionsApi(ApiView):
         model = body.get("model") if isinstance(body.get("model"), str) else settings.LLM_MODEL
         created = int(time.time())
         completion_id = f"chatcmpl-{chat.pk}-{result.assistant_message_id}"
-        headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk)}
+        headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk),
+                   "Server-Timing": services.server_timing(result.timings)}
         if body.get("stream") is True:
             return _stream(completion_id, created, model, result.reply, headers)
         usage = result.usage or {}

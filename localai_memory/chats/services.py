@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,8 @@ class TurnResult:
     memory: dict[str, Any]
     model: str = ""
     usage: dict[str, Any] | None = None
+    #: milliseconds spent waiting for the model, and on recall, in this turn (``server_timing``)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,20 +148,18 @@ def chat_update(*, owner_id: int, chat_id: int, title: str | None = None, one_to
 def message_add(*, chat: Chat, role: str, content: str, typed_by_user: bool = False, sender_id: int | None = None,
                 memory: dict[str, Any] | None = None, touch_chat: bool = True) -> Message:
     """Store one message. ``touch_chat`` also moves the chat to the top of the list (its ``updated_at``);
-    a turn stores its user message without it (one INSERT) and touches the chat with the reply. A chat
-    without a title is named after its first user message either way."""
-    name_chat = not chat.title and role == Role.USER
-    if not touch_chat and not name_chat:
-        return Message.objects.create(chat=chat, role=role, content=content, typed_by_user=typed_by_user,
-                                      sender_id=sender_id, memory=memory or {})
-    with transaction.atomic():
-        message = Message.objects.create(chat=chat, role=role, content=content, typed_by_user=typed_by_user,
-                                         sender_id=sender_id, memory=memory or {})
-        fields = ["updated_at"]
-        if name_chat:
-            chat.title = _clean_title(content)
-            fields.append("title")
-        chat.save(update_fields=fields)
+    a turn stores its user message without it and touches the chat with the reply. A chat without a title
+    is named after its first user message either way. The message is one INSERT; the chat's row is
+    written after it, apart (its time and title only order and name the list, so no transaction ties
+    them: two round trips to the database instead of four)."""
+    message = Message.objects.create(chat=chat, role=role, content=content, typed_by_user=typed_by_user,
+                                     sender_id=sender_id, memory=memory or {})
+    fields = ["updated_at"] if touch_chat else []
+    if not chat.title and role == Role.USER:
+        chat.title = _clean_title(content)
+        fields += ["title", "updated_at"]
+    if fields:
+        chat.save(update_fields=sorted(set(fields)))
     return message
 
 
@@ -216,7 +217,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools)
+    started = time.perf_counter()
     recall_text, recall_report = _recall(recall_request)
+    timings = {"recall": (time.perf_counter() - started) * 1000, "model": 0.0}
     if recall_text:
         system += "\n\n" + recall_text
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *earlier,
@@ -229,7 +232,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
                       report=report)
     try:
-        reply = _loop(messages, context.tool_definitions(decision, tools), ctx)
+        reply = _loop(messages, context.tool_definitions(decision, tools), ctx, timings)
     except UpstreamError as exc:
         exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}
         chat_touch(chat=chat)
@@ -241,7 +244,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
 
         consolidation_schedule_after_turn(chat.owner_id)
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
-                      assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage)
+                      assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage,
+                      timings=timings)
 
 
 def _recall_prepare(request: RecallRequest) -> None:
@@ -274,10 +278,20 @@ def _recall(request: RecallRequest) -> tuple[str, dict[str, Any]]:
     return "\n\n".join(texts), report
 
 
-def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx: ToolContext) -> llm.ModelReply:
-    """Call the model; run its tool calls and call it again, at most MAX_TOOL_ROUNDS times; then it answers."""
+def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx: ToolContext,
+          timings: dict[str, float]) -> llm.ModelReply:
+    """Call the model; run its tool calls and call it again, at most MAX_TOOL_ROUNDS times; then it answers.
+    ``timings["model"]`` adds up the milliseconds spent waiting for the model."""
+
+    def ask(tools: list[dict[str, Any]] | None) -> llm.ModelReply:
+        started = time.perf_counter()
+        try:
+            return llm.chat_completion(messages=messages, tools=tools)
+        finally:
+            timings["model"] = timings.get("model", 0.0) + (time.perf_counter() - started) * 1000
+
     for _ in range(MAX_TOOL_ROUNDS):
-        reply = llm.chat_completion(messages=messages, tools=definitions or None)
+        reply = ask(definitions or None)
         if not reply.tool_calls:
             return reply
         messages.append(reply.as_message())
@@ -290,9 +304,14 @@ def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                              "content": json.dumps(result, ensure_ascii=False)})
     # Enough tools: the model answers from what it has (no tools offered on this last call).
-    final = llm.chat_completion(messages=messages, tools=None)
+    final = ask(None)
     return llm.ModelReply(content=final.content, tool_calls=(), finish_reason=final.finish_reason,
                           usage=final.usage, model=final.model)
+
+
+def server_timing(timings: dict[str, float]) -> str:
+    """The turn's part of the ``Server-Timing`` header: ``model;dur=…, recall;dur=…`` (milliseconds)."""
+    return ", ".join(f"{name};dur={value:.1f}" for name, value in timings.items())
 
 
 def memory_header(report: dict[str, Any]) -> str:

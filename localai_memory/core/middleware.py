@@ -1,8 +1,11 @@
-"""Outages of PostgreSQL or Redis become a clear, retryable 503 instead of a 500 page."""
+"""Outages of PostgreSQL or Redis become a clear, retryable 503 instead of a 500 page; bodies over the limit a
+413; and every response says in ``Server-Timing`` how long the app took (``app``) next to what a view
+measured (a chat turn adds ``model`` and ``recall``), so a slow reply can be told apart from a slow model."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
@@ -55,3 +58,19 @@ class BodySizeLimitMiddleware:
                                            "message": f"The request body is larger than {limit} bytes."}},
                                 status=413)
         return self.get_response(request)
+
+
+class ServerTimingMiddleware:
+    """Adds ``app;dur=<ms>`` (time inside Django, this middleware outward) to the ``Server-Timing`` header,
+    after any metrics the view set there (durations only: nothing about the user or the notes)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        app = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
+        earlier = response.get("Server-Timing")
+        response["Server-Timing"] = f"{earlier}, {app}" if earlier else app
+        return response

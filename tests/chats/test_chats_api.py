@@ -234,3 +234,27 @@ def test_the_admin_lists_chats_messages_and_proposals_read_only(owner, client, d
         assert response.status_code == 200, url
     assert b"Dinner plans" in client.get("/admin/chats/chat/?q=Dinner").content
     assert client.get("/admin/chats/chat/add/").status_code == 403
+
+
+def _server_timing(response) -> dict[str, float]:
+    parts = (item.strip().split(";dur=") for item in response["Server-Timing"].split(","))
+    return {name: float(value) for name, value in parts}
+
+
+def test_a_turn_says_how_long_the_model_and_the_app_took(owner, client_for, model):
+    note(owner, "home", "lives in Rome")
+    model.latency_ms = 40
+    response = bearer(client_for, owner).post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Where do I live?"}]}, format="json")
+    assert response.status_code == 200, response.content
+    timing = _server_timing(response)
+    assert set(timing) == {"model", "recall", "app"}
+    assert timing["model"] >= 40
+    assert timing["app"] >= timing["model"] + timing["recall"]
+
+
+def test_the_chat_route_reports_its_timing_too(owner, client_for, model):
+    chat = client_for(owner).post("/api/chats", {"title": "t"}, format="json").json()
+    response = client_for(owner).post(f"/api/chats/{chat['id']}/messages", {"content": "hi"}, format="json")
+    assert response.status_code == 200, response.content
+    assert _server_timing(response)["app"] >= _server_timing(response)["model"] > 0
