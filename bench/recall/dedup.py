@@ -21,9 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from localai_memory.recall.embedders import OnDeviceEmbedder
-from localai_memory.recall.ranking import DUPLICATE_COSINE, Candidate, is_duplicate
+from localai_memory.recall.ranking import DUPLICATE_COSINE, Candidate, is_duplicate, passage_text
 
 SET_PATH = Path(__file__).with_name("dedup_set.json")
+
+
+def embedded(line: str) -> str:
+    """What the app embeds for an index line ``"topic: summary"`` (``recall.index.passage``)."""
+    topic, _, summary = line.partition(": ")
+    return passage_text(topic, summary) if summary else line
 
 
 def load() -> list[dict]:
@@ -42,7 +48,7 @@ def measure(pairs: list[dict], embedder: OnDeviceEmbedder | None, threshold: flo
     for pair in pairs:
         if half and pair["half"] != half:
             continue
-        vectors = embedder.embed([pair["existing"], pair["proposed"]]) if embedder else None
+        vectors = embedder.embed([embedded(pair["existing"]), embedded(pair["proposed"])]) if embedder else None
         existing = Candidate(id=1, text=pair["existing"], updated_at=now,
                              vectors=None if vectors is None else vectors[0],
                              model_id=embedder.model_id if embedder else None)
@@ -73,7 +79,7 @@ def main() -> None:
     if args.sweep:
         cosines = []
         for pair in pairs:
-            v = embedder.embed([pair["existing"], pair["proposed"]])
+            v = embedder.embed([embedded(pair["existing"]), embedded(pair["proposed"])])
             cosines.append((float(v[0] @ v[1]), pair["duplicate"], pair["half"], pair["proposed"]))
         for cos, dup, half, text in sorted(cosines):
             print(f"  {cos:.3f} {'DUP ' if dup else 'keep'} {half} {text}")

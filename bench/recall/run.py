@@ -3,8 +3,9 @@
     .venv/bin/python bench/recall/run.py            # the shipped configuration, every provider here
     .venv/bin/python bench/recall/run.py --sweep    # grid-search the cosine gate on the tune half only
 
-Providers: ``ondevice`` (all-MiniLM-L6-v2 int8, in process), ``lexical`` (no vectors: BM25 over content
-words, what recall does with ``no_embedder``) and ``endpoint`` (an OpenAI-compatible server, only when
+Providers: ``ondevice`` (all-MiniLM-L6-v2 int8, in process), ``lexical`` (no vectors: PostgreSQL full
+text, what recall does with ``no_embedder``; it starts an embedded PostgreSQL of its own, see
+``postgres_lexical_scores``) and ``endpoint`` (an OpenAI-compatible server, only when
 ``EMBEDDINGS_BASE_URL`` is set; ``EMBEDDINGS_MODEL`` names its model).
 
 The set (recall_set.json) is split by position: even positions of each list are the tune half (used to
@@ -101,6 +102,7 @@ class Prepared:
     embed_ms: list[float]  # one user message, end to end
     notes_seconds: float
     note_count: int
+    lexical: list[dict[str, float]] | None = None  # per case, topic -> PostgreSQL full-text rank
 
 
 def prepare(name: str, embedder: Embedder | None, data: dict, cases: list[Case]) -> Prepared:
@@ -133,15 +135,62 @@ def prepare(name: str, embedder: Embedder | None, data: dict, cases: list[Case])
                     notes_seconds, note_count)
 
 
+def postgres_lexical_scores(data: dict, cases: list[Case]) -> list[dict[str, float]]:
+    """Each case's full-text rank per topic, from PostgreSQL through ``recall.service.lexical_scores`` (the
+    query recall runs with ``no_embedder``), over recall rows of the set's notes (index line and topic file).
+
+    Uses an embedded PostgreSQL of its own under ``.localai/bench-recall-quality``
+    (``LOCALAI_MEMORY_DATA_DIR``), started as the app starts it, never ``DATABASE_URL``; the set's five users
+    (``recallset-<id>``) and their rows are written again on every run.
+    """
+    os.environ.pop("DATABASE_URL", None)
+    os.environ.setdefault("LOCALAI_MEMORY_DATA_DIR", str(ROOT / ".localai" / "bench-recall-quality"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "localai_memory.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from localai_memory.notes.paths import Scope
+    from localai_memory.recall import service
+    from localai_memory.recall.models import DETAILS, LINE, NoteVector
+
+    call_command("migrate", verbosity=0)
+    now = datetime.fromisoformat(data["now"])
+    owners = {}
+    for user in data["users"]:
+        owner, _ = get_user_model().objects.get_or_create(username=f"recallset-{user['id']}",
+                                                          defaults={"password": "!"})
+        owners[user["id"]] = owner.pk
+        NoteVector.objects.filter(owner=owner).delete()
+        rows = []
+        for note in user["notes"]:
+            base = {"owner": owner, "scope_kind": "user", "scope_key": "", "topic": note["topic"],
+                    "source": note["source"], "updated_at": now - timedelta(days=note["age_days"])}
+            rows.append(NoteVector(kind=LINE, path="Memory/index.md", text=note["summary"], **base))
+            if note.get("details"):
+                rows.append(NoteVector(kind=DETAILS, path=f"Memory/{note['topic']}.md", text=note["details"], **base))
+        NoteVector.objects.bulk_create(rows)
+    scores = []
+    for case in cases:
+        found = service.lexical_scores(owner_id=owners[case.user], scopes=[Scope.user()], query=case.query)
+        scores.append({topic: sum(ranks.values()) for (_, _, topic), ranks in found.items()})
+    return scores
+
+
 def evaluate(prepared: Prepared, data: dict, cases: list[Case], config: RecallConfig,
              half: str | None = None) -> dict[str, float]:
     now = datetime.fromisoformat(data["now"])
     hit1 = hit3 = on = off = injected = para = para_hit1 = 0
-    for case, vectors in zip(cases, prepared.query_vectors, strict=True):
+    for n, (case, vectors) in enumerate(zip(cases, prepared.query_vectors, strict=True)):
         if half and case.half != half:
             continue
+        candidates = prepared.candidates[case.user]
+        if prepared.lexical is not None:  # ranked by PostgreSQL full text, as recall ranks without vectors
+            candidates = [replace(c, lexical=prepared.lexical[n].get(c.id, 0.0)) for c in candidates]
         result = rank_notes(
-            prepared.candidates[case.user], query=case.query, now=now, query_vectors=vectors,
+            candidates, query=case.query, now=now, query_vectors=vectors,
             query_model_id=prepared.model_id,
             degrade_reason=None if vectors is not None else DegradeReason.NO_EMBEDDER, config=config,
         )
@@ -187,8 +236,11 @@ def sweep(prepared: Prepared, data: dict, cases: list[Case], base: RecallConfig,
 
     The rule that picks the shipped gate: among gates whose tune-half false injection is at most
     ``max_injection`` (3 %: a margin under the 5 % target, since the tune half has only ~70 off-topic
-    messages) and whose tune-half hit@1 is within one point of the best such gate, the strictest one.
-    Ordering mirrors ``rank_notes`` (same blend, same floor).
+    messages) and whose tune-half hit@1 is within one point of the best such gate, the strictest one;
+    then ``with_overlap`` is capped at ``personal``: a shared content word is at least as much evidence as
+    speaking in the first person, and the set has too few such messages to place that bar itself (any
+    value over a wide range scores the same), while one-word searches need it (``keyword_probe``).
+    Ordering mirrors ``rank_notes`` (same blend, same relevance span).
     """
     import numpy as np
 
@@ -218,8 +270,8 @@ def sweep(prepared: Prepared, data: dict, cases: list[Case], base: RecallConfig,
             ok = (cos >= gate.alone) | (shares & (cos >= gate.with_overlap)) | ((cos >= gate.personal) & personal)
             if ok.any():
                 top = cos[ok].max()
-                rel = np.clip((cos - gate.floor) / max(top - gate.floor, 0.05), 0, 1)
-                order = [ids[i] for i in np.argsort(-(w.relevance * rel + rest), kind="stable") if ok[i]]
+                rel = np.clip(1 - (top - cos) / max(base.relevance_span, 1e-6), 0, 1)
+                order = [ids[i] for i in np.lexsort((-cos, -(w.relevance * rel + rest))) if ok[i]]
             else:
                 order = []
             if not case.expect:
@@ -254,7 +306,31 @@ def sweep(prepared: Prepared, data: dict, cases: list[Case], base: RecallConfig,
             chosen = gate
     assert chosen is not None
     print(f"chosen (tune injection <= {max_injection:.0%}): {chosen}")
+    if chosen.with_overlap > chosen.personal:
+        chosen = replace(chosen, with_overlap=chosen.personal)
+        (t1, _t3, ti), (h1, _h3, hi_) = score(chosen, "tune"), score(chosen, "held")
+        print(f"with_overlap capped at personal: {chosen}  tune hit@1 {t1:.3f} inj {ti:.1%} | "
+              f"held hit@1 {h1:.3f} inj {hi_:.1%}")
     return replace(base, gate=chosen)
+
+
+def keyword_probe(prepared: Prepared, embedder: Embedder, data: dict, config: RecallConfig) -> tuple[int, int]:
+    """One-word searches: each capitalised word of 4+ letters in a note ("Trastevere", "EpiPen") as the whole
+    query; how many of them bring in their note, of how many. Such a query carries little meaning for the
+    model, so it passes mostly through the shared-word bar (``SemanticGate.with_overlap``)."""
+    import re
+
+    now = datetime.fromisoformat(data["now"])
+    found = total = 0
+    for user in data["users"]:
+        for note in user["notes"]:
+            for word in sorted(set(re.findall(r"\b[A-Z][A-Za-z]{3,}\b", note_text(note)))):
+                result = rank_notes(prepared.candidates[user["id"]], query=word, now=now,
+                                    query_vectors=embedder.embed([word]), query_model_id=prepared.model_id,
+                                    config=config)
+                total += 1
+                found += note["topic"] in result.ids
+    return found, total
 
 
 def main() -> None:
@@ -268,6 +344,8 @@ def main() -> None:
           f"{sum(1 for c in cases if c.expect)} queries, {sum(1 for c in cases if not c.expect)} off-topic")
     for name, embedder in providers(args.provider):
         prepared = prepare(name, embedder, data, cases)
+        if embedder is None:
+            prepared.lexical = postgres_lexical_scores(data, cases)
         config = DEFAULT_CONFIG
         known = prepared.model_id is not None and (prepared.model_id in KNOWN_GATES
                                                    or "minilm-l6" in prepared.model_id.lower())
@@ -277,11 +355,14 @@ def main() -> None:
             config = sweep(prepared, data, cases, config)
         gate = config.gate or gate_for(prepared.model_id)
         header = f"== {name}" + (f" ({prepared.model_id}; gate: alone ≥ {gate.alone}, sharing a word ≥ "
-                                 f"{gate.with_overlap}, personal ≥ {gate.personal})" if embedder else " (BM25)")
+                                 f"{gate.with_overlap}, personal ≥ {gate.personal})" if embedder else " (PostgreSQL full text)")
         print(header)
         for half in ("tune", "held", None):
             print(line(name, half or "all", evaluate(prepared, data, cases, config, half)))
         if embedder is not None:
+            found, total = keyword_probe(prepared, embedder, data, config)
+            print(f"{name:<10} one-word searches (a capitalised word of a note): {found}/{total} "
+                  f"({found / total:.0%}) bring in their note")
             ms = []
             for case in cases[:200] * 2:  # one user message at a time, as a turn embeds it
                 t0 = time.perf_counter()

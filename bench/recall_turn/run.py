@@ -138,7 +138,7 @@ def main() -> None:
     from localai_memory.recall import service
     from localai_memory.recall.embedders import OnDeviceEmbedder
     from localai_memory.recall.models import NoteVector
-    from localai_memory.recall.ranking import Candidate, RecallQuery, rank_notes
+    from localai_memory.recall.ranking import Candidate, RecallQuery, passage_text, rank_notes
 
     call_command("migrate", verbosity=0)
     print(f"database: {connection.settings_dict['NAME']} via {connection.settings_dict['HOST'] or 'socket'}; "
@@ -146,9 +146,9 @@ def main() -> None:
     embedder = OnDeviceEmbedder()
     notes = catalogue()
     t0 = time.perf_counter()
-    line_vectors = embedder.embed([f"{topic}: {summary}" for _, topic, summary, _ in notes])
+    line_vectors = embedder.embed([passage_text(topic, summary) for _, topic, summary, _ in notes])
     detail_index = {k: i for i, k in enumerate(k for k, n in enumerate(notes) if n[3])}
-    detail_vectors = embedder.embed([f"{notes[k][1]}: {notes[k][3]}" for k in detail_index])
+    detail_vectors = embedder.embed([passage_text(notes[k][1], notes[k][3]) for k in detail_index])
     print(f"embedded the catalogue ({len(notes)} lines, {len(detail_index)} topic files) once in "
           f"{time.perf_counter() - t0:.1f} s")
 

@@ -34,6 +34,7 @@ from localai_memory.notes.paths import ROOT, Scope, check_topic, parse_index, pa
 
 from .embedders import Embedder, EmbeddingError, OnDeviceEmbedder, get_embedder
 from .models import DETAILS, LINE, SOURCE_IMPORT, SOURCE_MODEL, SOURCE_USER, NoteVector
+from .ranking import passage_text
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,9 @@ BREAKER_SECONDS = 15.0
 
 
 def passage(topic: str, kind: str, text: str) -> str:
-    """The text embedded for a row: ``"topic: summary"`` or ``"topic: details"`` (``ranking.note_passages``)."""
-    return f"{topic}: {text.strip()}"
+    """The text embedded for a row: ``"my topic: summary"`` or ``"my topic: details"`` (``ranking.passage_text``,
+    the same text ``ranking.note_passages`` gives the benchmarks)."""
+    return passage_text(topic, text)
 
 
 # --- a short memory of failing embedders ------------------------------------------------------------------
@@ -335,7 +337,7 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
         wanted = scope_passages(owner_id, scope)
         existing = {(row.topic, row.kind): row for row in
                     NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
-                    .defer("embedding")}
+                    .defer("embedding", "search")}
         gone = [row.pk for key, row in existing.items() if key not in wanted]
         if gone:
             result.deleted += NoteVector.objects.filter(pk__in=gone).delete()[0]

@@ -9,17 +9,34 @@ are never compared: a model switch re-embeds the rows instead of mixing them.
 Recall reads one owner's rows of the allowed scopes through the B-tree of ``recall_one_row_per_passage``
 (owner, scope_kind, scope_key, …) and ranks them exactly. There is deliberately no approximate vector index
 on this table: a global HNSW/IVF scan filtered by owner afterwards returns short or empty results.
+
+``search`` is the passage's PostgreSQL full-text vector (``topic: text`` with the ``english`` configuration),
+a stored generated column: PostgreSQL computes it on every insert and update (COPY included, as long as the
+column list leaves it out), so no writer fills it. Lexical recall ranks the same owner- and scope-filtered
+rows against it (``service.lexical_scores``); like the vectors, it has no index of its own, since a global
+GIN scan filtered by owner afterwards would read every user's rows that share a word.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.db.models import Value
+from django.db.models.functions import Concat
 from pgvector.django import VectorField
 
 #: The two kinds of passage and the three authors, as plain strings for code that compares them.
 LINE, DETAILS = "line", "details"
 SOURCE_USER, SOURCE_MODEL, SOURCE_IMPORT = "user", "model", "import"
+
+#: The text search configuration of ``NoteVector.search`` and of every lexical query against it (they must
+#: be the same). ``english`` stems ("cooking" meets "cook") and drops English function words; text in any
+#: other language is still split into words and lower-cased, and a word matches its own spelling (the
+#: English stemmer is applied to both sides alike), but its inflections do not meet. ``simple`` would treat
+#: every language alike but stems nothing and drops no function word: on bench/recall it found the right
+#: note first for 0.43 of the queries against 0.55 with ``english`` (bench/recall/README.md).
+TEXT_SEARCH_CONFIG = "english"
 
 
 class NoteVector(models.Model):
@@ -47,6 +64,11 @@ class NoteVector(models.Model):
     embedding = VectorField(null=True, blank=True)
     model_id = models.CharField(max_length=120, blank=True, help_text="The model that made the embedding.")
     dim = models.PositiveIntegerField(null=True, blank=True)
+    search = models.GeneratedField(
+        expression=SearchVector(Concat("topic", Value(": "), "text", output_field=models.TextField()),
+                                config=TEXT_SEARCH_CONFIG),
+        output_field=SearchVectorField(), db_persist=True,
+        help_text="The passage's full-text vector (topic and text), kept by PostgreSQL; lexical recall reads it.")
 
     class Meta:
         constraints = [

@@ -4,7 +4,9 @@ This is the only place that joins a provider (``embedders``) to the pure ranking
 the candidates' vectors against the provider, embeds the turn's query when that is worth doing, turns a
 provider failure into ``query_embed_failed`` instead of an error, and ranks. It reads no database and no
 settings: the caller loads the candidates of the scopes the turn may read (owner and scope filtered first)
-and passes ``get_embedder()``.
+and passes ``get_embedder()``. The app's turns go through ``service.recall_notes``, which ranks a lexical
+turn in PostgreSQL full text; here a lexical turn uses the candidates' ``lexical`` ranks when the caller
+computed them there (``service.lexical_scores``), else the content words they share with the query.
 """
 
 from __future__ import annotations

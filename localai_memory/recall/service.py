@@ -5,7 +5,8 @@ Every read filters by owner and by the scopes the caller may read *first* (the B
 exactly with ``ranking.rank_notes`` (relevance gate, relevance/recency/importance blend). Nothing here
 decides which scopes may be read: the caller passes what ``memory.policy`` allowed. When meaning cannot be
 used the ranking is lexical and the result says why (``no_embedder``, ``no_vectors``, ``low_coverage``,
-``dim_mismatch``, ``query_embed_failed``).
+``dim_mismatch``, ``query_embed_failed``): PostgreSQL full text ranks the same filtered rows
+(``lexical_scores``), and ``rank_notes`` gates and blends those ranks as it does cosines.
 
 ``turn_recall`` is the hook registered in ``chats.services.recall_hooks``: it builds the recall query from
 the new message and a short window of the user's earlier *typed* messages, puts the best topics' details in
@@ -14,6 +15,7 @@ front of the model as fenced data (``chats.context.recall_block``) and reports w
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import time
@@ -32,9 +34,10 @@ from localai_memory.notes.paths import SCOPE_KINDS, Scope
 
 from . import index
 from .embedders import Embedder
-from .models import DETAILS, LINE, SOURCE_USER, NoteVector
+from .models import DETAILS, LINE, SOURCE_USER, TEXT_SEARCH_CONFIG, NoteVector
 from .ranking import (
     DEFAULT_CONFIG,
+    STOPWORDS,
     Candidate,
     DegradeReason,
     DuplicateMatch,
@@ -75,6 +78,8 @@ class Note:
     updated_at: datetime | None = None
     #: (kind, model_id, vector) per passage that has an embedding.
     vectors: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
+    #: Full-text rank per passage kind for this turn's query, when recall ranked lexically (``lexical_scores``).
+    lexical: dict[str, float] | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -102,7 +107,8 @@ class Note:
         else:
             vectors, used = None, None
         return Candidate(id=self.key, text=self.text, updated_at=self.updated_at or timezone.now(),
-                         scope=self.scope.kind, source=self.source, vectors=vectors, model_id=used)
+                         scope=self.scope.kind, source=self.source, vectors=vectors, model_id=used,
+                         lexical=None if self.lexical is None else sum(self.lexical.values()))
 
 
 def _vector_from_send(raw: Any) -> np.ndarray | None:
@@ -155,6 +161,66 @@ def owner_notes(*, owner_id: int, scopes: Sequence[Scope]) -> list[Note]:
             note.vectors.append((passage_kind, model_id, vector))
     order = {kind: n for n, kind in enumerate(SCOPE_KINDS)}
     return sorted(notes.values(), key=lambda n: (order[n.scope.kind], n.scope.key, n.topic))
+
+
+# --- lexical ranking: PostgreSQL full text ----------------------------------------------------------------
+
+#: A tsquery that ORs the lexemes of the tsvector ``{vector}`` (NULL when it has none): a chat message is not
+#: a boolean query, so a note that shares any one of its words matches. Each lexeme is quoted for the tsquery
+#: parser (quotes and backslashes doubled), so no word of the user's is ever read as an operator.
+_OR_QUERY = ("(SELECT string_agg('''' || replace(replace(l, E'\\\\', E'\\\\\\\\'), '''', '''''') || '''', ' | ')"
+             "::tsquery FROM unnest(tsvector_to_array({vector})) AS l)")
+
+
+@functools.cache
+def filler_lexemes() -> tuple[str, ...]:
+    """``ranking.STOPWORDS`` as lexemes of ``TEXT_SEARCH_CONFIG``: words so common in chat and in notes
+    ("want", "tonight", "work", "name"…) that sharing one says nothing; PostgreSQL's own stop words are only
+    function words. Stemmed by PostgreSQL (once per process), so they meet the query's words exactly."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))",
+                       [TEXT_SEARCH_CONFIG, " ".join(sorted(STOPWORDS))])
+        return tuple(cursor.fetchone()[0])
+
+
+def lexical_scores(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | str,
+                   config: RecallConfig = DEFAULT_CONFIG) -> dict[tuple[str, str, str], dict[str, float]]:
+    """PostgreSQL full-text ranks of the owner's notes of ``scopes`` for ``query``, by note key and passage
+    kind (``line``, ``details``); a note that shares no word with the query is absent.
+
+    Words are lexemes of ``TEXT_SEARCH_CONFIG`` (stemmed: "cooking" meets "cook"), without stop words and
+    ``filler_lexemes``. A passage matches when its ``search`` vector holds any word of the newest message
+    or of the earlier turns; its rank is ``ts_rank`` against the newest message's words plus
+    ``config.context_weight`` times ``ts_rank`` against the words only the earlier turns have, so the newest
+    message wins a change of subject. Only the owner's rows of ``scopes`` are read (the B-tree that
+    ``owner_notes`` uses), never a global text index.
+    """
+    if isinstance(query, str):
+        query = RecallQuery(text=query)
+    scopes = list(dict.fromkeys(scopes))
+    if not scopes or not query.text.strip():
+        return {}
+    where, scope_params = _scope_filter(scopes)
+    newest = _OR_QUERY.format(vector="words.newest")
+    earlier = _OR_QUERY.format(vector="ts_delete(words.earlier, tsvector_to_array(words.newest))")
+    sql = (
+        "WITH words AS (SELECT ts_delete(to_tsvector(%s::regconfig, %s), %s::text[]) AS newest,"
+        " ts_delete(to_tsvector(%s::regconfig, %s), %s::text[]) AS earlier),"
+        f" q AS (SELECT {newest} AS newest, {earlier} AS earlier FROM words)"
+        " SELECT scope_kind, scope_key, topic, kind,"
+        " coalesce(ts_rank(search, q.newest), 0) + %s * coalesce(ts_rank(search, q.earlier), 0)"
+        f" FROM {NoteVector._meta.db_table}, q"
+        f" WHERE owner_id = %s AND ({where}) AND (search @@ q.newest OR search @@ q.earlier)"
+    )
+    filler = list(filler_lexemes())
+    params = [TEXT_SEARCH_CONFIG, query.text, filler, TEXT_SEARCH_CONFIG, "\n".join(query.context), filler,
+              config.context_weight, owner_id, *scope_params]
+    scores: dict[tuple[str, str, str], dict[str, float]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for kind, key, topic, passage_kind, rank in cursor.fetchall():
+            scores.setdefault((kind, key, topic), {})[passage_kind] = float(rank)
+    return scores
 
 
 def notes_coverage(notes: Sequence[Note], *, model_id: str | None, dim: int | None) -> VectorCoverage:
@@ -241,6 +307,13 @@ def recall_notes(
         degraded = choose_degrade_reason(embedder_present=True, coverage=sized, min_coverage=config.min_coverage)
         if degraded is not None:
             index.queue_catch_up(owner_id=owner_id)
+    if degraded is not None:  # lexical: PostgreSQL full text ranks the same rows
+        t0 = time.perf_counter()
+        scores = lexical_scores(owner_id=owner_id, scopes=scopes, query=query, config=config)
+        for note in notes:
+            note.lexical = scores.get(note.key, {})
+        candidates = [note.candidate(model_id) for note in notes]
+        timings["lexical"] = (time.perf_counter() - t0) * 1000
     t0 = time.perf_counter()
     result = rank_notes(candidates, query=query, now=now or timezone.now(),
                         query_vectors=vectors if degraded is None else None, query_model_id=model_id,
@@ -396,6 +469,8 @@ def _where(note: Note, recalled: ScoredNote, outcome: RecallOutcome, query: str)
         if sims:
             return "details" if sims.get(DETAILS, -2) > sims.get(LINE, -2) \
                 else "index"
+    if note.lexical:  # ranked by full text: the passage PostgreSQL ranked higher
+        return "details" if note.lexical.get(DETAILS, 0.0) > note.lexical.get(LINE, 0.0) else "index"
     wanted = set(content_terms(query))
     in_line = len(wanted & set(content_terms(f"{note.topic} {note.summary}")))
     in_details = len(wanted & set(content_terms(note.details)))
@@ -406,7 +481,8 @@ def search(*, owner_id: int, scopes: Sequence[Scope], query: str, limit: int = S
            now: datetime | None = None) -> dict[str, Any]:
     """Semantic search of the owner's notes in ``scopes``: the notes that pass the relevance gate, best
     first, with their score (the recall blend), similarity (cosine; None when matched by words) and where
-    they matched. Raises InvalidInput for an empty or oversized query."""
+    they matched. Without usable vectors it is recall's lexical ranking (PostgreSQL full text), and
+    ``mode``/``degraded`` say so. Raises InvalidInput for an empty or oversized query."""
     query = check_query(query)
     config = replace(DEFAULT_CONFIG, max_items=max(1, min(int(limit), 50)))
     outcome = recall_notes(owner_id=owner_id, scopes=scopes, query=RecallQuery(text=query), now=now,
@@ -478,7 +554,9 @@ def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
 
     The proposal's own topic is never its duplicate: writing it is an update (or "already saved"). Numbers
     or a negation that differ are never duplicates (``ranking.is_duplicate``). Proposed details that the
-    matching note does not hold are new information, so such a note is not a duplicate either.
+    matching note does not hold are new information, so such a note is not a duplicate either. Without an
+    embedder the check is lexical: the lines compared are those that share a full-text word with the
+    proposal (``lexical_scores``, the words lexical recall matches on), by content-word overlap.
     """
     if not summary or not summary.strip():
         return None
@@ -486,6 +564,10 @@ def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
     if not notes:
         return None
     embedder = index.current_embedder()
+    if embedder is None:  # lexical: compare the lines that share a full-text word with the proposal
+        matched = lexical_scores(owner_id=owner_id, scopes=[scope], query=summary)
+        # None sharing one: a summary of stop words only can still repeat a line word for word.
+        notes = [n for n in notes if LINE in matched.get(n.key, {})] or notes
     model_id = embedder.model_id if embedder is not None else None
     vectors, _ = index.embed_texts([index.passage(topic, LINE, summary)], embedder=embedder) \
         if embedder is not None else (None, None)

@@ -114,7 +114,7 @@ def test_an_edit_on_the_files_page_re_embeds_only_what_changed(owner, openai_ser
     assert [len(r["input"]) for r in openai_server.embedding_requests] == [3]
     file_write(owner_id=owner.pk, path="Memory/index.md", version=1,
                content="- home: lives in Milan\n- diet: vegetarian\n- pets: a dog named Rex\n")
-    assert openai_server.embedding_requests[-1]["input"] == ["home: lives in Milan"]
+    assert openai_server.embedding_requests[-1]["input"] == ["my home: lives in Milan"]
     assert NoteVector.objects.filter(owner=owner, model_id="openai:all-minilm-l6-v2").count() == 3
 
 

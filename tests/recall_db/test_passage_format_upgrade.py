@@ -1,0 +1,39 @@
+"""Upgrading to "my topic: …" passages: the stored vectors of the old text are dropped, recall reads the notes
+lexically (and says why) until the catch-up has embedded them again, then recalls them by meaning."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from django.apps import apps
+
+from localai_memory.notes.paths import Scope
+from localai_memory.recall import index, service
+from localai_memory.recall.embedders import OnDeviceEmbedder
+from localai_memory.recall.models import LINE, NoteVector
+
+from .conftest import note
+
+pytestmark = pytest.mark.django_db
+
+upgrade = importlib.import_module("localai_memory.recall.migrations.0004_reembed_passages_as_my_topic")
+
+
+def test_after_the_upgrade_notes_are_read_by_words_until_they_are_embedded_as_my_topic_passages(owner):
+    note(owner, "home", "lives in Rome", details="A flat in Trastevere, near the river.")
+    note(owner, "diet", "vegetarian")
+    upgrade.drop_vectors(apps, None)
+    assert NoteVector.objects.filter(owner=owner, embedding__isnull=False).count() == 0
+
+    waiting = service.recall_notes(owner_id=owner.pk, scopes=[Scope.user()], query="Which neighbourhood am I in?")
+    assert (waiting.mode, waiting.degraded, waiting.items) == ("lexical", "no_vectors", [])
+
+    assert index.catch_up_batch(owner_id=owner.pk).embedded == 3
+    line = NoteVector.objects.get(owner=owner, topic="home", kind=LINE)
+    expected = OnDeviceEmbedder().embed(["my home: lives in Rome"])[0]
+    assert float(np.asarray(line.embedding, dtype=np.float32) @ expected) > 0.999
+    again = service.recall_notes(owner_id=owner.pk, scopes=[Scope.user()], query="Which neighbourhood am I in?")
+    assert again.mode == "semantic" and again.degraded is None
+    assert [r.note.topic for r in again.items][:1] == ["home"]
