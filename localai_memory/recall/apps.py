@@ -22,8 +22,6 @@ class RecallConfig(AppConfig):
         notes_changed.connect(index.on_notes_changed, dispatch_uid="recall.index.on_notes_changed")
         if service.turn_recall not in chat_services.recall_hooks:
             chat_services.recall_hooks.append(service.turn_recall)
-        if service.turn_prepare not in chat_services.recall_preparers:
-            chat_services.recall_preparers.append(service.turn_prepare)
         schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
         if isinstance(schedule, dict):
             for name, entry in tasks.BEAT_SCHEDULE.items():

@@ -14,12 +14,10 @@ This module never decides what a turn may read (that is ``memory.policy``) and n
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -117,23 +115,14 @@ _query_vectors: dict[int, tuple[Embedder, OrderedDict[str, np.ndarray]]] = {}
 
 def embed_query_texts(texts: Sequence[str], *, embedder: Embedder) -> tuple[np.ndarray | None, Embedder]:
     """``embed_texts`` for a turn's query: the on-device model's vectors of texts embedded before are
-    reused (the model is deterministic and local), and a text that ``prefetch_query_texts`` is embedding
-    right now is waited for rather than embedded twice; only the others are embedded. Any other embedder
-    (a server, which may fail or change) is asked every time, exactly as ``embed_texts``."""
+    reused (the model is deterministic and local); only the others are embedded. Any other embedder (a
+    server, which may fail or change) is asked every time, exactly as ``embed_texts``."""
     if not isinstance(embedder, OnDeviceEmbedder) or not texts:
         vectors, used = embed_texts(texts, embedder=embedder)
         return vectors, used or embedder
     if embedder_resting(embedder):
         return None, embedder
     rows = _remembered(texts, embedder)
-    pending = {text: _in_flight.get((id(embedder), text)) for text in texts if text not in rows}
-    for text, future in pending.items():
-        if future is not None:
-            try:
-                future.result(timeout=PREFETCH_WAIT_SECONDS)
-            except Exception:  # a failed or slow prefetch: embed it here instead
-                continue
-    rows.update(_remembered([text for text in pending], embedder))
     missing = list(dict.fromkeys(text for text in texts if text not in rows))
     if missing:
         fresh = _embed_and_remember(missing, embedder)
@@ -173,55 +162,6 @@ def _embed_and_remember(texts: list[str], embedder: OnDeviceEmbedder) -> dict[st
             while len(cache) > QUERY_CACHE_MAX:
                 cache.popitem(last=False)
     return fresh
-
-
-# --- query vectors, embedded while the turn reads the database ------------------------------------------
-
-#: How long a turn waits for a query vector that is being embedded in the background before it embeds the
-#: text itself (the model takes milliseconds; this only bounds a stuck thread).
-PREFETCH_WAIT_SECONDS = 2.0
-_in_flight: dict[tuple[int, str], Future[Any]] = {}
-_executor: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _prefetch_executor() -> ThreadPoolExecutor:
-    """One background thread per process (a forked worker makes its own: threads do not survive a fork)."""
-    global _executor
-    pid = os.getpid()
-    if _executor is None or _executor[0] != pid:
-        _executor = (pid, ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-prefetch"))
-        _in_flight.clear()
-    return _executor[1]
-
-
-def prefetch_query_texts(texts: Sequence[str], *, embedder: Embedder | None) -> bool:
-    """Start embedding a turn's query texts in a background thread, so the on-device model runs while the
-    turn stores the message and reads the settings and indexes; ``embed_query_texts`` then picks the
-    vectors up. Only the on-device model is prefetched (it releases the GIL and has no network to wait
-    on). Returns True when something was started. Never raises."""
-    if not isinstance(embedder, OnDeviceEmbedder) or not texts or embedder_resting(embedder):
-        return False
-    todo = [text for text in dict.fromkeys(texts) if text not in _remembered([text], embedder)
-            and (id(embedder), text) not in _in_flight]
-    if not todo:
-        return False
-    try:
-        future = _prefetch_executor().submit(_embed_and_remember, todo, embedder)
-    except RuntimeError:  # interpreter shutting down
-        return False
-    keys = [(id(embedder), text) for text in todo]
-    with _query_lock:
-        for key in keys:
-            _in_flight[key] = future
-
-    def done(_: Future[Any]) -> None:
-        with _query_lock:
-            for key in keys:
-                if _in_flight.get(key) is future:
-                    del _in_flight[key]
-
-    future.add_done_callback(done)
-    return True
 
 
 def forget_query_vectors() -> None:

@@ -370,16 +370,6 @@ def turn_recall(request: RecallRequest) -> RecallContribution | None:
     return RecallContribution(text=text, report=report)
 
 
-def turn_prepare(request: RecallRequest) -> None:
-    """The preparer registered in ``chats.services.recall_preparers``: start embedding the turn's query in
-    the background, so the model runs while the turn stores the message and fetches the notes."""
-    if not readable_scopes(request):
-        return
-    query = build_recall_query(query_messages(request))
-    if query is not None:
-        index.prefetch_query_texts(query.texts_to_embed(), embedder=index.current_embedder())
-
-
 def recall_contribution(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | None,
                         embedder: Embedder | None = _UNSET, query_vectors: np.ndarray | None = None,
                         now: datetime | None = None) -> tuple[str, dict[str, Any], RecallOutcome]:

@@ -258,3 +258,21 @@ def test_the_chat_route_reports_its_timing_too(owner, client_for, model):
     response = client_for(owner).post(f"/api/chats/{chat['id']}/messages", {"content": "hi"}, format="json")
     assert response.status_code == 200, response.content
     assert _server_timing(response)["app"] >= _server_timing(response)["model"] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_outside_any_transaction_stores_both_messages_and_leaves_later_writes_durable(api, owner, model):
+    from django.db import connection
+
+    chat = new_chat(api)
+    model.script(reply("Pasta."))
+    before = api.get(f"/api/chats/{chat}").json()["updated_at"]
+    send(api, chat, "What for dinner?")
+    body = api.get(f"/api/chats/{chat}").json()
+    assert [(m["role"], m["content"], m["typed_by_user"]) for m in body["messages"]] == [
+        ("user", "What for dinner?", True), ("assistant", "Pasta.", False)]
+    assert body["messages"][1]["memory"]["on"] is True
+    assert body["updated_at"] > before
+    with connection.cursor() as cursor:  # the messages' own commits did not change the connection's setting
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
