@@ -36,7 +36,7 @@ import os
 import random
 import sys
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +94,11 @@ def catalogue() -> list[tuple[str, str, str, str | None]]:
     return notes
 
 
+#: The clock of the seed and of every ranking: notes are 0-59 days older than this, exactly as the reference
+#: ranking in memory sees them (a clock read at run time would differ from the seed's by the time between).
+SEED_NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
 def picks_of(u: int) -> list[int]:
     """The 40 catalogue notes of user number ``u`` (distinct; overlapping sets across users)."""
     return [(u * 7 + j * 10) % 400 for j in range(NOTES)]
@@ -129,13 +134,12 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
-    from django.utils import timezone
 
     from localai_memory.chats import context
     from localai_memory.notes import selectors as notes_selectors
     from localai_memory.notes.models import NoteFile
     from localai_memory.notes.paths import IndexEntry, Scope, render_index
-    from localai_memory.recall import service
+    from localai_memory.recall import index, service
     from localai_memory.recall.embedders import OnDeviceEmbedder
     from localai_memory.recall.models import NoteVector
     from localai_memory.recall.ranking import Candidate, RecallQuery, passage_text, rank_notes
@@ -170,7 +174,7 @@ def main() -> None:
                    .order_by("id").values_list("id", flat=True))
         vec_text = ["[" + ",".join(f"{x:.6f}" for x in row) + "]" for row in line_vectors]
         det_text = ["[" + ",".join(f"{x:.6f}" for x in row) + "]" for row in detail_vectors]
-        now = timezone.now()
+        now = SEED_NOW
         model_id = embedder.model_id
 
         def esc(text: str) -> str:
@@ -226,7 +230,7 @@ def main() -> None:
     print("plan of one user's fetch:\n  " + "\n  ".join(plan))
 
     scope = Scope.user()
-    now = timezone.now()
+    now = SEED_NOW  # the seed's clock: the reference ranking must see the ages the rows hold
     model_id = embedder.model_id
 
     def truth(u: int, query: RecallQuery, vectors: np.ndarray) -> list[str]:
@@ -285,6 +289,9 @@ def main() -> None:
         text = MESSAGES[n % len(MESSAGES)].format(s=summary, t=theme)
         context_turns = (f"Earlier I said I {summary}.",) if n % 4 == 3 else ()
         query = RecallQuery(text=text, context=context_turns)
+        index.forget_query_vectors()  # a new message: never a vector this process remembers
+        if context_turns:  # a conversation: the earlier message was the newest one of the turn before
+            turn(ids[u], RecallQuery(text=context_turns[0]), None)
         t0 = time.perf_counter()
         _, _, report = turn(ids[u], query, None)
         elapsed = (time.perf_counter() - t0) * 1000
@@ -339,7 +346,7 @@ def main() -> None:
         print(summary_line("including it, with an earlier turn as context", with_context))
     print(summary_line("  of which: the index block alone (read + fence)", index_only))
     print(summary_line("  of which: the on-device embedding, one message", embed_only))
-    print(summary_line("  of which: the embedding, message + context (2 texts)", embed_context))
+    print(summary_line("  of which: message + earlier turn, neither remembered", embed_context))
     print(summary_line("cosine in SQL (pgvector <=>) over the user's rows", sql_ms))
     print(summary_line("fetch vectors + cosine in numpy (what recall does)", numpy_ms))
     both = including + with_context

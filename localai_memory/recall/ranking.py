@@ -165,8 +165,24 @@ class RecallQuery:
         return "\n".join((self.text, *reversed(self.context)))
 
     def texts_to_embed(self) -> list[str]:
-        """What to embed, in order: the newest message, and with context also the combined text."""
-        return [self.text, self.with_context] if self.context else [self.text]
+        """What to embed, in order: the newest message, then each earlier turn on its own (newest first).
+
+        Each is a message the user typed, so the earlier ones were embedded when they were the newest: a
+        turn usually embeds one short text (see ``query_rows`` for how they are combined)."""
+        return [self.text, *reversed(self.context)]
+
+
+def query_rows(vectors: Any) -> np.ndarray | None:
+    """The rows ``rank_notes`` compares passages with, from the vectors of ``RecallQuery.texts_to_embed()``:
+    the newest message, and with earlier turns also the newest message plus their mean, normalised (the
+    conversation's direction). Measured on bench/recall: the same hit@1, hit@3 and false injection as
+    embedding the joined text, at the cost of one short text per turn instead of two long ones."""
+    matrix = _as_matrix(vectors)
+    if matrix is None or matrix.shape[0] == 1:
+        return matrix
+    mixed = matrix[0] + matrix[1:].mean(axis=0)
+    mixed = mixed / max(float(np.linalg.norm(mixed)), 1e-12)
+    return np.stack([matrix[0], mixed.astype(np.float32)])
 
 
 #: ``origin`` values a client may send for a message it did not let the user type (tool output, fetched
@@ -447,7 +463,7 @@ def rank_notes(
     if isinstance(query, str):
         query = RecallQuery(text=query)
     weights = config.weights
-    query_matrix = _as_matrix(query_vectors) if degrade_reason is None else None
+    query_matrix = query_rows(query_vectors) if degrade_reason is None else None
     mode: Mode = "semantic" if query_matrix is not None else "lexical"
     if not candidates or not query.text.strip():
         return RecallResult(items=(), mode=mode, degrade_reason=degrade_reason)

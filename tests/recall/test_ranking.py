@@ -155,8 +155,7 @@ def test_the_recall_query_is_what_the_user_typed_newest_first() -> None:
     ]
     query = build_recall_query(messages, window=2)
     assert query == RecallQuery(text="yes, book that", context=("I'm planning my trip to Japan", "Kyoto, I think"))
-    assert query.texts_to_embed() == ["yes, book that",
-                                      "yes, book that\nKyoto, I think\nI'm planning my trip to Japan"]
+    assert query.texts_to_embed() == ["yes, book that", "Kyoto, I think", "I'm planning my trip to Japan"]
 
 
 def test_a_turn_with_nothing_typed_by_the_user_has_no_recall_query() -> None:
