@@ -490,12 +490,27 @@ def rank_notes(
         q_dim = query_matrix.shape[1]
         scale = np.ones(query_matrix.shape[0], dtype=np.float32)
         scale[1:] = config.context_weight
+        # Every comparable passage of every candidate in one product (a user has a few hundred), then the
+        # best passage and query row per candidate.
+        blocks: list[np.ndarray] = []
+        owners: list[int] = []
         for index, candidate in enumerate(candidates):
-            matrix = candidate.matrix()
-            if matrix is None or candidate.model_id != query_model_id or matrix.shape[1] != q_dim:
+            if candidate.vectors is None or candidate.model_id != query_model_id:
                 continue
-            sims = (matrix @ query_matrix.T) * scale  # passages x query rows
-            cosines[index] = float(sims.max())
+            matrix = np.asarray(candidate.vectors, dtype=np.float32)
+            matrix = matrix[None, :] if matrix.ndim == 1 else matrix
+            if matrix.size == 0 or matrix.shape[1] != q_dim:
+                continue
+            blocks.append(matrix)
+            owners.extend([index] * matrix.shape[0])
+        if blocks:
+            passages = np.concatenate(blocks)
+            passages /= np.maximum(np.linalg.norm(passages, axis=1, keepdims=True), 1e-12)
+            best = ((passages @ query_matrix.T) * scale).max(axis=1)  # per passage
+            per_note = np.full(len(candidates), -np.inf, dtype=np.float32)
+            np.maximum.at(per_note, np.asarray(owners), best)
+            for index in set(owners):
+                cosines[index] = float(per_note[index])
     gate = config.gate or gate_for(query_model_id)
 
     personal = is_personal(query)
