@@ -139,7 +139,9 @@ def owner_notes(*, owner_id: int, scopes: Sequence[Scope]) -> list[Note]:
     # A server-side-binding cursor with binary results: the vectors arrive as raw bytes, not hex text, which
     # halves the fetch (measured in bench/recall_turn). Same connection, so same transaction as Django's.
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    # Django's wrapper turns psycopg's errors into django.db's (a server that went away is an
+    # OperationalError, answered as a clean 503, never a 500).
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, [owner_id, *params], binary=True)
         rows = cursor.fetchall()
     by_scope = {(s.kind, s.key): s for s in scopes}
