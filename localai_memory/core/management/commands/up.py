@@ -2,8 +2,9 @@
 
 It is the development launcher behind ``make run``. With DATABASE_URL / REDIS_URL unset the settings have
 already started the embedded PostgreSQL + pgvector and Redis; the children get the resolved URLs so they
-all talk to the same servers. Ctrl-C stops everything it started (the embedded servers keep their data and
-stop with ``python manage.py services stop``).
+all talk to the same servers. A worker, beat or the bridges that exit are started again (at most 5 times a
+minute each); the web server exiting stops everything. Ctrl-C stops everything it started (the embedded
+servers keep their data and stop with ``python manage.py services stop``).
 """
 
 from __future__ import annotations
@@ -70,13 +71,22 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        budget = RestartBudget()
         try:
             while not stopping:
-                for name, proc in procs.items():
-                    if proc.poll() is not None:
-                        self.stderr.write(f"{name} exited with {proc.returncode}; stopping everything.")
-                        stopping = True
-                        break
+                for name, proc in list(procs.items()):
+                    if proc.poll() is None:
+                        continue
+                    if name != "web" and budget.allow(name, time.monotonic()):
+                        # Like compose's "restart: unless-stopped": a worker that died (a broker restart,
+                        # a crash) comes back, so memory's background work goes on by itself.
+                        self.stderr.write(f"{name} exited with {proc.returncode}; starting it again.")
+                        procs[name] = subprocess.Popen(children[name], env=env, cwd=settings.BASE_DIR,
+                                                       start_new_session=True)
+                        continue
+                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping everything.")
+                    stopping = True
+                    break
                 time.sleep(0.5)
         finally:
             for proc in procs.values():
@@ -98,6 +108,24 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         users.create_superuser(username="admin", password=password)
         return (f"Log in at /login/ as  admin  with password  {password}  (shown once; change it in /admin/).")
+
+
+class RestartBudget:
+    """At most ``limit`` restarts of one child within ``window`` seconds: a child that keeps dying (a broken
+    configuration) stops everything instead of restarting forever."""
+
+    def __init__(self, limit: int = 5, window: float = 60.0) -> None:
+        self.limit = limit
+        self.window = window
+        self._restarts: dict[str, list[float]] = {}
+
+    def allow(self, name: str, now: float) -> bool:
+        recent = [t for t in self._restarts.get(name, []) if now - t < self.window]
+        if len(recent) >= self.limit:
+            self._restarts[name] = recent
+            return False
+        self._restarts[name] = [*recent, now]
+        return True
 
 
 def _database_url(db: dict) -> str:
