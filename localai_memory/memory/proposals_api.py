@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
@@ -74,12 +75,16 @@ class ProposalConfirmApi(ApiView):
     def post(self, request, proposal_id: int):
         """Save the proposed note (one change set you can undo). 410 once expired, 409 if decided."""
         proposal = proposals.access_proposal(request.user, proposal_id)
-        change = proposals.proposal_confirm(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
-        proposal.refresh_from_db()
-        body: dict[str, Any] = {"proposal": proposal_json(proposal), "change": None}
-        if change is not None:
-            body["change"] = change_json(notes_selectors.access_change(owner_id=request.user.pk,
-                                                                       change_id=change.pk))
+        # The answer is read in the confirm's own transaction: if the database goes away before it is
+        # read, nothing was saved and the 503 tells the truth (read after the commit, a 503 could hide a
+        # saved note; seen in bench/faults).
+        with transaction.atomic():
+            change = proposals.proposal_confirm(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
+            proposal.refresh_from_db()
+            body: dict[str, Any] = {"proposal": proposal_json(proposal), "change": None}
+            if change is not None:
+                body["change"] = change_json(notes_selectors.access_change(owner_id=request.user.pk,
+                                                                           change_id=change.pk))
         return Response(body)
 
 
