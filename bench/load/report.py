@@ -96,25 +96,29 @@ def split(pairs: list[list[Any]]) -> dict[str, dict[str, float]]:
             for kind, rows in sorted(kinds.items())}
 
 
-def print_split(table: dict[str, dict[str, float]], out=print) -> None:
-    out(f"{'turn':<9} {'turns':>6} {'':>4} {'app work':>9} {'of it recall':>13} {'outside the app':>16}")
+def _print_percentile_rows(table: dict[str, dict[str, float]], count: str, header: str,
+                           cells: Any, out=print) -> None:
+    """One row per kind and percentile (p50 with the kind and its count, then p95 and p99)."""
+    out(f"{'turn':<9} {count:>6} {'':>4} {header}")
     for kind, f in table.items():
         for q in (50, 95, 99):
-            label = kind if q == 50 else ""
-            turns = f"{int(f['turns'])}" if q == 50 else ""
-            out(f"{label:<9} {turns:>6} p{q:<3} {f[f'work_p{q}']:>7.1f}ms {f[f'recall_p{q}']:>11.1f}ms "
-                f"{f[f'outside_p{q}']:>14.1f}ms")
+            label, number = (kind, f"{int(f[count])}") if q == 50 else ("", "")
+            out(f"{label:<9} {number:>6} p{q:<3} {cells(f, q)}")
+
+
+def print_split(table: dict[str, dict[str, float]], out=print) -> None:
+    _print_percentile_rows(
+        table, "turns", f"{'app work':>9} {'of it recall':>13} {'outside the app':>16}",
+        lambda f, q: f"{f[f'work_p{q}']:>7.1f}ms {f[f'recall_p{q}']:>11.1f}ms {f[f'outside_p{q}']:>14.1f}ms",
+        out)
 
 
 def print_overhead(table: dict[str, dict[str, float]], out=print) -> None:
-    out(f"{'turn':<9} {'pairs':>6} {'':>4} {'memory on':>10} {'direct':>8} {'overhead':>9} {'ratio':>7} "
-        f"{'paired diff':>12}")
-    for kind, f in table.items():
-        for q in (50, 95, 99):
-            label = kind if q == 50 else ""
-            pairs = f"{int(f['pairs'])}" if q == 50 else ""
-            out(f"{label:<9} {pairs:>6} p{q:<3} {f[f'on_p{q}']:>8.1f}ms {f[f'direct_p{q}']:>6.1f}ms "
-                f"{f[f'delta_p{q}']:>+7.1f}ms {f[f'ratio_p{q}']:>6.3f}x {f[f'paired_p{q}']:>+10.1f}ms")
+    _print_percentile_rows(
+        table, "pairs", f"{'memory on':>10} {'direct':>8} {'overhead':>9} {'ratio':>7} {'paired diff':>12}",
+        lambda f, q: (f"{f[f'on_p{q}']:>8.1f}ms {f[f'direct_p{q}']:>6.1f}ms {f[f'delta_p{q}']:>+7.1f}ms "
+                      f"{f[f'ratio_p{q}']:>6.3f}x {f[f'paired_p{q}']:>+10.1f}ms"),
+        out)
 
 
 def phase_counts(requests: Iterable[list[Any]], phases: list[tuple[str, float, float]]) -> list[dict[str, Any]]:
