@@ -406,7 +406,8 @@ Mode = Literal["semantic", "lexical"]
 
 @dataclass(frozen=True, slots=True)
 class ScoredNote:
-    """A note that passed the gate, with the parts of its score (all in 0..1 except ``cosine``/``bm25``)."""
+    """A note that passed the gate, with the parts of its score (all in 0..1 except ``cosine``/``words``).
+    ``words`` is the lexical evidence: the full-text rank, or the shared content words counted in memory."""
 
     id: Hashable
     score: float
@@ -414,7 +415,7 @@ class ScoredNote:
     recency: float
     importance: float
     cosine: float | None
-    bm25: float
+    words: float
     matched_by: Literal["semantic", "lexical", "both"]
     candidate: Candidate
 
@@ -469,8 +470,7 @@ def rank_notes(
         return RecallResult(items=(), mode=mode, degrade_reason=degrade_reason)
 
     # Lexical evidence: the full-text rank PostgreSQL gave a candidate (``Candidate.lexical``), else the
-    # query's content words it holds, the earlier turns' words counting for less. (``bm25`` keeps the name
-    # of ``ScoredNote.bm25``, which carries it.)
+    # query's content words it holds, the earlier turns' words counting for less.
     newest_terms = content_terms(query.text)
     term_weights: dict[str, float] = {}
     for text in query.context:
@@ -480,9 +480,9 @@ def rank_notes(
         term_weights[term] = 1.0
     in_memory = word_overlap_scores(term_weights, [
         _content_terms(candidate.text) if candidate.lexical is None else () for candidate in candidates])
-    bm25 = [in_memory[i] if candidate.lexical is None else max(float(candidate.lexical), 0.0)
+    words = [in_memory[i] if candidate.lexical is None else max(float(candidate.lexical), 0.0)
             for i, candidate in enumerate(candidates)]
-    best_bm25 = max(bm25) if bm25 else 0.0
+    best_words = max(words) if words else 0.0
 
     # Semantic evidence: the best passage's cosine against the newest message, or the scaled with-context one.
     cosines: list[float | None] = [None] * len(candidates)
@@ -516,7 +516,7 @@ def rank_notes(
     personal = is_personal(query)
     passed: list[tuple[int, float, Literal["semantic", "lexical", "both"]]] = []
     for index, candidate in enumerate(candidates):
-        overlap = bm25[index] > 0
+        overlap = words[index] > 0
         cosine = cosines[index]
         if cosine is not None:
             if gate.passes(cosine, shares_word=overlap, personal=personal):
@@ -535,7 +535,7 @@ def rank_notes(
     for index, cosine, how in passed:
         candidate = candidates[index]
         if how == "lexical":
-            relevance = bm25[index] / best_bm25 if best_bm25 else 0.0
+            relevance = words[index] / best_words if best_words else 0.0
             if semantic_cosines:  # a note without a vector this turn ranks below matching embedded notes
                 relevance *= 0.5
         else:
@@ -545,7 +545,7 @@ def rank_notes(
         score = weights.relevance * relevance + weights.recency * recency + weights.importance * importance
         scored.append(ScoredNote(
             id=candidate.id, score=score, relevance=relevance, recency=recency, importance=importance,
-            cosine=None if how == "lexical" else cosine, bm25=bm25[index], matched_by=how,
+            cosine=None if how == "lexical" else cosine, words=words[index], matched_by=how,
             candidate=candidate,
         ))
     scored.sort(key=lambda item: (-item.score, -item.relevance,
