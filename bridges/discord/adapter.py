@@ -139,6 +139,12 @@ class BridgeClient(discord.Client):
         if reply.duplicate:
             return
         text = "\n".join(outbound.text for outbound in reply.messages) or reply.answered or "OK"
+        if reply.settled and interaction.message is not None:
+            # Decided: the question shows the answer and loses its buttons (one reply, as Telegram's
+            # keyboard goes away), so nobody taps a question that is already answered.
+            question = interaction.message.content or ""
+            await interaction.response.edit_message(content=f"{question}\n\n{text}"[:2000], view=None)
+            return
         await interaction.response.send_message(text[:2000])
 
     async def _send(self, channel: Any, outbound: core.Outbound) -> None:

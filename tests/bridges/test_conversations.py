@@ -55,6 +55,21 @@ def test_a_tap_on_yes_saves_the_note(bot, owner, model, alice):
     assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
 
 
+def test_on_discord_an_answered_question_shows_the_answer_and_loses_its_buttons(discord_bot, owner, model, alice):
+    pair(discord_bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    asked = discord_bot.dm(alice, "Remember that I am vegan.", expect=2)
+    answer, proposal_id = asked.buttons[0]
+
+    tapped = discord_bot.tap(alice, answer, proposal_id)
+
+    assert "Saved" in tapped.text
+    update = discord_bot.server.interaction_responses[-1]
+    assert update["type"] == 7  # the question message itself was updated, not answered beside it
+    assert update["data"].get("components") == [] and "Saved" in update["data"]["content"]
+    assert notes_of(owner, dm_scope(discord_bot, alice)) == "- diet: vegan, no honey\n"
+
+
 def test_no_drops_the_note(bot, owner, model, alice):
     pair(bot, alice, can_confirm=True)
     propose(model, VEGAN)
