@@ -14,6 +14,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from localai_memory.core.api import ApiView
+from localai_memory.core.errors import ApplicationError
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.api import change_json
 
@@ -77,14 +78,23 @@ class ProposalConfirmApi(ApiView):
         proposal = proposals.access_proposal(request.user, proposal_id)
         # The answer is read in the confirm's own transaction: if the database goes away before it is
         # read, nothing was saved and the 503 tells the truth (read after the commit, a 503 could hide a
-        # saved note; seen in bench/faults).
+        # saved note; seen in bench/faults). A refusal the service decided (410 expired, 422 full…) leaves
+        # the block normally, so what the service committed before refusing (an expiry mark) stays.
+        refusal: ApplicationError | None = None
         with transaction.atomic():
-            change = proposals.proposal_confirm(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
-            proposal.refresh_from_db()
-            body: dict[str, Any] = {"proposal": proposal_json(proposal), "change": None}
-            if change is not None:
-                body["change"] = change_json(notes_selectors.access_change(owner_id=request.user.pk,
-                                                                           change_id=change.pk))
+            try:
+                change = proposals.proposal_confirm(owner_id=request.user.pk, proposal_id=proposal.pk,
+                                                    actor="you")
+            except ApplicationError as exc:
+                refusal = exc
+            else:
+                proposal.refresh_from_db()
+                body: dict[str, Any] = {"proposal": proposal_json(proposal), "change": None}
+                if change is not None:
+                    body["change"] = change_json(notes_selectors.access_change(owner_id=request.user.pk,
+                                                                               change_id=change.pk))
+        if refusal is not None:
+            raise refusal
         return Response(body)
 
 

@@ -89,6 +89,7 @@ def test_an_expired_proposal_cannot_be_confirmed_or_rejected(api, owner, model):
         response = api.post(f"/api/chats/memory/proposals/{proposal_id}/confirm")
         assert response.status_code == 410
         assert response.json()["error"]["code"] == "proposal_expired"
+        assert Proposal.objects.get(pk=proposal_id).status == "expired"  # the refused confirm marked it
         assert api.post(f"/api/chats/memory/proposals/{proposal_id}/reject").status_code == 410
         assert api.get("/api/chats/memory/proposals").json()["proposals"] == []
         expired = api.get("/api/chats/memory/proposals?status=expired").json()["proposals"]
