@@ -132,6 +132,22 @@ def embed_query_texts(texts: Sequence[str], *, embedder: Embedder) -> tuple[np.n
     return np.stack([rows[text] for text in texts]), embedder
 
 
+#: A write of at most this many passages goes through the remembered vectors (a note's line and topic file);
+#: a bigger one (an import, a restore) would only push the turns' query vectors out.
+REMEMBER_WRITES_MAX = 8
+
+
+def embed_written(texts: Sequence[str]) -> tuple[np.ndarray | None, Embedder | None]:
+    """``embed_texts`` for the passages a write stores: a small write reuses and remembers the on-device
+    model's vectors, so the line the duplicate check just embedded (``service.find_duplicate``, the same
+    ``my <topic>: <summary>`` text) is not embedded again when the note is saved in the same turn."""
+    embedder = current_embedder()
+    if embedder is None or len(texts) > REMEMBER_WRITES_MAX:
+        return embed_texts(texts, embedder=embedder)
+    vectors, used = embed_query_texts(texts, embedder=embedder)
+    return vectors, used
+
+
 def _remembered(texts: Iterable[str], embedder: OnDeviceEmbedder) -> dict[str, np.ndarray]:
     """The remembered vectors among ``texts`` (most recently used last)."""
     with _query_lock:
@@ -296,7 +312,7 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
                 pending.append(row)
     if pending and embed:
         inline = pending[:INLINE_MAX_PASSAGES]
-        vectors, embedder = embed_texts([passage(r.topic, r.kind, r.text) for r in inline])
+        vectors, embedder = embed_written([passage(r.topic, r.kind, r.text) for r in inline])
         if vectors is not None and embedder is not None:
             for row, vector in zip(inline, vectors, strict=True):
                 row.embedding, row.model_id, row.dim = vector, embedder.model_id, int(vector.shape[0])

@@ -561,7 +561,8 @@ def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
         # None sharing one: a summary of stop words only can still repeat a line word for word.
         notes = [n for n in notes if LINE in matched.get(n.key, {})] or notes
     model_id = embedder.model_id if embedder is not None else None
-    vectors, _ = index.embed_texts([index.passage(topic, LINE, summary)], embedder=embedder) \
+    # Remembered: when the note is saved in this turn, its line passage is this same text.
+    vectors, _ = index.embed_query_texts([index.passage(topic, LINE, summary)], embedder=embedder) \
         if embedder is not None else (None, None)
     candidates = []
     for note in notes:
