@@ -14,4 +14,4 @@ USER memory
 RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
     python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "localai_memory.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "localai_memory.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "8"]

@@ -52,7 +52,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "propose a note (the others are plain turns)")
     parser.add_argument("--latency-ms", type=int, default=50, help="the model server's fixed latency")
     parser.add_argument("--web-workers", type=int, default=4)
-    parser.add_argument("--web-threads", type=int, default=1)
+    parser.add_argument("--web-threads", type=int, default=8, help="threads per gunicorn worker (1: sync workers)")
     parser.add_argument("--conn-max-age", type=int, default=60, help="DATABASE_CONN_MAX_AGE of the app")
     parser.add_argument("--embeddings", choices=["ondevice", "off"], default="ondevice",
                         help="LOCALAI_MEMORY_EMBEDDINGS of the app (off: recall is lexical)")

@@ -58,7 +58,7 @@ class Stack:
     data_dir: Path
     model_url: str
     web_workers: int = 4
-    web_threads: int = 1
+    web_threads: int = 8  # as docker-compose.yml runs the web app
     worker_concurrency: int = 1
     conn_max_age: int = 60
     embeddings: str = "ondevice"

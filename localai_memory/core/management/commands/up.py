@@ -30,6 +30,8 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--workers", type=int, default=2, help="web worker processes")
+        parser.add_argument("--threads", type=int, default=8,
+                            help="threads per web worker (a turn waits for the model; reads must not queue)")
         parser.add_argument("--no-worker", action="store_true", help="do not start Celery worker and beat")
         parser.add_argument("--no-bridges", action="store_true", help="do not start the messaging bridges")
 
@@ -46,7 +48,8 @@ class Command(BaseCommand):
         bind = f"{options['host']}:{options['port']}"
         children: dict[str, list[str]] = {
             "web": [python, "-m", "gunicorn", "localai_memory.wsgi:application", "--bind", bind,
-                    "--workers", str(options["workers"]), "--access-logfile", "-", "--graceful-timeout", "5"],
+                    "--workers", str(options["workers"]), "--threads", str(options["threads"]),
+                    "--access-logfile", "-", "--graceful-timeout", "5"],
         }
         if not options["no_worker"]:
             data = Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or settings.BASE_DIR / ".localai" / "data")
