@@ -14,7 +14,6 @@ from rest_framework.test import APIClient
 
 from localai_memory.accounts.services import token_create
 
-
 _names = itertools.count(1)
 
 
