@@ -78,15 +78,9 @@ async def with_retries(call: Callable[[], Awaitable[T]], classify: Callable[[Bas
     for attempt in range(attempts):
         try:
             return await call()
-        except Exception as exc:
-            kind = classify(exc)
-            if isinstance(kind, Revoked):
-                raise kind from exc
-            if not isinstance(kind, Transient) or attempt == attempts - 1:
-                raise
-            delay = kind.retry_after if kind.retry_after is not None else backoff_seconds(attempt)
-            log.warning("%s failed (%s); retrying in %.2f s", what, exc, delay)
-            await asyncio.sleep(delay)
+        except Exception as exc:  # noqa: BLE001 - _retry_delay re-raises what is not retried
+            delay = _retry_delay(exc, classify, attempt, attempts, what)
+        await asyncio.sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -97,16 +91,24 @@ def with_retries_sync(call: Callable[[], T], classify: Callable[[BaseException],
     for attempt in range(attempts):
         try:
             return call()
-        except Exception as exc:
-            kind = classify(exc)
-            if isinstance(kind, Revoked):
-                raise kind from exc
-            if not isinstance(kind, Transient) or attempt == attempts - 1:
-                raise
-            delay = kind.retry_after if kind.retry_after is not None else backoff_seconds(attempt)
-            log.warning("%s failed (%s); retrying in %.2f s", what, exc, delay)
-            time.sleep(delay)
+        except Exception as exc:  # noqa: BLE001 - _retry_delay re-raises what is not retried
+            delay = _retry_delay(exc, classify, attempt, attempts, what)
+        time.sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _retry_delay(exc: Exception, classify: Callable[[BaseException], BaseException | None], attempt: int,
+                 attempts: int, what: str) -> float:
+    """Seconds to wait before the next attempt after ``exc``; re-raises (``exc``, or Revoked) when there is
+    none: not transient, or the last attempt. Must be called inside the ``except`` block."""
+    kind = classify(exc)
+    if isinstance(kind, Revoked):
+        raise kind from exc
+    if not isinstance(kind, Transient) or attempt == attempts - 1:
+        raise exc
+    delay = kind.retry_after if kind.retry_after is not None else backoff_seconds(attempt)
+    log.warning("%s failed (%s); retrying in %.2f s", what, exc, delay)
+    return delay
 
 
 def run_blocking(coro_factory: Callable[[], Awaitable[T]]) -> T:

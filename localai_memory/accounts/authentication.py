@@ -7,6 +7,8 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
+from localai_memory.core.db import unflushed_commit_cte
+
 from .models import ApiToken, hash_key
 
 
@@ -42,13 +44,12 @@ def user_for_key(key: str):
 
 def _note_use(token: ApiToken, now) -> None:  # type: ignore[no-untyped-def]
     """Record when the token was last used (shown in the admin), at most once a minute. Bookkeeping, not
-    data anyone saved: outside a transaction it commits without waiting for PostgreSQL's WAL flush (as
-    chat messages do), so a request never waits on a disk flush just to be let in."""
+    data anyone saved: it commits without waiting for the WAL flush (``core.db.unflushed_commit_cte``), so
+    a request never waits on a disk flush just to be let in."""
     connection = transaction.get_connection()
-    flush = "" if connection.in_atomic_block else "WITH settings AS (SELECT set_config('synchronous_commit', 'off', true)) "
     with connection.cursor() as cursor:
-        cursor.execute(f"{flush}UPDATE {ApiToken._meta.db_table} SET last_used_at = %s WHERE id = %s"
-                       + (" AND EXISTS (SELECT 1 FROM settings)" if flush else ""), [now, token.pk])
+        cursor.execute(f"WITH {unflushed_commit_cte(connection)} UPDATE {ApiToken._meta.db_table} "
+                       "SET last_used_at = %s WHERE id = %s AND EXISTS (SELECT 1 FROM settings)", [now, token.pk])
     token.last_used_at = now
 
 

@@ -132,13 +132,7 @@ class AgentDeletedOutput(serializers.Serializer):
 def agent_json(agent: Agent, state: MemoryState) -> dict:
     return {
         "id": agent.pk,
-        "name": agent.name,
-        "instructions": agent.instructions,
-        "tools": list(agent.tools or []),
-        "addons": list(agent.addons or []),
-        "grants": list(agent.grants or []),
-        "memory": agent.memory,
-        "memory_save": agent.memory_save,
+        **selectors.agent_fields(agent),
         "memory_effective": selectors.agent_memory_effective(agent=agent, state=state),
         "created_at": agent.created_at.isoformat(),
         "updated_at": agent.updated_at.isoformat(),

@@ -88,13 +88,19 @@ def agent_export(*, agent: Agent) -> dict:
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
         "exported_at": timezone.now().isoformat(),
-        "agent": {
-            "name": agent.name,
-            "instructions": agent.instructions,
-            "tools": list(agent.tools or []),
-            "addons": list(agent.addons or []),
-            "grants": list(agent.grants or []),
-            "memory": agent.memory,
-            "memory_save": agent.memory_save,
-        },
+        "agent": agent_fields(agent),
+    }
+
+
+def agent_fields(agent: Agent) -> dict:
+    """What a person chose for an agent (its name, instructions, tools, add-ons, grants and memory): the body
+    of an export, and the editable part of the API's agent."""
+    return {
+        "name": agent.name,
+        "instructions": agent.instructions,
+        "tools": list(agent.tools or []),
+        "addons": list(agent.addons or []),
+        "grants": list(agent.grants or []),
+        "memory": agent.memory,
+        "memory_save": agent.memory_save,
     }

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from localai_memory.agents.selectors import access_agent
+from localai_memory.core.db import unflushed_commit_cte
 from localai_memory.core.errors import InvalidInput, UpstreamError
 from localai_memory.memory import policy
 from localai_memory.notes import selectors as notes_selectors
@@ -169,9 +170,7 @@ def message_add(*, chat: Chat, role: str, content: str, typed_by_user: bool = Fa
     columns = ["chat_id", "role", "content", "typed_by_user", "sender_id", "memory", "created_at"]
     values = [chat.pk, role, content, typed_by_user, sender_id,
               Message._meta.get_field("memory").get_db_prep_save(message.memory, connection), now]
-    # Inside a caller's transaction its other writes decide how it commits: leave the setting alone.
-    ctes = ["settings AS (SELECT 1)" if connection.in_atomic_block else
-            "settings AS (SELECT set_config('synchronous_commit', 'off', true))"]
+    ctes = [unflushed_commit_cte(connection)]
     params: list[Any] = []
     if chat_fields:
         assignments = ", ".join(f"{connection.ops.quote_name(name)} = %s" for name in chat_fields)

@@ -272,9 +272,10 @@ def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: 
     return result  # type: ignore[return-value]
 
 
-@transaction.atomic
-def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None) -> object:
-    now = timezone.now()
+def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, now: datetime) -> Any:
+    """The pending proposal, locked, that ``sender`` may answer now, or ``_EXPIRED`` (marked so if its 24
+    hours just ran out). Raises as ``_locked_pending`` and ``_check_answer`` do. Runs in the caller's
+    transaction."""
     # The owner's note lock first, as proposal_create and every note write take it: the same order
     # everywhere, so a confirm racing the model's proposal of the same note cannot deadlock.
     lock_owner(owner_id)
@@ -285,6 +286,15 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
         _mark_expired(proposal, now)
         return _EXPIRED
     _check_answer(proposal, sender)
+    return proposal
+
+
+@transaction.atomic
+def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None) -> object:
+    now = timezone.now()
+    proposal = _answerable(owner_id=owner_id, proposal_id=proposal_id, sender=sender, now=now)
+    if proposal is _EXPIRED:
+        return _EXPIRED
     change: ChangeSet | None
     try:
         with transaction.atomic():
@@ -322,16 +332,9 @@ def proposal_reject(*, owner_id: int, proposal_id: object, actor: str, sender: S
 @transaction.atomic
 def _reject(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None) -> object:
     now = timezone.now()
-    # The owner's note lock first, as proposal_create and every note write take it: the same order
-    # everywhere, so a confirm racing the model's proposal of the same note cannot deadlock.
-    lock_owner(owner_id)
-    proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
-    if proposal.status == Proposal.Status.EXPIRED:
+    proposal = _answerable(owner_id=owner_id, proposal_id=proposal_id, sender=sender, now=now)
+    if proposal is _EXPIRED:
         return _EXPIRED
-    if _is_expired(proposal, now):
-        _mark_expired(proposal, now)
-        return _EXPIRED
-    _check_answer(proposal, sender)
     proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.REJECTED, now, actor[:200]
     proposal.save(update_fields=["status", "decided_at", "decided_by"])
     return proposal
