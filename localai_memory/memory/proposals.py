@@ -26,7 +26,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from localai_memory.core.access import owned_or_404
-from localai_memory.core.errors import Conflict, Forbidden, Gone, InvalidInput, NotFound
+from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, InvalidInput, NotFound
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import (
@@ -319,6 +319,27 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
     proposal.change_set = change
     proposal.save(update_fields=["status", "decided_at", "decided_by", "change_set"])
     return change
+
+
+def proposal_confirm_read(*, owner_id: int, proposal_id: object, actor: str) -> tuple[Proposal, ChangeSet | None]:
+    """``proposal_confirm``, then the decided proposal and its change set (files and undo loaded) read in the
+    same transaction: if the database goes away before they are read, nothing was saved, so the error the
+    caller reports tells the truth (read after the commit, a 503 could hide a saved note; seen in
+    bench/faults). A refusal (410 expired, 409, 422…) leaves the transaction normally, so what was decided
+    before it (an expiry mark) stays."""
+    refusal: ApplicationError | None = None
+    with transaction.atomic():
+        try:
+            change = proposal_confirm(owner_id=owner_id, proposal_id=proposal_id, actor=actor)
+        except ApplicationError as exc:
+            refusal = exc
+        else:
+            proposal = Proposal.objects.get(owner_id=owner_id, pk=proposal_id)
+            if change is not None:
+                change = ChangeSet.objects.prefetch_related("files", "reverted_by").get(pk=change.pk)
+    if refusal is not None:
+        raise refusal
+    return proposal, change
 
 
 def proposal_reject(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None = None) -> Proposal:

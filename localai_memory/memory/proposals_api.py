@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from localai_memory.core.api import ApiView
-from localai_memory.core.errors import ApplicationError
-from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.api import change_json
 
 from . import policy, proposals
@@ -76,26 +73,9 @@ class ProposalConfirmApi(ApiView):
     def post(self, request, proposal_id: int):
         """Save the proposed note (one change set you can undo). 410 once expired, 409 if decided."""
         proposal = proposals.access_proposal(request.user, proposal_id)
-        # The answer is read in the confirm's own transaction: if the database goes away before it is
-        # read, nothing was saved and the 503 tells the truth (read after the commit, a 503 could hide a
-        # saved note; seen in bench/faults). A refusal the service decided (410 expired, 422 full…) leaves
-        # the block normally, so what the service committed before refusing (an expiry mark) stays.
-        refusal: ApplicationError | None = None
-        with transaction.atomic():
-            try:
-                change = proposals.proposal_confirm(owner_id=request.user.pk, proposal_id=proposal.pk,
-                                                    actor="you")
-            except ApplicationError as exc:
-                refusal = exc
-            else:
-                proposal.refresh_from_db()
-                body: dict[str, Any] = {"proposal": proposal_json(proposal), "change": None}
-                if change is not None:
-                    body["change"] = change_json(notes_selectors.access_change(owner_id=request.user.pk,
-                                                                               change_id=change.pk))
-        if refusal is not None:
-            raise refusal
-        return Response(body)
+        proposal, change = proposals.proposal_confirm_read(owner_id=request.user.pk, proposal_id=proposal.pk,
+                                                           actor="you")
+        return Response({"proposal": proposal_json(proposal), "change": change_json(change) if change else None})
 
 
 class ProposalRejectApi(ApiView):
