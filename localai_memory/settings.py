@@ -110,6 +110,7 @@ DEBUG = env_bool("DEBUG", False)
 TESTING = "pytest" in sys.modules or env_bool("LOCALAI_MEMORY_TESTING", False)
 if TESTING:  # the test session gets embedded servers of its own, apart from the development ones
     os.environ.setdefault("LOCALAI_MEMORY_DATA_DIR", str(BASE_DIR / ".localai" / "test"))
+    os.environ.setdefault("LOCALAI_MEMORY_MODEL_CACHE", str(BASE_DIR / ".localai" / "test" / "models"))
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not (DEBUG or TESTING or env_bool("LOCALAI_MEMORY_DEV", False)):
@@ -150,6 +151,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "localai_memory.core.middleware.ServerTimingMiddleware",
+    "localai_memory.core.after_response.AfterResponseMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "localai_memory.core.middleware.BodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

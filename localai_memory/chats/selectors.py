@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.db.models import QuerySet
 
 from localai_memory.core.access import owned_or_404
 from localai_memory.memory import policy
-from localai_memory.memory.selectors import MemoryState, memory_state
+from localai_memory.memory.models import MemorySettings
+from localai_memory.memory.selectors import MemoryState, memory_state, memory_state_of
 from localai_memory.notes.paths import Scope
 
 from .models import Chat, Message
@@ -47,6 +48,32 @@ def read_memory_state(*, owner_id: int) -> MemoryState | None:
     except DatabaseError:
         log.warning("memory settings of user %s could not be read", owner_id, exc_info=True)
         return None
+
+
+def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope]) -> tuple[MemoryState | None, dict[str, str]]:
+    """What a turn reads before it decides, in one round trip: the owner's memory settings (None when they
+    cannot be read: the policy then asks first) and the index file of each scope the chat can name (path →
+    text; a scope without notes is missing). The turn shows only the indexes its decision lets it read."""
+    from localai_memory.notes.models import NoteFile
+
+    fields = [f for f in MemorySettings._meta.concrete_fields]
+    columns = ", ".join(f"s.{connection.ops.quote_name(f.column)}" for f in fields)
+    sql = (f"SELECT files.paths, files.texts, {columns} "
+           f"FROM (SELECT array_agg(path) AS paths, array_agg(content) AS texts FROM {NoteFile._meta.db_table} "
+           f"      WHERE owner_id = %s AND path = ANY(%s)) AS files "
+           f"LEFT JOIN {MemorySettings._meta.db_table} s ON s.user_id = %s")
+    paths = sorted({scope.index_path for scope in scopes.values()})
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [owner_id, paths, owner_id])
+        found_paths, texts, *values = cursor.fetchone()
+    files = dict(zip(found_paths or [], texts or [], strict=True))
+    try:
+        row = None if values[0] is None else MemorySettings.from_db(
+            connection.alias, [f.attname for f in fields], values)
+        return memory_state_of(row, user_id=owner_id), files
+    except (DatabaseError, ValueError, TypeError):
+        log.warning("memory settings of user %s could not be read", owner_id, exc_info=True)
+        return None, files
 
 
 def turn_facts(*, chat: Chat, sender: Sender | None = None, state: MemoryState | None = None,

@@ -20,15 +20,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from localai_memory.agents.selectors import access_agent
+from localai_memory.core.after_response import after_response
 from localai_memory.core.db import unflushed_commit_cte
 from localai_memory.core.errors import InvalidInput, UpstreamError
 from localai_memory.memory import policy
-from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope
 
 from . import context, llm
 from .models import Chat, Message, Origin, Role
-from .selectors import access_chat, chat_scopes, read_memory_state, turn_facts
+from .selectors import access_chat, chat_scopes, read_turn_memory, turn_facts
 from .tools import ToolContext, new_report, run_tool
 
 log = logging.getLogger(__name__)
@@ -146,51 +146,75 @@ def chat_update(*, owner_id: int, chat_id: int, title: str | None = None, one_to
 
 def message_add(*, chat: Chat, role: str, content: str, typed_by_user: bool = False, sender_id: int | None = None,
                 memory: dict[str, Any] | None = None, touch_chat: bool = True) -> Message:
-    """Store one message. ``touch_chat`` also moves the chat to the top of the list (its ``updated_at``);
-    a turn stores its user message without it and touches the chat with the reply. A chat without a title
-    is named after its first user message either way.
+    """Store one message (``messages_add`` with one); ``touch_chat`` also moves the chat to the top of the list."""
+    (message,) = messages_add(chat=chat, messages=[Message(chat=chat, role=role, content=content,
+                                                           typed_by_user=typed_by_user, sender_id=sender_id,
+                                                           memory=memory or {})],
+                              touch_chat=touch_chat)
+    return message
 
-    One statement, one round trip to the database: the INSERT of the message and the UPDATE of the chat's
-    row together. A message is the chat's log, not memory: outside a caller's transaction the statement
-    commits without waiting for PostgreSQL to flush its write-ahead log (``synchronous_commit`` off for
-    this statement's own transaction only), so a crash of the database server within a fraction of a
-    second after it may lose the message, and can never leave it half-written. Notes, change sets and
-    proposals keep waiting for the flush. Measured under load (bench/load, py-spy): the flush and the
-    BEGIN/COMMIT round trips of the two messages were the largest part of a turn's time in the database.
+
+def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True) -> list[Message]:
+    """Store a turn's messages (unsaved ``Message`` objects of ``chat``, in order; ``created_at`` is now unless
+    set). ``touch_chat`` moves the chat to the top of the list (its ``updated_at``); a chat without a title is
+    named after its first user message either way.
+
+    One statement, one round trip to the database: the INSERT of the messages and the UPDATE of the chat's
+    row together, so a turn's message and its reply are stored together or not at all. A message is the
+    chat's log, not memory: outside a caller's transaction the statement commits without waiting for
+    PostgreSQL to flush its write-ahead log (``synchronous_commit`` off for this statement's own transaction
+    only), so a crash of the database server within a fraction of a second after it may lose the messages,
+    and can never leave them half-written. Notes, change sets and proposals keep waiting for the flush.
+    Measured under load (bench/load, py-spy): the flush and the round trips of a turn's messages were the
+    largest part of a turn's time in the database.
     """
     now = timezone.now()
     chat_fields: dict[str, Any] = {}
     if touch_chat:
         chat_fields["updated_at"] = now
-    if not chat.title and role == Role.USER:
-        chat_fields.update(title=_clean_title(content), updated_at=now)
-    message = Message(chat=chat, role=role, content=content, typed_by_user=typed_by_user, sender_id=sender_id,
-                      memory=memory or {}, created_at=now)
+    first_user = next((m for m in messages if m.role == Role.USER), None)
+    if not chat.title and first_user is not None:
+        chat_fields.update(title=_clean_title(first_user.content), updated_at=now)
     connection = transaction.get_connection()
+    memory_field = Message._meta.get_field("memory")
     columns = ["chat_id", "role", "content", "typed_by_user", "sender_id", "memory", "created_at"]
-    values = [chat.pk, role, content, typed_by_user, sender_id,
-              Message._meta.get_field("memory").get_db_prep_save(message.memory, connection), now]
+    values: list[Any] = []
+    for message in messages:
+        message.chat = chat
+        message.created_at = message.created_at or now
+        values += [chat.pk, message.role, message.content, message.typed_by_user, message.sender_id,
+                   memory_field.get_db_prep_save(message.memory or {}, connection), message.created_at]
     ctes = [unflushed_commit_cte(connection)]
     params: list[Any] = []
     if chat_fields:
         assignments = ", ".join(f"{connection.ops.quote_name(name)} = %s" for name in chat_fields)
         ctes.append(f"touched AS (UPDATE {Chat._meta.db_table} SET {assignments} WHERE id = %s RETURNING id)")
         params += [*chat_fields.values(), chat.pk]
-    sql = (f"WITH {', '.join(ctes)} INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) "
-           f"SELECT {', '.join(['%s'] * len(columns))} FROM settings RETURNING id")
+    # Typed placeholders: a column that is NULL in every row (sender_id) must not be guessed as text.
+    by_column = {f.column: f for f in Message._meta.concrete_fields}
+    row = ", ".join(f"%s::{by_column[name].cast_db_type(connection)}" for name in columns)
+    ordinals = ", ".join(f"({row}, %s)" for _ in messages)
+    # The ordinal makes the INSERT take the rows in order, so the ids are in the messages' order.
+    sql = (f"WITH {', '.join(ctes)}, rows ({', '.join(columns)}, n) AS (VALUES {ordinals}) "
+           f"INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) "
+           f"SELECT {', '.join(f'rows.{c}' for c in columns)} FROM rows, settings ORDER BY rows.n RETURNING id")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *values])
-        message.pk = cursor.fetchone()[0]
-    message._state.adding = False
-    message._state.db = connection.alias
+        cursor.execute(sql, [*params, *_with_ordinals(values, len(columns))])
+        ids = sorted(row_[0] for row_ in cursor.fetchall())
+    for message, pk in zip(messages, ids, strict=True):
+        message.pk = pk
+        message._state.adding = False
+        message._state.db = connection.alias
     for name, value in chat_fields.items():
         setattr(chat, name, value)
-    return message
+    return messages
 
 
-def chat_touch(*, chat: Chat) -> None:
-    """Move the chat to the top of the list (a turn whose model failed still happened)."""
-    chat.save(update_fields=["updated_at"])
+def _with_ordinals(values: list[Any], width: int) -> list[Any]:
+    out: list[Any] = []
+    for n in range(0, len(values), width):
+        out += [*values[n:n + width], n // width]
+    return out
 
 
 def _check_content(content: object) -> str:
@@ -213,29 +237,29 @@ def _history(chat: Chat) -> list[dict[str, Any]]:
 
 def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
              history: list[dict[str, Any]] | None = None, typed_by_user: bool = True) -> TurnResult:
-    """One turn: store the message, decide memory, call the model with its tools, store and return the reply.
+    """One turn: decide memory, call the model with its tools, store the message and the reply, return it.
 
     ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
     Raises InvalidInput for an empty message and ModelUnavailable / ModelBadResponse (502, 504 on a
     timeout) when the model server fails; the user's message is kept either way, and the error's details
-    name it and hold what memory did before the failure.
+    name it and hold what memory did before the failure. The message and the reply are stored together once
+    the model answered (one statement; the message keeps the time it arrived), or the message alone when it
+    did not.
     """
     content = _check_content(content)
-    state = read_memory_state(owner_id=chat.owner_id)
+    user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
+                           sender_id=sender.sender_id if sender else None, created_at=timezone.now())
+    scopes = chat_scopes(chat=chat)
+    state, index_files = read_turn_memory(owner_id=chat.owner_id, scopes=scopes)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
-    scopes = chat_scopes(chat=chat)
     indexes: list[context.IndexShown] = []
     if decision.memory_on and decision.served_by == "builtin":
-        for kind in context.SCOPE_ORDER:
-            if kind in decision.read_scopes and kind in scopes:
-                text = notes_selectors.index_text(owner_id=chat.owner_id, scope=scopes[kind])
-                indexes.append(context.IndexShown(kind, scopes[kind], text))
+        indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
+                   for kind in context.SCOPE_ORDER if kind in decision.read_scopes and kind in scopes]
     earlier = history if history is not None else _history(chat)
     recall_request = RecallRequest(chat=chat, content=content, history=earlier, decision=decision, scopes=scopes,
                                    typed_by_user=typed_by_user)
-    user_message = message_add(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
-                               sender_id=sender.sender_id if sender else None, touch_chat=False)
     tools = context.offered_tools(decision, topics=context.topic_count(indexes))
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
@@ -257,15 +281,17 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     try:
         reply = _loop(messages, context.tool_definitions(decision, tools), ctx, timings)
     except UpstreamError as exc:
+        messages_add(chat=chat, messages=[user_message])
         exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}
-        chat_touch(chat=chat)
         raise
     text = reply.content or ""
-    assistant = message_add(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
+    assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
+    messages_add(chat=chat, messages=[user_message, assistant])
     if typed_by_user:
         from localai_memory.growth.consolidation import consolidation_schedule_after_turn
 
-        consolidation_schedule_after_turn(chat.owner_id)
+        owner_id = chat.owner_id
+        after_response(lambda: consolidation_schedule_after_turn(owner_id))
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage,
                       timings=timings)

@@ -50,7 +50,11 @@ class MemoryState:
 
 
 def memory_state(*, user_id: int) -> MemoryState:
-    row = MemorySettings.objects.filter(user_id=user_id).first()
+    return memory_state_of(MemorySettings.objects.filter(user_id=user_id).first(), user_id=user_id)
+
+
+def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
+    """The state a settings row stands for (``None``: the user never chose anything, so the defaults)."""
     if row is None:
         row = MemorySettings(user_id=user_id)
     enabled = row.enabled and not (row.legacy_addon_disabled and not row.enabled_set)

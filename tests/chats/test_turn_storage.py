@@ -1,0 +1,88 @@
+"""How a turn stores what was said: the message and the reply together once the model answered, the message
+with the time it arrived; the message alone when the model failed; and the consolidation pass queued only
+after the person has their answer."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import time_machine
+from django.core.cache import cache
+from django.http import HttpResponse
+from django.test import RequestFactory
+
+from localai_memory.chats.models import Message
+from localai_memory.core.after_response import AfterResponseMiddleware, after_response
+from localai_memory.growth.consolidation import _AFTER_TURN_KEY
+from tests.chats.helpers import new_chat, send
+
+pytestmark = pytest.mark.django_db
+
+ARRIVED = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
+
+
+def test_the_message_keeps_the_time_it_arrived_and_comes_before_the_reply(api, model):
+    chat = new_chat(api)
+    with time_machine.travel(ARRIVED, tick=False) as traveller:
+
+        def slow_model(_request):
+            traveller.shift(dt.timedelta(seconds=40))  # the model thinks for 40 seconds
+            return "Done thinking."
+
+        model.script(slow_model)
+        send(api, chat, "Think about it.")
+    message, reply = Message.objects.filter(chat_id=chat).order_by("id")
+    assert (message.role, message.content, message.created_at) == ("user", "Think about it.", ARRIVED)
+    assert (reply.role, reply.content) == ("assistant", "Done thinking.")
+    assert reply.created_at == ARRIVED + dt.timedelta(seconds=40)
+    listed = api.get(f"/api/chats/{chat}").json()["messages"]
+    assert [m["content"] for m in listed] == ["Think about it.", "Done thinking."]
+
+
+def test_a_model_that_fails_leaves_the_message_alone_and_no_reply(api, model):
+    chat = new_chat(api)
+    model.fail_next(500)
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Hello?"}, format="json")
+    assert response.status_code == 502
+    kept = response.json()["error"]["details"]["user_message_id"]
+    assert list(Message.objects.filter(chat_id=chat).values_list("id", "role")) == [(kept, "user")]
+
+
+def test_a_turn_over_http_queues_the_consolidation_pass_once_the_answer_is_sent(api, owner, model):
+    cache.delete(_AFTER_TURN_KEY.format(user_id=owner.pk))
+    send(api, new_chat(api), "I moved to Lisbon.")
+    assert cache.get(_AFTER_TURN_KEY.format(user_id=owner.pk)) == "1"
+
+
+def test_work_after_the_response_waits_for_the_response_to_be_closed():
+    ran: list[str] = []
+
+    def view(_request):
+        after_response(lambda: ran.append("after"))
+        ran.append("view")
+        return HttpResponse("answer")
+
+    response = AfterResponseMiddleware(view)(RequestFactory().get("/"))
+    assert ran == ["view"]  # the answer is ready, the bookkeeping has not run
+    response.close()  # what the WSGI server does once it has sent the answer
+    assert ran == ["view", "after"]
+
+
+def test_work_after_the_response_that_fails_is_logged_and_the_rest_still_runs(caplog):
+    ran: list[str] = []
+
+    def view(_request):
+        after_response(lambda: 1 / 0)
+        after_response(lambda: ran.append("second"))
+        return HttpResponse("answer")
+
+    AfterResponseMiddleware(view)(RequestFactory().get("/")).close()
+    assert ran == ["second"]
+    assert "after-response work" in caplog.text
+
+
+def test_outside_a_request_the_work_runs_at_once():
+    ran: list[str] = []
+    after_response(lambda: ran.append("now"))
+    assert ran == ["now"]
