@@ -10,6 +10,9 @@ COPY templates ./templates
 COPY manage.py ./
 RUN pip install -e . && useradd --system --home /app memory && mkdir -p /app/.localai && chown memory /app/.localai
 USER memory
+# The on-device embedder's faster copy of its model (int8 weights kept int8 at run time), made once here.
+ENV LOCALAI_MEMORY_MODEL_CACHE=/app/.localai/models
+RUN python -c "from localai_memory.recall.embedders import OnDeviceEmbedder; OnDeviceEmbedder().load()"
 # collectstatic needs settings but no database or Redis: give it throwaway URLs.
 RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
     python manage.py collectstatic --noinput

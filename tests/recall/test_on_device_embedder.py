@@ -34,19 +34,21 @@ OFFLINE_SCRIPT = textwrap.dedent("""
     notes = ["cat: has a grey cat named Pixel", "work: backend engineer at a payments startup"]
     vectors = embedder.embed(notes + ["What's my pet called?"])
     print(json.dumps({"model_id": embedder.model_id, "dim": int(vectors.shape[1]),
-                      "cosines": [float(vectors[i] @ vectors[2]) for i in range(2)]}))
+                      "cosines": [float(vectors[i] @ vectors[2]) for i in range(2)],
+                      "running_file": str(embedder.running_file)}))
 """)
 
 
-def test_it_embeds_offline_with_the_network_refused_and_no_model_hub() -> None:
+def test_it_embeds_offline_with_the_network_refused_and_no_model_hub(tmp_path: Path) -> None:
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin",
-           "HOME": "/nonexistent", "NO_PROXY": "*"}
+           "HOME": "/nonexistent", "NO_PROXY": "*", "LOCALAI_MEMORY_MODEL_CACHE": str(tmp_path / "models")}
     done = subprocess.run([sys.executable, "-c", OFFLINE_SCRIPT], check=False, env=env, capture_output=True, text=True,
                           timeout=120, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["model_id"] == ONDEVICE_MODEL_ID
     assert answer["dim"] == 384
+    assert Path(answer["running_file"]).parent == tmp_path / "models"  # the faster copy, derived offline
     pet, job = answer["cosines"]
     assert pet > job + 0.2
 
