@@ -7,7 +7,7 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from localai_memory.core.db import unflushed_commit_cte
+from localai_memory.core.db import fetch_one, unflushed_commit_cte
 
 from .models import ApiToken, hash_key
 
@@ -33,7 +33,7 @@ class TokenAuthentication(authentication.BaseAuthentication):
 
 def user_for_key(key: str):
     """The (user, token) pair for an API key, or AuthenticationFailed."""
-    token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key)).first()
+    token = fetch_one(ApiToken, join="user", key_hash=hash_key(key))
     if token is None or not token.user.is_active:
         raise exceptions.AuthenticationFailed("Invalid token.")
     now = timezone.now()

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError, connection
 from django.db.models import QuerySet
 
-from localai_memory.core.access import owned_or_404
+from localai_memory.core.db import fetch_one
+from localai_memory.core.errors import NotFound
 from localai_memory.memory import policy
 from localai_memory.memory.models import MemorySettings
 from localai_memory.memory.selectors import MemoryState, memory_state, memory_state_of
@@ -30,7 +31,13 @@ log = logging.getLogger(__name__)
 def access_chat(user_id: object, chat_id: object) -> Chat:
     """The chat ``chat_id`` if ``user_id`` (an id or a user) owns it, else NotFound."""
     owner_id = getattr(user_id, "pk", user_id)
-    return owned_or_404(Chat.objects.select_related("agent"), owner_field="owner_id", owner=owner_id, pk=chat_id)
+    try:  # every turn starts here: one SELECT without the queryset compiler (core.db.fetch_one)
+        chat = fetch_one(Chat, join="agent", pk=chat_id, owner_id=owner_id)
+    except (ValueError, TypeError):
+        chat = None
+    if chat is None:
+        raise NotFound(f"No such {Chat._meta.verbose_name}.")
+    return chat
 
 
 def chat_list(*, owner_id: int) -> QuerySet[Chat]:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.db import connections, models
+
+M = TypeVar("M", bound=models.Model)
 
 
 def unflushed_commit_cte(connection: Any) -> str:
@@ -18,3 +24,87 @@ def unflushed_commit_cte(connection: Any) -> str:
     if connection.in_atomic_block:
         return "settings AS (SELECT 1)"
     return "settings AS (SELECT set_config('synchronous_commit', 'off', true))"
+
+
+# --- one row by a unique key, without the queryset compiler ---------------------------------------------------
+
+_shapes: dict[tuple[Any, ...], _Shape] = {}
+_shapes_lock = threading.Lock()
+
+
+def fetch_one(model: type[M], *, join: str | None = None, using: str = "default", **where: Any) -> M | None:
+    """The row of ``model`` whose columns equal ``where`` (a unique key: at most one row; ``pk`` names the
+    primary key), with the row its foreign key ``join`` points at already attached (a LEFT JOIN, like
+    ``select_related``); ``None`` if there is none.
+
+    The same as ``model.objects.select_related(join).filter(**where).first()`` minus the queryset compiler,
+    which costs ~0.3 ms per query on these machines, more than the round trip itself. The SELECT text is
+    built once per model, join and keys; values go through the fields' own conversions both ways. Used by
+    the reads every chat turn makes before anything else (the API token, the chat). Raises ``ValueError`` or
+    ``TypeError`` for a value its field cannot take (an id that is not a number), as ``get`` does.
+    """
+    connection = connections[using]
+    keys = tuple(sorted(where))
+    shape = _shape(model, join, keys, connection)
+    params = [field.get_db_prep_value(where[key], connection) for key, field in zip(keys, shape.keys, strict=True)]
+    with connection.cursor() as cursor:
+        cursor.execute(shape.sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = list(row)
+    for index, column, converters in shape.converters:
+        for converter in converters:
+            values[index] = converter(values[index], column, connection)
+    own = len(shape.own)
+    instance = model.from_db(using, shape.own, values[:own])
+    if join is not None:
+        foreign_key = model._meta.get_field(join)
+        related = None
+        if values[own + shape.joined_pk] is not None:
+            related = foreign_key.related_model.from_db(using, shape.joined, values[own:])
+        foreign_key.set_cached_value(instance, related)
+    return instance
+
+
+@dataclass(frozen=True)
+class _Shape:
+    sql: str
+    keys: list[Any]  # the fields of ``where``, in key order
+    own: list[str]  # attnames of the model's columns, then of the joined model's
+    joined: list[str]
+    joined_pk: int
+    converters: list[tuple[int, Any, list[Any]]]  # (position, column, the field's from-database converters)
+
+
+def _shape(model: type[models.Model], join: str | None, keys: tuple[str, ...], connection: Any) -> _Shape:
+    cache_key = (model, join, keys, connection.alias)
+    with _shapes_lock:
+        if cache_key in _shapes:
+            return _shapes[cache_key]
+    quote = connection.ops.quote_name
+    fields = list(model._meta.concrete_fields)
+    source = f"{quote(model._meta.db_table)} m"
+    joined: list[Any] = []
+    if join is not None:
+        foreign_key = model._meta.get_field(join)
+        related = foreign_key.related_model
+        joined = list(related._meta.concrete_fields)
+        source += (f" LEFT JOIN {quote(related._meta.db_table)} j "
+                   f"ON j.{quote(foreign_key.target_field.column)} = m.{quote(foreign_key.column)}")
+    columns = [f"m.{quote(f.column)}" for f in fields] + [f"j.{quote(f.column)}" for f in joined]
+    key_fields = [model._meta.pk if key == "pk" else model._meta.get_field(key) for key in keys]
+    condition = " AND ".join(f"m.{quote(field.column)} = %s" for field in key_fields)
+    converters = []
+    for index, field in enumerate(fields + joined):
+        column = field.get_col(field.model._meta.db_table)
+        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if found:
+            converters.append((index, column, found))
+    shape = _Shape(sql=f"SELECT {', '.join(columns)} FROM {source} WHERE {condition} LIMIT 1", keys=key_fields,
+                   own=[f.attname for f in fields], joined=[f.attname for f in joined],
+                   joined_pk=[f.primary_key for f in joined].index(True) if joined else -1,
+                   converters=converters)
+    with _shapes_lock:
+        _shapes[cache_key] = shape
+    return shape
