@@ -8,8 +8,12 @@ passed as unknown, and the policy counts it as "ask".
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import psycopg
 from django.db import DatabaseError, connection
 from django.db.models import QuerySet
 
@@ -57,30 +61,56 @@ def read_memory_state(*, owner_id: int) -> MemoryState | None:
         return None
 
 
-def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope]) -> tuple[MemoryState | None, dict[str, str]]:
-    """What a turn reads before it decides, in one round trip: the owner's memory settings (None when they
-    cannot be read: the policy then asks first) and the index file of each scope the chat can name (path →
-    text; a scope without notes is missing). The turn shows only the indexes its decision lets it read."""
+@dataclass(frozen=True)
+class TurnRead:
+    """A read another app adds to the turn's first round trip to the database (``services.turn_read_hooks``):
+    one SELECT, whether its results come in binary, and what to make of its rows."""
+
+    sql: str
+    params: list[Any]
+    parse: Callable[[list[tuple[Any, ...]]], Any]
+    binary: bool = False
+
+
+def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope], extra: Mapping[str, TurnRead] | None = None,
+                     ) -> tuple[MemoryState | None, dict[str, str], dict[str, Any]]:
+    """What a turn reads before it decides, in one round trip to the database: the owner's memory settings
+    (None when they cannot be read: the policy then asks first), the index file of each scope the chat can
+    name (path → text; a scope without notes is missing), and the ``extra`` reads (name → parsed result;
+    recall's notes). The statements go out together in psycopg's pipeline mode and come back together. The
+    turn shows only what its decision lets it read."""
     from localai_memory.notes.models import NoteFile
 
-    fields = [f for f in MemorySettings._meta.concrete_fields]
+    fields = list(MemorySettings._meta.concrete_fields)
     columns = ", ".join(f"s.{connection.ops.quote_name(f.column)}" for f in fields)
     sql = (f"SELECT files.paths, files.texts, {columns} "
            f"FROM (SELECT array_agg(path) AS paths, array_agg(content) AS texts FROM {NoteFile._meta.db_table} "
            f"      WHERE owner_id = %s AND path = ANY(%s)) AS files "
            f"LEFT JOIN {MemorySettings._meta.db_table} s ON s.user_id = %s")
     paths = sorted({scope.index_path for scope in scopes.values()})
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [owner_id, paths, owner_id])
-        found_paths, texts, *values = cursor.fetchone()
+    extra = dict(extra or {})
+    connection.ensure_connection()
+    raw = connection.connection
+    # Django's wrapper turns psycopg's errors into django.db's (a database that went away is a clean 503).
+    with connection.wrap_database_errors, ExitStack() as cursors, raw.pipeline():
+        # psycopg's own cursors (server-side binding), not Django's client-side ones: they can pipeline and
+        # take binary results.
+        main = cursors.enter_context(psycopg.Cursor(raw))
+        main.execute(sql, [owner_id, paths, owner_id])
+        others = {}
+        for name, read in extra.items():
+            others[name] = cursors.enter_context(psycopg.Cursor(raw))
+            others[name].execute(read.sql, read.params, binary=read.binary)
+        found_paths, texts, *values = main.fetchone()
+        results = {name: read.parse(others[name].fetchall()) for name, read in extra.items()}
     files = dict(zip(found_paths or [], texts or [], strict=True))
     try:
         row = None if values[0] is None else MemorySettings.from_db(
             connection.alias, [f.attname for f in fields], values)
-        return memory_state_of(row, user_id=owner_id), files
+        return memory_state_of(row, user_id=owner_id), files, results
     except (DatabaseError, ValueError, TypeError):
         log.warning("memory settings of user %s could not be read", owner_id, exc_info=True)
-        return None, files
+        return None, files, results
 
 
 def turn_facts(*, chat: Chat, sender: Sender | None = None, state: MemoryState | None = None,

@@ -28,7 +28,7 @@ from localai_memory.notes.paths import Scope
 
 from . import context, llm
 from .models import Chat, Message, Origin, Role
-from .selectors import access_chat, chat_scopes, read_turn_memory, turn_facts
+from .selectors import TurnRead, access_chat, chat_scopes, read_turn_memory, turn_facts
 from .tools import ToolContext, new_report, run_tool
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,9 @@ class RecallRequest:
     scopes: dict[str, Scope]
     #: how the new message was stored (None: recall reads it from the chat)
     typed_by_user: bool | None = None
+    #: what the ``turn_read_hooks`` read with the settings (name → result), for every scope of the chat:
+    #: a hook keeps only ``decision.read_scopes``
+    prefetched: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,12 @@ class RecallContribution:
 #: Semantic recall plugs in here. A hook runs only while memory is on and the built-in provider serves it,
 #: reads only ``decision.read_scopes``, and must present what it adds as data (fenced, under a header).
 recall_hooks: list[Callable[[RecallRequest], RecallContribution | None]] = []
+
+#: Reads other apps add to the turn's first round trip to the database (``selectors.read_turn_memory``), by
+#: name: each gets the owner and every scope the chat can name (the policy has not decided yet) and returns
+#: a ``TurnRead`` or None; the results reach the recall hooks as ``RecallRequest.prefetched``. Recall reads
+#: the owner's notes and vectors this way, a round trip less per turn.
+turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] = {}
 
 
 @transaction.atomic
@@ -250,7 +259,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
     scopes = chat_scopes(chat=chat)
-    state, index_files = read_turn_memory(owner_id=chat.owner_id, scopes=scopes)
+    reads = {name: read for name, hook in turn_read_hooks.items()
+             if (read := hook(chat.owner_id, scopes)) is not None}
+    state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
     indexes: list[context.IndexShown] = []
@@ -259,7 +270,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
                    for kind in context.SCOPE_ORDER if kind in decision.read_scopes and kind in scopes]
     earlier = history if history is not None else _history(chat)
     recall_request = RecallRequest(chat=chat, content=content, history=earlier, decision=decision, scopes=scopes,
-                                   typed_by_user=typed_by_user)
+                                   typed_by_user=typed_by_user, prefetched=prefetched)
     tools = context.offered_tools(decision, topics=context.topic_count(indexes))
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""

@@ -22,6 +22,7 @@ class RecallConfig(AppConfig):
         notes_changed.connect(index.on_notes_changed, dispatch_uid="recall.index.on_notes_changed")
         if service.turn_recall not in chat_services.recall_hooks:
             chat_services.recall_hooks.append(service.turn_recall)
+        chat_services.turn_read_hooks[service.TURN_READ] = service.turn_notes_read
         schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
         if isinstance(schedule, dict):
             for name, entry in tasks.BEAT_SCHEDULE.items():

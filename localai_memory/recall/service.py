@@ -53,6 +53,7 @@ from .ranking import (
 )
 
 if TYPE_CHECKING:
+    from localai_memory.chats.selectors import TurnRead
     from localai_memory.chats.services import RecallContribution, RecallRequest
 
 log = logging.getLogger(__name__)
@@ -133,17 +134,36 @@ def owner_notes(*, owner_id: int, scopes: Sequence[Scope]) -> list[Note]:
     scopes = list(dict.fromkeys(scopes))
     if not scopes:
         return []
-    where, params = _scope_filter(scopes)
-    sql = (f"SELECT scope_kind, scope_key, topic, kind, text, source, updated_at, model_id, "
-           f"vector_send(embedding) FROM {NoteVector._meta.db_table} WHERE owner_id = %s AND ({where})")
+    sql, params = _owner_notes_sql(owner_id, scopes)
     # A server-side-binding cursor with binary results: the vectors arrive as raw bytes, not hex text, which
     # halves the fetch (measured in bench/recall_turn). Same connection, so same transaction as Django's.
     connection.ensure_connection()
     # Django's wrapper turns psycopg's errors into django.db's (a server that went away is an
     # OperationalError, answered as a clean 503, never a 500).
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, [owner_id, *params], binary=True)
+        cursor.execute(sql, params, binary=True)
         rows = cursor.fetchall()
+    return _notes_from_rows(rows, scopes)
+
+
+def turn_notes_read(owner_id: int, scopes: dict[str, Scope]) -> TurnRead:
+    """``owner_notes`` of every scope a chat can name, as a read of the turn's first round trip
+    (``chats.services.turn_read_hooks``); ``turn_recall`` keeps only the scopes the turn may read."""
+    from localai_memory.chats.selectors import TurnRead
+
+    named = list(dict.fromkeys(scopes.values()))
+    sql, params = _owner_notes_sql(owner_id, named)
+    return TurnRead(sql=sql, params=params, binary=True, parse=lambda rows: _notes_from_rows(rows, named))
+
+
+def _owner_notes_sql(owner_id: int, scopes: Sequence[Scope]) -> tuple[str, list[Any]]:
+    where, params = _scope_filter(scopes)
+    sql = (f"SELECT scope_kind, scope_key, topic, kind, text, source, updated_at, model_id, "
+           f"vector_send(embedding) FROM {NoteVector._meta.db_table} WHERE owner_id = %s AND ({where})")
+    return sql, [owner_id, *params]
+
+
+def _notes_from_rows(rows: Sequence[Sequence[Any]], scopes: Sequence[Scope]) -> list[Note]:
     by_scope = {(s.kind, s.key): s for s in scopes}
     notes: dict[tuple[str, str, str], Note] = {}
     for kind, key, topic, passage_kind, text, source, updated_at, model_id, raw in rows:
@@ -275,16 +295,22 @@ def recall_notes(
     config: RecallConfig = DEFAULT_CONFIG,
     embedder: Embedder | None = _UNSET,
     query_vectors: np.ndarray | None = None,
+    notes: list[Note] | None = None,
 ) -> RecallOutcome:
     """Rank the owner's notes of ``scopes`` for ``query``. ``embedder`` defaults to the configured one;
-    ``query_vectors`` (rows of ``query.texts_to_embed()``) skips embedding the query (benchmarks)."""
+    ``query_vectors`` (rows of ``query.texts_to_embed()``) skips embedding the query (benchmarks); ``notes``
+    are the owner's notes already read (``turn_notes_read``), of which only ``scopes``' are ranked."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
     if isinstance(query, str):
         query = RecallQuery(text=query)
     if embedder is _UNSET:
         embedder = index.current_embedder()
-    notes = owner_notes(owner_id=owner_id, scopes=scopes)
+    if notes is None:
+        notes = owner_notes(owner_id=owner_id, scopes=scopes)
+    else:
+        allowed = {(scope.kind, scope.key) for scope in scopes}
+        notes = [note for note in notes if (note.scope.kind, note.scope.key) in allowed]
     timings["fetch"] = (time.perf_counter() - started) * 1000
     model_id = embedder.model_id if embedder is not None else None
     candidates = [note.candidate(model_id) for note in notes]
@@ -360,6 +386,10 @@ def readable_scopes(request: RecallRequest) -> list[Scope]:
             if kind in request.decision.read_scopes and kind in request.scopes]
 
 
+#: The name recall's read goes by in ``chats.services.turn_read_hooks`` and ``RecallRequest.prefetched``.
+TURN_READ = "recall.notes"
+
+
 def turn_recall(request: RecallRequest) -> RecallContribution | None:
     """The recall hook of a chat turn: the best topics of the allowed scopes as fenced data, and the report."""
     from localai_memory.chats.services import RecallContribution
@@ -368,18 +398,20 @@ def turn_recall(request: RecallRequest) -> RecallContribution | None:
     if not scopes:
         return None
     text, report, _ = recall_contribution(owner_id=request.chat.owner_id, scopes=scopes,
-                                          query=build_recall_query(query_messages(request)))
+                                          query=build_recall_query(query_messages(request)),
+                                          notes=request.prefetched.get(TURN_READ))
     return RecallContribution(text=text, report=report)
 
 
 def recall_contribution(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | None,
                         embedder: Embedder | None = _UNSET, query_vectors: np.ndarray | None = None,
-                        now: datetime | None = None) -> tuple[str, dict[str, Any], RecallOutcome]:
+                        now: datetime | None = None, notes: list[Note] | None = None,
+                        ) -> tuple[str, dict[str, Any], RecallOutcome]:
     """What recall adds to one turn: the fenced text, ``report["recall"]`` and the outcome behind them."""
     from localai_memory.chats import context
 
     outcome = recall_notes(owner_id=owner_id, scopes=scopes, query=query, embedder=embedder,
-                           query_vectors=query_vectors, now=now)
+                           query_vectors=query_vectors, now=now, notes=notes)
     shown_lines = _index_lines_shown(owner_id, scopes, outcome)
     notes = [context.RecalledNote(kind=r.note.scope.kind, scope=r.note.scope, topic=r.note.topic,
                                   summary=r.note.summary, details=r.note.details,
