@@ -270,6 +270,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- the product ------------------------------------------------------------------------------------------
+#: The Celery worker's nice value (its background passes yield the CPU to chat turns); 0 leaves it as started.
+WORKER_NICE = env_int("LOCALAI_MEMORY_WORKER_NICE", 10)
 FILES_ENABLED = env_bool("LOCALAI_MEMORY_FILES", True)  # the server's files switch: notes are files
 LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:8080/v1")
 LLM_MODEL = env_str("LLM_MODEL", "local-model")

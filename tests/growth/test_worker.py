@@ -35,3 +35,12 @@ def test_a_real_worker_runs_a_pass_and_the_suggestion_waits_in_the_inbox(owner, 
         worker.wait_for_line("succeeded")
     [suggestion] = Proposal.objects.filter(owner=owner)
     assert (suggestion.topic, suggestion.summary, suggestion.source) == ("home", "lives in Lisbon", "consolidation")
+
+
+def test_the_worker_runs_its_background_passes_at_a_lower_cpu_priority_than_the_web():
+    import os
+
+    web = os.getpriority(os.PRIO_PROCESS, 0)
+    with celery_worker(name="nice") as worker:
+        assert os.getpriority(os.PRIO_PROCESS, worker.process.pid) == min(web + settings.WORKER_NICE, 19)
+    assert settings.WORKER_NICE == 10
