@@ -37,3 +37,17 @@ def test_after_the_upgrade_notes_are_read_by_words_until_they_are_embedded_as_my
     again = service.recall_notes(owner_id=owner.pk, scopes=[Scope.user()], query="Which neighbourhood am I in?")
     assert again.mode == "semantic" and again.degraded is None
     assert [r.note.topic for r in again.items][:1] == ["home"]
+
+
+def test_after_the_fast_copy_upgrade_every_vector_is_made_again_by_the_copy_itself(owner):
+    fast = importlib.import_module("localai_memory.recall.migrations.0005_reembed_with_the_fast_copy")
+    note(owner, "home", "lives in Rome")
+    fast.drop_vectors(apps, None)
+    assert NoteVector.objects.filter(owner=owner, embedding__isnull=False).count() == 0
+    assert index.catch_up_batch(owner_id=owner.pk).embedded == 1
+    line = NoteVector.objects.get(owner=owner, topic="home", kind=LINE)
+    copy = OnDeviceEmbedder()
+    expected = copy.embed(["my home: lives in Rome"])[0]
+    assert copy.running_file is not None and copy.running_file.name.endswith(".onnx")
+    assert "matmulnbits" in copy.running_file.name  # the derived copy, not the package's file
+    assert float(np.asarray(line.embedding, dtype=np.float32) @ expected) > 0.99999
