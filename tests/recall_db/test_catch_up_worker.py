@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 
 from localai_memory.recall import index
+from localai_memory.recall.embedders import FAST_MODEL_ID
 from localai_memory.recall.models import NoteVector
 from localai_memory.recall.tasks import BEAT_SCHEDULE, CATCH_UP_TASK, recall_catch_up
 from tests.support.celery_worker import celery_worker
@@ -30,5 +31,5 @@ def test_a_real_worker_embeds_the_notes_written_while_embeddings_were_off(owner,
                                                  "EMBEDDINGS_BASE_URL": ""}) as worker:
         recall_catch_up.apply_async(kwargs={"owner_id": owner.pk}, queue=worker.queue)
         worker.wait_for_line("succeeded")
-    assert index.waiting_count(owner_id=owner.pk, model_id="all-MiniLM-L6-v2-onnx-int8") == 0
+    assert index.waiting_count(owner_id=owner.pk, model_id=FAST_MODEL_ID) == 0
     assert set(NoteVector.objects.filter(owner=owner).values_list("dim", flat=True)) == {384}

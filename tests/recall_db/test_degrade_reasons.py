@@ -10,6 +10,7 @@ import pytest
 
 from localai_memory.notes.paths import Scope
 from localai_memory.recall import index, service, tasks
+from localai_memory.recall.embedders import FAST_MODEL_ID
 from localai_memory.recall.models import NoteVector
 from tests.chats.helpers import new_chat, send
 
@@ -95,7 +96,7 @@ def test_vectors_of_another_model_are_a_dim_mismatch_until_re_embedded(
 
     tasks.catch_up()
     rows = set(NoteVector.objects.filter(owner=owner).values_list("model_id", "dim"))
-    assert rows == {("all-MiniLM-L6-v2-onnx-int8", 384)}  # re-embedded, never mixed
+    assert rows == {(FAST_MODEL_ID, 384)}  # re-embedded, never mixed
     recall = recall_of(send(api, new_chat(api), LIVING))
     assert recall["degraded"] is None and recall["topics"][0] == "home"
 

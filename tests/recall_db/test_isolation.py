@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from localai_memory.notes.paths import Scope
 from localai_memory.recall import service
-from localai_memory.recall.embedders import OnDeviceEmbedder
+from localai_memory.recall.embedders import FAST_MODEL_ID, OnDeviceEmbedder
 from localai_memory.recall.models import NoteVector
 from localai_memory.recall.ranking import Candidate, RecallQuery, rank_notes
 
@@ -85,7 +85,7 @@ def bulk_load(users: list[int], catalogue: list[tuple[str, str]], vectors: np.nd
         for k in picks:
             topic, summary = catalogue[k]
             buffer.write(f"{user_id}\tuser\t\t{topic}\tline\tMemory/index.md\t{summary}\tuser\t"
-                         f"{(now - timedelta(days=k % 90)).isoformat()}\t{texts[k]}\tall-MiniLM-L6-v2-onnx-int8\t384\n")
+                         f"{(now - timedelta(days=k % 90)).isoformat()}\t{texts[k]}\t{FAST_MODEL_ID}\t384\n")
     buffer.seek(0)
     with connection.cursor() as cursor:
         columns = ("owner_id, scope_kind, scope_key, topic, kind, path, text, source, updated_at, embedding, "

@@ -18,6 +18,7 @@ from localai_memory.notes.services import (
     trash_restore,
 )
 from localai_memory.recall import service
+from localai_memory.recall.embedders import FAST_MODEL_ID
 from localai_memory.recall.models import NoteVector
 
 from .conftest import note
@@ -40,7 +41,7 @@ def test_a_saved_note_is_recallable_at_once_with_who_wrote_it(owner):
     assert rows["line"].text == "lives in Rome" and rows["details"].text == "Trastevere since 2024.\n"
     assert {row.source for row in rows.values()} == {"model"}
     assert {row.updated_at for row in rows.values()} == {change.created_at}
-    assert rows["line"].dim == 384 and rows["line"].model_id == "all-MiniLM-L6-v2-onnx-int8"
+    assert rows["line"].dim == 384 and rows["line"].model_id == FAST_MODEL_ID
     assert recalled(owner) == ["home"]
 
 
