@@ -146,7 +146,10 @@ def parse_completion(raw: bytes) -> ModelReply:
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         if isinstance(content, list):  # content parts: keep the text ones
-            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            texts = [part.get("text", "") for part in content if isinstance(part, dict)]
+            if not all(isinstance(text, str) for text in texts):
+                raise bad
+            content = "".join(texts)
         else:
             raise bad
     calls: list[ToolCall] = []

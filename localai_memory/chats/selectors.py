@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 
 from localai_memory.core.db import fetch_one
@@ -75,9 +75,11 @@ class TurnRead:
 def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope], extra: Mapping[str, TurnRead] | None = None,
                      ) -> tuple[MemoryState | None, dict[str, str], dict[str, Any]]:
     """What a turn reads before it decides, in one round trip to the database: the owner's memory settings
-    (None when they cannot be read: the policy then asks first), the index file of each scope the chat can
-    name (path → text; a scope without notes is missing), and the ``extra`` reads (name → parsed result;
-    recall's notes). The statements go out together in psycopg's pipeline mode and come back together. The
+    (None when the stored row cannot be understood: the policy then asks first), the index file of each
+    scope the chat can name (path → text; a scope without notes is missing), and the ``extra`` reads (name →
+    parsed result; recall's notes). The statements go out together in psycopg's pipeline mode and come back
+    together. An extra read that fails is left out (its reader reads for itself, or degrades): the turn is
+    read again without the extras, and only a database that cannot answer that either raises (a 503). The
     turn shows only what its decision lets it read."""
     from localai_memory.notes.models import NoteFile
 
@@ -89,20 +91,15 @@ def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope], extra: Mapping[
            f"LEFT JOIN {MemorySettings._meta.db_table} s ON s.user_id = %s")
     paths = sorted({scope.index_path for scope in scopes.values()})
     extra = dict(extra or {})
-    connection.ensure_connection()
-    raw = connection.connection
-    # Django's wrapper turns psycopg's errors into django.db's (a database that went away is a clean 503).
-    with connection.wrap_database_errors, ExitStack() as cursors, raw.pipeline():
-        # psycopg's own cursors (server-side binding), not Django's client-side ones: they can pipeline and
-        # take binary results.
-        main = cursors.enter_context(psycopg.Cursor(raw))
-        main.execute(sql, [owner_id, paths, owner_id])
-        others = {}
-        for name, read in extra.items():
-            others[name] = cursors.enter_context(psycopg.Cursor(raw))
-            others[name].execute(read.sql, read.params, binary=read.binary)
-        found_paths, texts, *values = main.fetchone()
-        results = {name: read.parse(others[name].fetchall()) for name, read in extra.items()}
+    try:
+        # Inside a caller's transaction a failed statement would spoil it: try under a savepoint there.
+        with transaction.atomic() if connection.in_atomic_block and extra else nullcontext():
+            found_paths, texts, values, results = _pipelined(sql, [owner_id, paths, owner_id], extra)
+    except DatabaseError:
+        if not extra:
+            raise
+        log.warning("the turn's reads %s failed; reading without them", sorted(extra), exc_info=True)
+        found_paths, texts, values, results = _pipelined(sql, [owner_id, paths, owner_id], {})
     files = dict(zip(found_paths or [], texts or [], strict=True))
     try:
         row = None if values[0] is None else MemorySettings.from_db(
@@ -111,6 +108,31 @@ def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope], extra: Mapping[
     except (DatabaseError, ValueError, TypeError):
         log.warning("memory settings of user %s could not be read", owner_id, exc_info=True)
         return None, files, results
+
+
+def _pipelined(sql: str, params: list[Any], extra: Mapping[str, TurnRead],
+               ) -> tuple[list[str] | None, list[str] | None, list[Any], dict[str, Any]]:
+    connection.ensure_connection()
+    raw = connection.connection
+    # Django's wrapper turns psycopg's errors into django.db's (a database that went away is a clean 503).
+    with connection.wrap_database_errors, ExitStack() as cursors, raw.pipeline():
+        # psycopg's own cursors (server-side binding), not Django's client-side ones: they can pipeline and
+        # take binary results.
+        main = cursors.enter_context(psycopg.Cursor(raw))
+        main.execute(sql, params)
+        others = {}
+        for name, read in extra.items():
+            others[name] = cursors.enter_context(psycopg.Cursor(raw))
+            others[name].execute(read.sql, read.params, binary=read.binary)
+        found_paths, texts, *values = main.fetchone()
+        rows = {name: cursor.fetchall() for name, cursor in others.items()}
+    results: dict[str, Any] = {}
+    for name, read in extra.items():
+        try:
+            results[name] = read.parse(rows[name])
+        except Exception:
+            log.exception("the turn's read %r could not be parsed", name)
+    return found_paths, texts, values, results
 
 
 def turn_facts(*, chat: Chat, sender: Sender | None = None, state: MemoryState | None = None,

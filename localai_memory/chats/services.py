@@ -201,7 +201,9 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
         params += [*chat_fields.values(), chat.pk]
     # Typed placeholders: a column that is NULL in every row (sender_id) must not be guessed as text.
     by_column = {f.column: f for f in Message._meta.concrete_fields}
-    row = ", ".join(f"%s::{by_column[name].cast_db_type(connection)}" for name in columns)
+    # Text columns are cast to text, not varchar(n): an explicit cast would cut a long value silently, while
+    # the INSERT's own assignment refuses it.
+    row = ", ".join(f"%s::{_column_type(by_column[name], connection)}" for name in columns)
     ordinals = ", ".join(f"({row}, %s)" for _ in messages)
     # The ordinal makes the INSERT take the rows in order, so the ids are in the messages' order.
     sql = (f"WITH {', '.join(ctes)}, rows ({', '.join(columns)}, n) AS (VALUES {ordinals}) "
@@ -219,11 +221,41 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
     return messages
 
 
+def _column_type(field: Any, connection: Any) -> str:
+    if field.get_internal_type() in ("CharField", "TextField"):
+        return "text"
+    return field.cast_db_type(connection)
+
+
 def _with_ordinals(values: list[Any], width: int) -> list[Any]:
     out: list[Any] = []
     for n in range(0, len(values), width):
         out += [*values[n:n + width], n // width]
     return out
+
+
+def _turn_reads(chat: Chat, scopes: dict[str, Scope]) -> dict[str, TurnRead]:
+    """The reads the ``turn_read_hooks`` add to the turn's first round trip; a hook that fails adds none
+    (recall then reads for itself, or degrades)."""
+    reads: dict[str, TurnRead] = {}
+    for name, hook in turn_read_hooks.items():
+        try:
+            read = hook(chat.owner_id, scopes)
+        except Exception:
+            log.exception("turn read hook %r failed", name)
+            continue
+        if read is not None:
+            reads[name] = read
+    return reads
+
+
+def _keep(chat: Chat, message: Message) -> None:
+    """Store a turn's message alone after the turn failed; if that fails too (the database went away), log
+    it and let the turn's own error be the answer."""
+    try:
+        messages_add(chat=chat, messages=[message])
+    except Exception:
+        log.warning("the message of a failed turn in chat %s could not be kept", chat.pk, exc_info=True)
 
 
 def _check_content(content: object) -> str:
@@ -251,16 +283,20 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
     Raises InvalidInput for an empty message and ModelUnavailable / ModelBadResponse (502, 504 on a
     timeout) when the model server fails; the user's message is kept either way, and the error's details
-    name it and hold what memory did before the failure. The message and the reply are stored together once
-    the model answered (one statement; the message keeps the time it arrived), or the message alone when it
-    did not.
+    name it and hold what memory did before the failure.
+
+    The message and the reply are stored together once the model answered (one statement; the message keeps
+    the time it arrived), or the message alone when anything else went wrong after it arrived (then the
+    original error is raised). So the message is in the chat once the turn has ended, not while the model
+    is still thinking: a page reloaded meanwhile does not show it yet, and two turns sent to one chat at the
+    same moment do not see each other's message in their context. A process killed in the middle of a turn
+    (a deploy) loses that message, which its sender never got an answer to.
     """
     content = _check_content(content)
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
     scopes = chat_scopes(chat=chat)
-    reads = {name: read for name, hook in turn_read_hooks.items()
-             if (read := hook(chat.owner_id, scopes)) is not None}
+    reads = {} if chat.private else _turn_reads(chat, scopes)  # a private chat reads nothing of memory
     state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
@@ -292,10 +328,13 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     try:
         reply = _loop(messages, context.tool_definitions(decision, tools), ctx, timings)
     except UpstreamError as exc:
-        messages_add(chat=chat, messages=[user_message])
+        _keep(chat, user_message)
         exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}
         raise
-    text = reply.content or ""
+    except Exception:
+        _keep(chat, user_message)
+        raise
+    text = (reply.content or "").replace("\x00", "")  # PostgreSQL text holds no NUL; a model may send one
     assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
     messages_add(chat=chat, messages=[user_message, assistant])
     if typed_by_user:

@@ -140,6 +140,17 @@ def fast_model_name(source_sha256: str) -> str:
             f".v{FAST_FORMAT_VERSION}.onnx")
 
 
+def _refuse_if_others_can_write(target: Path) -> None:
+    """The copy is trusted on its sidecar, which whoever writes the folder could replace with the file: only a
+    folder (and file) that belongs to this process's user and that no one else may write is used."""
+    for path in (target.parent, target):
+        if not path.exists():
+            continue
+        status = path.stat()
+        if status.st_uid != os.getuid() or status.st_mode & 0o022:
+            raise _FastCopyUnavailable(f"{path} may be written by other users than this process's")
+
+
 def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
@@ -385,6 +396,7 @@ class OnDeviceEmbedder:
         target: Path | None = None
         try:
             target = model_cache_dir() / fast_model_name(source_sha256)
+            _refuse_if_others_can_write(target)
             state = _sidecar_state(target)
             if state == "ok":
                 return target, new_session(target)

@@ -49,6 +49,23 @@ def test_a_model_that_fails_leaves_the_message_alone_and_no_reply(api, model):
     assert list(Message.objects.filter(chat_id=chat).values_list("id", "role")) == [(kept, "user")]
 
 
+def test_a_reply_with_a_nul_character_is_stored_without_it_next_to_the_message(api, model):
+    chat = new_chat(api)
+    model.script("Sure\x00thing.")
+    assert send(api, chat, "Can you?")["reply"] == "Surething."
+    assert [(m.role, m.content) for m in Message.objects.filter(chat_id=chat).order_by("id")] == [
+        ("user", "Can you?"), ("assistant", "Surething.")]
+
+
+def test_a_reply_the_model_garbled_is_a_502_and_the_message_is_kept(api, model):
+    chat = new_chat(api)
+    model.script({"id": "x", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": [{"type": "text", "text": 5}]}}]})
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Hello?"}, format="json")
+    assert response.status_code == 502 and response.json()["error"]["code"] == "model_bad_response"
+    assert list(Message.objects.filter(chat_id=chat).values_list("role", "content")) == [("user", "Hello?")]
+
+
 def test_a_turn_over_http_queues_the_consolidation_pass_once_the_answer_is_sent(api, owner, model):
     cache.delete(_AFTER_TURN_KEY.format(user_id=owner.pk))
     send(api, new_chat(api), "I moved to Lisbon.")
@@ -86,3 +103,17 @@ def test_outside_a_request_the_work_runs_at_once():
     ran: list[str] = []
     after_response(lambda: ran.append("now"))
     assert ran == ["now"]
+
+
+def test_a_read_another_app_adds_to_the_turn_that_fails_leaves_the_turn_answering(api, owner, model, monkeypatch):
+    from localai_memory.chats import services
+    from localai_memory.chats.selectors import TurnRead
+    from tests.chats.helpers import note, system_of
+
+    note(owner, "home", "lives in Rome")
+    broken = TurnRead(sql="SELECT 1 / 0", params=[], parse=lambda rows: rows)
+    monkeypatch.setitem(services.turn_read_hooks, "broken", lambda owner_id, scopes: broken)
+    chat = new_chat(api)
+    body = send(api, chat, "Where do I live?")
+    assert "lives in Rome" in system_of(model.last_request)  # the index, and recall reading for itself
+    assert body["memory"]["recall"]["count"] >= 1

