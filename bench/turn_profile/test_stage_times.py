@@ -1,0 +1,69 @@
+"""Where one plain turn's time goes, stage by stage, in this process (not part of the suite).
+
+``VARY=1 LAT=50 .venv/bin/pytest bench/turn_profile/test_stage_times.py -s -p no:cacheprovider -q`` (``TURNS=n``,
+``LAT``: the loopback model's latency in ms; 50 makes every stage after the model call start on a core that
+sat idle, as in a live turn). Each stage function is wrapped in a timer for the run (the functions
+themselves are unchanged), and the median per turn is printed with the whole request's.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import statistics
+import time
+from collections import defaultdict
+
+import pytest
+
+from bench.turn_profile.test_profile_turn import body, setup  # noqa: F401 - the fixture
+
+TURNS = int(os.environ.get("TURNS", "200"))
+STAGES = [
+    ("localai_memory.accounts.authentication", "user_for_key"),
+    ("localai_memory.chats.selectors", "access_chat"),
+    ("localai_memory.chats.services", "read_turn_memory"),
+    ("localai_memory.chats.services", "turn_facts"),
+    ("localai_memory.chats.services", "_recall"),
+    ("localai_memory.recall.index", "embed_query_texts"),
+    ("localai_memory.recall.service", "rank_notes"),
+    ("localai_memory.chats.llm", "chat_completion"),
+    ("localai_memory.chats.services", "messages_add"),
+    ("localai_memory.growth.consolidation", "consolidation_schedule_after_turn"),
+    ("localai_memory.chats.services", "turn_run"),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stage_times(setup, monkeypatch, openai_server):  # noqa: F811
+    client, chat = setup
+    openai_server.latency_ms = int(os.environ.get("LAT", "0"))
+    spent: dict[str, list[float]] = defaultdict(list)
+    for module_name, name in STAGES:
+        module = importlib.import_module(module_name)
+        original = getattr(module, name)
+        label = f"{module_name.rsplit('.', 1)[-1]}.{name}"
+
+        def timed(*args, _original=original, _key=label, **kwargs):
+            started = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                spent[_key].append((time.perf_counter() - started) * 1000)
+
+        monkeypatch.setattr(module, name, functools.wraps(original)(timed))
+    headers = {"HTTP_X_CHAT_ID": str(chat.pk)}
+    for _ in range(10):  # warm up: model loaded, connections made
+        client.post("/v1/chat/completions", body(), format="json", **headers)
+    spent.clear()
+    whole = []
+    for _ in range(TURNS):
+        started = time.perf_counter()
+        response = client.post("/v1/chat/completions", body(), format="json", **headers)
+        whole.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+    print(f"\n{'stage':50s} {'calls/turn':>10s} {'median ms':>10s}")
+    for key, values in spent.items():
+        print(f"{key:50s} {len(values) / TURNS:10.1f} {statistics.median(values):10.2f}")
+    print(f"{'the whole request (test client)':50s} {1:10.1f} {statistics.median(whole):10.2f}")
