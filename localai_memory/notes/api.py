@@ -95,9 +95,8 @@ class FileContentApi(ApiView):
         """Write one file. Send the version you edited (leave it out only to create); a stale one is a 409."""
         path = query_param(request, "path")
         data = validated(FileWriteInput, request.data)
-        change = services.file_write(owner_id=request.user.pk, path=path, content=data["content"],
-                                     version=data.get("version"))
-        note = selectors.access_file(owner_id=request.user.pk, path=path)
+        change, note = services.file_write_read(owner_id=request.user.pk, path=path, content=data["content"],
+                                                version=data.get("version"))
         return Response({**file_json(note), "change_id": change.pk})
 
     @extend_schema(parameters=[PATH_PARAM, OpenApiParameter("version", OpenApiTypes.INT, OpenApiParameter.QUERY)],
@@ -123,8 +122,8 @@ class FileRestoreVersionApi(ApiView):
     def post(self, request):
         """Make an earlier version the current text (as a new version)."""
         data = validated(RestoreVersionInput, request.data)
-        change = services.version_restore(owner_id=request.user.pk, path=data["path"], version=data["version"])
-        return Response({"change": change_json(selectors.access_change(owner_id=request.user.pk, change_id=change.pk))})
+        change = services.version_restore_read(owner_id=request.user.pk, path=data["path"], version=data["version"])
+        return Response({"change": change_json(change)})
 
 
 class TrashApi(ApiView):

@@ -189,6 +189,17 @@ def file_write(*, owner_id: int, path: str, content: str, version: int | None, s
 
 
 @transaction.atomic
+def file_write_read(*, owner_id: int, path: str, content: str, version: int | None) -> tuple[ChangeSet, NoteFile]:
+    """``file_write``, then the file as written, read in the same transaction: if the database goes away
+    before it is read, nothing was saved, so a 503 tells the truth (read after the commit, it could hide a
+    saved edit; seen in bench/faults)."""
+    from .selectors import access_file
+
+    change = file_write(owner_id=owner_id, path=path, content=content, version=version)
+    return change, access_file(owner_id=owner_id, path=path)
+
+
+@transaction.atomic
 def file_delete(*, owner_id: int, path: str, version: int | None = None, actor: str = "you",
                 source: str = "trash") -> TrashEntry:
     """Move one file to the Trash. Deleting an index also trashes its scope's topic files."""
@@ -312,6 +323,16 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
         trashed.restored_at, trashed.restored_by = undo.created_at, undo
         trashed.save(update_fields=["restored_at", "restored_by"])
     return undo
+
+
+@transaction.atomic
+def version_restore_read(*, owner_id: int, path: str, version: int) -> ChangeSet:
+    """``version_restore``, then its change set (files loaded) read in the same transaction, as
+    ``file_write_read`` does for an edit."""
+    from .selectors import access_change
+
+    change = version_restore(owner_id=owner_id, path=path, version=version)
+    return access_change(owner_id=owner_id, change_id=change.pk)
 
 
 @transaction.atomic
