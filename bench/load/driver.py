@@ -87,6 +87,7 @@ class User:
         self.token: str = spec["token"]
         self.chat: int = spec["chat"]
         self.overhead_chat: int = spec["overhead_chat"]
+        self.private_chat: int = spec["private_chat"]  # the chat's Memory switch off: the app without memory
         self.auto: bool = spec["auto"]
         self.headers = {"Authorization": f"Token {self.token}"}
 
@@ -259,10 +260,11 @@ class Driver:
 
     # -- overhead pairs --------------------------------------------------------------------------------
 
-    def on_turn(self, client: httpx.Client, user: User, body: dict[str, Any]) -> tuple[float, int, dict[str, float]]:
+    def on_turn(self, client: httpx.Client, user: User, body: dict[str, Any],
+                chat: int | None = None) -> tuple[float, int, dict[str, float]]:
         began = time.perf_counter()
         response = client.post(f"{self.base}/v1/chat/completions", json=body,
-                               headers={**user.headers, "X-Chat-Id": str(user.overhead_chat)})
+                               headers={**user.headers, "X-Chat-Id": str(chat or user.overhead_chat)})
         ms = (time.perf_counter() - began) * 1000
         self.rec.request(time.time() - ms / 1000, ms, "POST /v1/chat/completions", response.status_code,
                          classify(response))
@@ -298,19 +300,28 @@ class Driver:
                     # a new text every turn, as people write: no turn reuses an earlier query's embedding
                     text = f"What should I cook tonight? Keep it short. (ref {self.token()})"
                 body = {"model": "bench-model", "messages": [{"role": "user", "content": text}]}
-                on_first = rng.random() < 0.5
+                # A plain turn is also sent to the user's private chat (its Memory switch off), in a random
+                # place among the three: what the app costs as a proxy, without memory.
+                calls = ["on", "direct"] + (["off"] if kind == "plain" else [])
+                rng.shuffle(calls)
+                on_first = calls.index("on") < calls.index("direct")
+                measured: dict[str, Any] = {}
                 try:
-                    if on_first:
-                        on_ms, read, timing = self.on_turn(app, user, body)
-                        direct_ms = self.direct_turn(model, body)
-                    else:
-                        direct_ms = self.direct_turn(model, body)
-                        on_ms, read, timing = self.on_turn(app, user, body)
+                    for call in calls:
+                        if call == "on":
+                            measured["on"] = self.on_turn(app, user, body)
+                        elif call == "direct":
+                            measured["direct"] = self.direct_turn(model, body)
+                        else:
+                            measured["off"] = self.on_turn(app, user, body, chat=user.private_chat)[0]
                 except (httpx.HTTPError, ValueError) as exc:
                     self.rec.request(time.time(), 0.0, "overhead pair", "driver", repr(exc)[:200])
                     continue
+                on_ms, read, timing = measured["on"]
+                off_ms = round(measured["off"], 3) if "off" in measured else None
                 with self.rec.lock:
-                    self.rec.pairs.append([kind, round(on_ms, 3), round(direct_ms, 3), on_first, read, timing])
+                    self.rec.pairs.append([kind, round(on_ms, 3), round(measured["direct"], 3), on_first, read,
+                                           timing, off_ms])
 
     # -- run -------------------------------------------------------------------------------------------
 

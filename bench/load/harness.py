@@ -109,6 +109,7 @@ class Harness:
             self.number_to_id[number] = pk
             self.users.append({"number": number, "username": name, "token": seeding.token_for(number),
                                "chat": chats[(pk, "bench mix")], "overhead_chat": chats[(pk, "bench overhead")],
+                               "private_chat": chats[(pk, "bench private")],
                                "auto": seeding.saves_at_once(number)})
         connections.close_all()
         self.stack.start()

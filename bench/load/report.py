@@ -96,6 +96,30 @@ def split(pairs: list[list[Any]]) -> dict[str, dict[str, float]]:
             for kind, rows in sorted(kinds.items())}
 
 
+def without_memory(pairs: list[list[Any]]) -> dict[str, float]:
+    """For the plain turns also sent to a chat whose Memory switch is off: percentiles of the three, of the
+    app without memory over the direct call (off - direct) and of memory's own share (on - off)."""
+    rows = [p for p in pairs if p[0] == "plain" and len(p) > 6 and p[6] is not None]
+    figures: dict[str, float] = {"turns": len(rows)}
+    if not rows:
+        return figures
+    series = {"on": [r[1] for r in rows], "off": [r[6] for r in rows], "direct": [r[2] for r in rows],
+              "app": [r[6] - r[2] for r in rows], "memory": [r[1] - r[6] for r in rows]}
+    for q in (50, 95, 99):
+        for name, values in series.items():
+            figures[f"{name}_p{q}"] = percentile(values, q)
+    return figures
+
+
+def print_without_memory(figures: dict[str, float], out=print) -> None:
+    out(f"{'turn':<9} {'turns':>6} {'':>4} {'memory on':>10} {'memory off':>11} {'direct':>8} "
+        f"{'off - direct':>13} {'on - off':>9}")
+    for q in (50, 95, 99):
+        label, number = ("plain", f"{int(figures['turns'])}") if q == 50 else ("", "")
+        out(f"{label:<9} {number:>6} p{q:<3} {figures[f'on_p{q}']:>8.1f}ms {figures[f'off_p{q}']:>9.1f}ms "
+            f"{figures[f'direct_p{q}']:>6.1f}ms {figures[f'app_p{q}']:>+11.1f}ms {figures[f'memory_p{q}']:>+7.1f}ms")
+
+
 def _print_percentile_rows(table: dict[str, dict[str, float]], count: str, header: str,
                            cells: Any, out=print) -> None:
     """One row per kind and percentile (p50 with the kind and its count, then p95 and p99)."""

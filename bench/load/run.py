@@ -133,6 +133,11 @@ def print_report(args: argparse.Namespace, results: dict, verification: dict, vi
     log("where the memory-on turns' time went (Server-Timing: the app's time less its wait for the model; "
         "what the client saw less the app's time):")
     report.print_split(report.split(results["pairs"]), out=log)
+    without = report.without_memory(results["pairs"])
+    if without.get("turns"):
+        log("the same plain turns sent to a chat of the same user whose Memory switch is off (the app without "
+            "memory: off - direct; memory's own share: on - off):")
+        report.print_without_memory(without, out=log)
     log("")
     log(f"== what was saved (database: {size['files']} files, {size['versions']} versions, "
         f"{size['change_sets']} change sets, {size['bytes'] / 2**20:.0f} MiB) ==")

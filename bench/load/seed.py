@@ -121,8 +121,9 @@ def seed(*, users: int, log=print) -> Seeded:
                                      batch_size=2000)
         MemorySettings.objects.bulk_create([MemorySettings(user_id=ids[n], save_mode="auto", save_mode_set=True)
                                             for n in range(users) if saves_at_once(n)], batch_size=2000)
-        Chat.objects.bulk_create([Chat(owner_id=ids[n], title=title) for n in range(users)
-                                  for title in ("bench mix", "bench overhead")], batch_size=4000)
+        Chat.objects.bulk_create([Chat(owner_id=ids[n], title=title, private=title == "bench private")
+                                  for n in range(users)
+                                  for title in ("bench mix", "bench overhead", "bench private")], batch_size=6000)
         changes = ChangeSet.objects.bulk_create(
             [ChangeSet(owner_id=ids[n], created_at=now, source=ChangeSet.Source.IMPORT, actor="bench seed",
                        summary=f"Imported {NOTES_PER_USER} notes") for n in range(users)], batch_size=2000)
