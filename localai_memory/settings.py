@@ -234,6 +234,9 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".localai" / "static"
+if TESTING:  # tests serve static files from the apps (WhiteNoise's finders), not from collectstatic's copy
+    WHITENOISE_USE_FINDERS = True
+    WHITENOISE_AUTOREFRESH = True
 STATICFILES_DIRS = [BASE_DIR / "localai_memory" / "web" / "static"]
 
 # --- security headers -------------------------------------------------------------------------------------
