@@ -23,6 +23,7 @@ from localai_memory.accounts.services import token_create
 from localai_memory.chats import services
 from localai_memory.notes.paths import Scope
 from localai_memory.notes.services import note_upsert
+from tests.chats.helpers import model  # noqa: F401 - the fixture
 
 TURNS = int(os.environ.get("TURNS", "60"))
 #: VARY=1 sends a new text every turn (no remembered query vector), as a live chat does.
@@ -38,11 +39,7 @@ def body() -> dict:
 
 
 @pytest.fixture
-def setup(openai_server, settings):
-    settings.LLM_BASE_URL = openai_server.url
-    settings.LLM_MODEL = "fake-model"
-    settings.LLM_API_KEY = ""
-    settings.LLM_TIMEOUT = 5.0
+def setup(model):  # noqa: F811 - the loopback model wired into the settings (tests.chats.helpers)
     user = get_user_model().objects.create_user(username="prof", password="correct horse battery staple")
     for j in range(40):
         note_upsert(owner_id=user.pk, scope=Scope.user(), topic=f"t{j:02d}", summary=f"likes thing number {j:02d}",

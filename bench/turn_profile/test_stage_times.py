@@ -18,6 +18,7 @@ from collections import defaultdict
 import pytest
 
 from bench.turn_profile.test_profile_turn import body, setup  # noqa: F401 - the fixture
+from tests.chats.helpers import model  # noqa: F401 - the fixture
 
 TURNS = int(os.environ.get("TURNS", "200"))
 STAGES = [
@@ -36,9 +37,9 @@ STAGES = [
 
 
 @pytest.mark.django_db(transaction=True)
-def test_stage_times(setup, monkeypatch, openai_server):  # noqa: F811
+def test_stage_times(setup, monkeypatch, model):  # noqa: F811
     client, chat = setup
-    openai_server.latency_ms = int(os.environ.get("LAT", "0"))
+    model.latency_ms = int(os.environ.get("LAT", "0"))
     spent: dict[str, list[float]] = defaultdict(list)
     for module_name, name in STAGES:
         module = importlib.import_module(module_name)

@@ -17,8 +17,7 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 
-from localai_memory.core.db import fetch_one
-from localai_memory.core.errors import NotFound
+from localai_memory.core.access import owned_row_or_404
 from localai_memory.memory import policy
 from localai_memory.memory.models import MemorySettings
 from localai_memory.memory.selectors import MemoryState, memory_state, memory_state_of
@@ -35,13 +34,7 @@ log = logging.getLogger(__name__)
 def access_chat(user_id: object, chat_id: object) -> Chat:
     """The chat ``chat_id`` if ``user_id`` (an id or a user) owns it, else NotFound."""
     owner_id = getattr(user_id, "pk", user_id)
-    try:  # every turn starts here: one SELECT without the queryset compiler (core.db.fetch_one)
-        chat = fetch_one(Chat, join="agent", pk=chat_id, owner_id=owner_id)
-    except (ValueError, TypeError):
-        chat = None
-    if chat is None:
-        raise NotFound(f"No such {Chat._meta.verbose_name}.")
-    return chat
+    return owned_row_or_404(Chat, join="agent", owner=owner_id, pk=chat_id)  # every turn starts here
 
 
 def chat_list(*, owner_id: int) -> QuerySet[Chat]:

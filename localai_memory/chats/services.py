@@ -188,11 +188,11 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
     memory_field = Message._meta.get_field("memory")
     columns = ["chat_id", "role", "content", "typed_by_user", "sender_id", "memory", "created_at"]
     values: list[Any] = []
-    for message in messages:
+    for ordinal, message in enumerate(messages):
         message.chat = chat
         message.created_at = message.created_at or now
         values += [chat.pk, message.role, message.content, message.typed_by_user, message.sender_id,
-                   memory_field.get_db_prep_save(message.memory or {}, connection), message.created_at]
+                   memory_field.get_db_prep_save(message.memory or {}, connection), message.created_at, ordinal]
     ctes = [unflushed_commit_cte(connection)]
     params: list[Any] = []
     if chat_fields:
@@ -210,7 +210,7 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
            f"INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) "
            f"SELECT {', '.join(f'rows.{c}' for c in columns)} FROM rows, settings ORDER BY rows.n RETURNING id")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *_with_ordinals(values, len(columns))])
+        cursor.execute(sql, [*params, *values])
         ids = sorted(row_[0] for row_ in cursor.fetchall())
     for message, pk in zip(messages, ids, strict=True):
         message.pk = pk
@@ -227,16 +227,11 @@ def _column_type(field: Any, connection: Any) -> str:
     return field.cast_db_type(connection)
 
 
-def _with_ordinals(values: list[Any], width: int) -> list[Any]:
-    out: list[Any] = []
-    for n in range(0, len(values), width):
-        out += [*values[n:n + width], n // width]
-    return out
-
-
 def _turn_reads(chat: Chat, scopes: dict[str, Scope]) -> dict[str, TurnRead]:
     """The reads the ``turn_read_hooks`` add to the turn's first round trip; a hook that fails adds none
-    (recall then reads for itself, or degrades)."""
+    (recall then reads for itself, or degrades). They run before the policy has decided, for every turn:
+    when the decision is that memory stays off (a private chat, the switch off), what they read is dropped
+    unused, and nothing of it reaches the model."""
     reads: dict[str, TurnRead] = {}
     for name, hook in turn_read_hooks.items():
         try:
@@ -296,7 +291,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
     scopes = chat_scopes(chat=chat)
-    reads = {} if chat.private else _turn_reads(chat, scopes)  # a private chat reads nothing of memory
+    reads = _turn_reads(chat, scopes)
     state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)

@@ -12,10 +12,12 @@ from django.core.cache import cache
 from django.http import HttpResponse
 from django.test import RequestFactory
 
+from localai_memory.chats import services
 from localai_memory.chats.models import Message
+from localai_memory.chats.selectors import TurnRead
 from localai_memory.core.after_response import AfterResponseMiddleware, after_response
 from localai_memory.growth.consolidation import _AFTER_TURN_KEY
-from tests.chats.helpers import new_chat, send
+from tests.chats.helpers import new_chat, note, send, system_of
 
 pytestmark = pytest.mark.django_db
 
@@ -106,10 +108,6 @@ def test_outside_a_request_the_work_runs_at_once():
 
 
 def test_a_read_another_app_adds_to_the_turn_that_fails_leaves_the_turn_answering(api, owner, model, monkeypatch):
-    from localai_memory.chats import services
-    from localai_memory.chats.selectors import TurnRead
-    from tests.chats.helpers import note, system_of
-
     note(owner, "home", "lives in Rome")
     broken = TurnRead(sql="SELECT 1 / 0", params=[], parse=lambda rows: rows)
     monkeypatch.setitem(services.turn_read_hooks, "broken", lambda owner_id, scopes: broken)
