@@ -84,7 +84,7 @@ def parse_database_url(url: str) -> dict:
     host = query.pop("host", [parsed.hostname or ""])[0]
     options = {key: values[0] for key, values in query.items()}
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "localai_memory.core.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),

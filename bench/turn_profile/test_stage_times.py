@@ -2,7 +2,9 @@
 
 ``VARY=1 LAT=50 .venv/bin/pytest bench/turn_profile/test_stage_times.py -s -p no:cacheprovider -q`` (``TURNS=n``,
 ``LAT``: the loopback model's latency in ms; 50 makes every stage after the model call start on a core that
-sat idle, as in a live turn). Each stage function is wrapped in a timer for the run (the functions
+sat idle, as in a live turn; ``KIND=propose``: every turn the model proposes a new note, as the load bench's
+proposing turns do, and the user saves at once; ``WHO=<stage>``, a label as printed, e.g.
+``WHO=index.embed_texts``: print where each call of that stage comes from). Each stage function is wrapped in a timer for the run (the functions
 themselves are unchanged), and the median per turn is printed with the whole request's.
 """
 
@@ -34,20 +36,42 @@ STAGES = [
     ("localai_memory.growth.consolidation", "consolidation_schedule_after_turn"),
     ("localai_memory.chats.services", "turn_run"),
 ]
+#: KIND=propose: the model proposes a note in every turn (the load bench's model server decides the reply)
+PROPOSE = os.environ.get("KIND") == "propose"
+PROPOSE_STAGES = [
+    ("localai_memory.chats.tools", "run_tool"),
+    ("localai_memory.memory.proposals", "proposal_create"),
+    ("localai_memory.notes.services", "note_upsert"),
+    ("localai_memory.notes.services", "apply_changes"),
+    ("localai_memory.recall.index", "embed_texts"),
+    ("localai_memory.recall.index", "embed_written"),
+    ("localai_memory.recall.index", "scopes_sync"),
+]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_stage_times(setup, monkeypatch, model):  # noqa: F811
     client, chat = setup
     model.latency_ms = int(os.environ.get("LAT", "0"))
+    stages = STAGES
+    if PROPOSE:
+        from bench.load.model_server import decide
+        from localai_memory.memory.services import settings_update
+
+        model.default_reply = decide
+        settings_update(user_id=chat.owner_id, save_mode="auto")
+        stages = STAGES + PROPOSE_STAGES
     spent: dict[str, list[float]] = defaultdict(list)
-    for module_name, name in STAGES:
+    for module_name, name in stages:
         module = importlib.import_module(module_name)
         original = getattr(module, name)
         label = f"{module_name.rsplit('.', 1)[-1]}.{name}"
 
         def timed(*args, _original=original, _key=label, **kwargs):
             started = time.perf_counter()
+            if os.environ.get("WHO") == _key:
+                import traceback
+                print("".join(traceback.format_stack(limit=9)[:-1]))
             try:
                 return _original(*args, **kwargs)
             finally:
@@ -56,15 +80,26 @@ def test_stage_times(setup, monkeypatch, model):  # noqa: F811
         monkeypatch.setattr(module, name, functools.wraps(original)(timed))
     headers = {"HTTP_X_CHAT_ID": str(chat.pk)}
     for _ in range(10):  # warm up: model loaded, connections made
-        client.post("/v1/chat/completions", body(), format="json", **headers)
+        client.post("/v1/chat/completions", turn_body(), format="json", **headers)
     spent.clear()
     whole = []
     for _ in range(TURNS):
         started = time.perf_counter()
-        response = client.post("/v1/chat/completions", body(), format="json", **headers)
+        response = client.post("/v1/chat/completions", turn_body(), format="json", **headers)
         whole.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200
     print(f"\n{'stage':50s} {'calls/turn':>10s} {'median ms':>10s}")
     for key, values in spent.items():
         print(f"{key:50s} {len(values) / TURNS:10.1f} {statistics.median(values):10.2f}")
     print(f"{'the whole request (test client)':50s} {1:10.1f} {statistics.median(whole):10.2f}")
+
+
+_notes = iter(range(10**9))
+
+
+def turn_body() -> dict:
+    if not PROPOSE:
+        return body()
+    number = next(_notes)
+    text = f"Please remember this. [[propose:p{number % 30:02d}:Note {number} about the garden]]"
+    return {"model": "bench-model", "messages": [{"role": "user", "content": text}]}

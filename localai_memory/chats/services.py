@@ -2,9 +2,9 @@
 
 ``turn_run`` reads the facts of the chat, asks ``memory.policy.decide_turn`` what the turn may read and
 offer, builds the prompt (``chats.context``), calls the model (``chats.llm``) in a bounded tool loop
-(``chats.tools``) and records what memory did on the assistant message. The user's message is saved before
-the model is called and is kept when the model fails. No transaction is held open while the model thinks:
-each note written, proposal made or message stored is its own short transaction.
+(``chats.tools``) and records what memory did on the assistant message. The user's message is stored with
+the reply when the model has answered, and alone when the model fails. No transaction is held open while
+the model thinks: each note written, proposal made or message stored is its own short transaction.
 """
 
 from __future__ import annotations
