@@ -211,6 +211,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "localai_memory")
+# One task reserved ahead per pool process: the task priorities of core.queues decide what runs next.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE: dict = {}  # each app adds its periodic tasks in AppConfig.ready()
 CELERY_TIMEZONE = "UTC"
 

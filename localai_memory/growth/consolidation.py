@@ -15,12 +15,14 @@ A pass is skipped without calling the model while memory is off; chats that are 
 turns memory off) are never read, and their messages are marked as passed so they are never read later.
 
 Entry points: ``consolidate_user`` (one pass now; "Synthesize now", the task, the terminal) and
-``consolidation_schedule_after_turn`` (the chat turn calls it; debounced per user).
+``consolidation_schedule_after_turn`` (the chat turn calls it; debounced per user, queued a minute later by
+the beat task that runs ``consolidation_queue_due``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max, Q
@@ -36,6 +39,7 @@ from django.utils import timezone
 from localai_memory.chats.models import Chat, Message, Role
 from localai_memory.chats.selectors import chat_scopes, read_memory_state, turn_facts
 from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
+from localai_memory.core.queues import BACKGROUND
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
@@ -83,6 +87,8 @@ RUNS_KEPT_FOR = timedelta(days=30)
 
 _LOCK_NAMESPACE = 0x4C47  # "LG": one pass per user at a time (the notes store uses "LM")
 _AFTER_TURN_KEY = "growth:after-turn:{user_id}"
+#: A pass after a turn waits this long, so the messages that follow the turn are read with it.
+AFTER_TURN_DELAY_SECONDS = 60
 
 SYSTEM_PROMPT = (
     "You maintain a short memory of durable facts about one user: where they live, what they eat, the "
@@ -126,10 +132,12 @@ class PassResult:
 
 
 def consolidation_schedule_after_turn(user_id: int) -> bool:
-    """Queue a pass for ``user_id`` after a chat turn, at most once every ``INTERVAL_SECONDS`` per user.
+    """Plan a pass for ``user_id`` ``AFTER_TURN_DELAY_SECONDS`` after a chat turn, at most once every
+    ``INTERVAL_SECONDS`` per user.
 
-    Returns True when a pass was queued (after the current transaction commits). Never raises: a queue that
-    is down only means memory grows at the next scheduled pass.
+    Returns True when a pass was planned (written to Redis after the current transaction commits; the beat
+    task ``consolidation_queue_due`` queues it when it is due). Never raises: a Redis that is down only means
+    memory grows at the next scheduled pass.
     """
     from django.core.cache import cache
 
@@ -139,17 +147,58 @@ def consolidation_schedule_after_turn(user_id: int) -> bool:
     except Exception:  # Redis down: the turn must not fail for this
         log.warning("consolidation after turn not scheduled for user %s", user_id, exc_info=True)
         return False
+    due = timezone.now().timestamp() + AFTER_TURN_DELAY_SECONDS
 
-    def enqueue() -> None:
-        from .tasks import consolidate_user_task
-
+    def plan() -> None:
         try:
-            consolidate_user_task.apply_async(kwargs={"owner_id": user_id, "trigger": "after_turn"}, countdown=60)
+            _redis().zadd(_due_key(), {str(user_id): due}, nx=True)
         except Exception:
-            log.warning("consolidation after turn not queued for user %s", user_id, exc_info=True)
+            log.warning("consolidation after turn not planned for user %s", user_id, exc_info=True)
 
-    transaction.on_commit(enqueue)
+    transaction.on_commit(plan)
     return True
+
+
+def consolidation_queue_due(*, now: datetime | None = None, limit: int = 1000) -> list[int]:
+    """Queue the passes planned after turns whose time has come (at most ``limit``), at the background
+    priority; returns the users queued, each once. Two of these running at once never queue one user twice:
+    a user is queued by whichever removes them from the plan."""
+    from .tasks import consolidate_user_task
+
+    client, key = _redis(), _due_key()
+    moment = (now or timezone.now()).timestamp()
+    queued: list[int] = []
+    for member in client.zrangebyscore(key, "-inf", moment, start=0, num=limit):
+        if not client.zrem(key, member):
+            continue  # another beat took it
+        owner_id = int(member)
+        try:
+            consolidate_user_task.apply_async(kwargs={"owner_id": owner_id, "trigger": "after_turn"},
+                                              priority=BACKGROUND)
+        except Exception:  # the next scheduled pass reads the same chats
+            log.warning("consolidation after turn not queued for user %s", owner_id, exc_info=True)
+            continue
+        queued.append(owner_id)
+    return queued
+
+
+def _due_key() -> str:
+    # The database's name keeps two deployments (or two test processes) sharing one Redis apart.
+    from django.core.cache import cache
+
+    return cache.make_key(f"growth:after-turn-due:{connection.settings_dict['NAME']}")
+
+
+_clients: dict[int, Any] = {}
+
+
+def _redis() -> Any:
+    """A Redis client of this process (``REDIS_URL``), for the plan's sorted set."""
+    pid = os.getpid()
+    if pid not in _clients:
+        _clients.clear()  # a forked child makes its own
+        _clients[pid] = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
+    return _clients[pid]
 
 
 # --------------------------------------------------------------------------------------------------------

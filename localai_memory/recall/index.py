@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from localai_memory.core.errors import InvalidInput
+from localai_memory.core.queues import BACKGROUND
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import ROOT, Scope, check_topic, parse_index, parse_path
 
@@ -379,7 +380,7 @@ def queue_catch_up(*, owner_id: int | None = None) -> None:
                 return
             from .tasks import recall_catch_up
 
-            recall_catch_up.apply_async(kwargs={"owner_id": owner_id}, countdown=1)
+            recall_catch_up.apply_async(kwargs={"owner_id": owner_id}, priority=BACKGROUND)
         except Exception:
             log.warning("recall catch-up not queued for user %s", owner_id, exc_info=True)
 

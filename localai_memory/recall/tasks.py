@@ -16,6 +16,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from localai_memory.core.queues import BACKGROUND
+
 from . import index
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ def recall_catch_up(*, owner_id: int | None = None) -> dict[str, Any]:
     """Embed waiting rows (of one owner, or of everyone); re-queue itself while more wait."""
     outcome = catch_up(owner_id=owner_id)
     if not outcome["done"] and not outcome["failed"]:
-        recall_catch_up.apply_async(kwargs={"owner_id": owner_id})
+        recall_catch_up.apply_async(kwargs={"owner_id": owner_id}, priority=BACKGROUND)
     elif outcome["failed"]:
         log.info("recall catch-up paused: no working embedder (owner %s)", owner_id)
     return outcome

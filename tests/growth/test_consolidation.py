@@ -6,10 +6,14 @@ import json
 from datetime import timedelta
 
 import pytest
+import time_machine
 from django.core.cache import cache
+from django.utils import timezone
 
 from localai_memory.agents.models import Agent
 from localai_memory.growth.consolidation import (
+    AFTER_TURN_DELAY_SECONDS,
+    consolidation_queue_due,
     _AFTER_TURN_KEY,
     EPISODES_TOPIC,
     MAX_CANDIDATES,
@@ -298,17 +302,27 @@ def test_a_suggestion_to_forget_a_note_waits_and_shows_what_would_go(owner, mode
     assert "- pets: has a cat" in notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
 
 
-def test_after_a_turn_a_pass_is_queued_at_most_once_per_interval_per_user(owner, outsider,
-                                                                           django_capture_on_commit_callbacks):
+def test_after_a_turn_a_pass_is_queued_a_minute_later_at_most_once_per_interval_per_user(
+        owner, outsider, django_capture_on_commit_callbacks):
     for user in (owner, outsider):
         cache.delete(_AFTER_TURN_KEY.format(user_id=user.pk))
+    consolidation_queue_due(now=timezone.now() + timedelta(days=1))  # nothing left planned by earlier tests
+    turn = timezone.now()
 
-    with django_capture_on_commit_callbacks() as queued:
-        assert consolidation_schedule_after_turn(owner.pk) is True
-        assert consolidation_schedule_after_turn(owner.pk) is False
-        assert consolidation_schedule_after_turn(outsider.pk) is True
+    with time_machine.travel(turn, tick=False):
+        with django_capture_on_commit_callbacks(execute=True) as planned:
+            assert consolidation_schedule_after_turn(owner.pk) is True
+            assert consolidation_schedule_after_turn(owner.pk) is False
+            assert consolidation_schedule_after_turn(outsider.pk) is True
+        assert len(planned) == 2
+        assert consolidation_queue_due() == []  # a pass waits for the conversation to go on
 
-    assert len(queued) == 2
+    assert consolidation_queue_due(now=turn + timedelta(seconds=AFTER_TURN_DELAY_SECONDS - 1)) == []
+    later = turn + timedelta(seconds=AFTER_TURN_DELAY_SECONDS + 1)
+    assert sorted(consolidation_queue_due(now=later)) == sorted([owner.pk, outsider.pk])
+    assert consolidation_queue_due(now=later) == []  # queued once
+    with time_machine.travel(turn + timedelta(minutes=5), tick=False):
+        assert consolidation_schedule_after_turn(owner.pk) is False  # within the interval: no second pass
 
 
 def test_the_task_runs_one_pass_for_the_user(owner, model, make_chat):

@@ -55,10 +55,16 @@ class Worker:
         raise AssertionError(f"no {needle!r} within {timeout} s:\n" + "".join(seen[-40:]))
 
 
+def new_queue(name: str) -> str:
+    """A queue name no other test uses."""
+    return f"test-{name}-{uuid.uuid4().hex[:10]}"
+
+
 @contextmanager
-def celery_worker(*, name: str, extra_env: dict[str, str] | None = None) -> Iterator[Worker]:
-    """Start a worker on a queue of its own, wait until it is ready, stop it afterwards."""
-    queue = f"test-{name}-{uuid.uuid4().hex[:10]}"
+def celery_worker(*, name: str, extra_env: dict[str, str] | None = None, queue: str | None = None) -> Iterator[Worker]:
+    """Start a worker on a queue of its own (``queue``: one made with ``new_queue`` that already holds tasks),
+    wait until it is ready, stop it afterwards."""
+    queue = queue or new_queue(name)
     env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
            "CELERY_QUEUE": queue, "LOCALAI_MEMORY_TESTING": "1", "DJANGO_SETTINGS_MODULE": "localai_memory.settings",
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}
