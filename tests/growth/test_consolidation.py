@@ -12,12 +12,12 @@ from django.utils import timezone
 
 from localai_memory.agents.models import Agent
 from localai_memory.growth.consolidation import (
-    AFTER_TURN_DELAY_SECONDS,
-    consolidation_queue_due,
     _AFTER_TURN_KEY,
+    AFTER_TURN_DELAY_SECONDS,
     EPISODES_TOPIC,
     MAX_CANDIDATES,
     consolidate_user,
+    consolidation_queue_due,
     consolidation_schedule_after_turn,
 )
 from localai_memory.growth.models import ChatWatermark

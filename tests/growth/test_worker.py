@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+from localai_memory.core.queues import BACKGROUND
 from localai_memory.growth.tasks import (
     BEAT_SCHEDULE,
     CONSOLIDATE_AFTER_TURNS_TASK,
@@ -16,9 +17,8 @@ from localai_memory.growth.tasks import (
     consolidate_user_task,
 )
 from localai_memory.memory.models import Proposal
-from tests.fakes.openai_server import reply
-from localai_memory.core.queues import BACKGROUND
 from localai_memory.memory.tasks import SWEEP_TASK, sweep_proposals
+from tests.fakes.openai_server import reply
 from tests.support.celery_worker import celery_worker, new_queue
 
 from .conftest import fact, facts_reply
