@@ -134,10 +134,29 @@ def model_cache_dir() -> Path:
     return base / "localai-memory"
 
 
+#: Every derived copy's file name matches this (``fast_model_name``, whatever package file or recipe).
+_FAST_NAME_FAMILY = "all-MiniLM-L6-v2.*.matmulnbits-*.onnx*"
+
+
 def fast_model_name(source_sha256: str) -> str:
     """The derived copy's file name: the package file's sha prefix, the recipe and the format version."""
     return (f"all-MiniLM-L6-v2.{source_sha256[:16]}.matmulnbits-{FAST_BITS}bit-block{FAST_BLOCK_SIZE}"
             f".v{FAST_FORMAT_VERSION}.onnx")
+
+
+def _remove_superseded(current: Path) -> None:
+    """Delete the derived copies (and their sidecars) that ``current`` replaces: made from another package file
+    or by another recipe, 15 MB each and never read again. Their lock files stay (empty; another process may
+    hold one). A copy a running process still uses stays readable to it until it ends (Unix keeps an open
+    file); a process of the older version that starts later derives its own again."""
+    for path in current.parent.glob(_FAST_NAME_FAMILY):
+        if path in (current, _sidecar(current)) or not path.name.endswith((".onnx", ".onnx.sha256")):
+            continue
+        try:
+            path.unlink()
+            logger.info("on-device embedder: removed %s, superseded by %s", path.name, current.name)
+        except OSError as exc:
+            logger.warning("on-device embedder: could not remove the superseded %s: %s", path, exc)
 
 
 def _refuse_if_others_can_write(target: Path) -> None:
@@ -477,6 +496,7 @@ class OnDeviceEmbedder:
             _write_atomically(_sidecar(target), f"{digest}  {target.name}\n")
             logger.info("on-device embedder: derived %s (%d MatMuls as 8-bit MatMulNBits; probe cosine ≥ %.4f) "
                         "in %.0f ms", target, rewritten, float(cosines.min()), (time.perf_counter() - started) * 1000)
+            _remove_superseded(target)
             return fast_session
         finally:
             for temp in temps:

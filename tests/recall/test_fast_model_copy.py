@@ -85,6 +85,24 @@ def test_the_first_load_derives_a_faster_copy_into_the_cache_folder_with_the_sam
     assert_same_vectors(vectors, full_precision)
 
 
+def test_deriving_a_new_copy_removes_the_copies_it_supersedes_and_nothing_else(cache: Path) -> None:
+    cache.mkdir(parents=True)
+    superseded = [cache / "all-MiniLM-L6-v2.0123456789abcdef.matmulnbits-8bit-block32.v0.onnx",
+                  cache / "all-MiniLM-L6-v2.fedcba9876543210.matmulnbits-4bit-block32.v1.onnx"]
+    for old in superseded:
+        old.write_bytes(b"an older derived copy")
+        old.with_name(old.name + ".sha256").write_text(f"{sha256(old)}  {old.name}\n")
+    unrelated = cache / "notes-of-mine.txt"
+    unrelated.write_text("not ours to remove")
+
+    OnDeviceEmbedder().load()
+
+    current = derived_file(cache).name
+    assert sorted(p.name for p in cache.glob("*.onnx*") if not p.name.endswith(".lock")) == [
+        current, current + ".sha256"]
+    assert unrelated.read_text() == "not ours to remove"
+
+
 def test_a_later_load_reuses_the_copy_without_deriving_it_again(cache: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     OnDeviceEmbedder().load()
