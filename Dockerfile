@@ -17,4 +17,6 @@ RUN python -c "from localai_memory.recall.embedders import OnDeviceEmbedder; OnD
 RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
     python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "localai_memory.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "8"]
+# The workers' heartbeat file lives in memory: on the image's disk-backed /tmp, its fchmod can stall a worker.
+CMD ["gunicorn", "localai_memory.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "8", \
+     "--worker-tmp-dir", "/dev/shm"]

@@ -254,7 +254,7 @@ class Stack:
     def start_web(self) -> None:
         argv = [PYTHON, "-m", "gunicorn", "localai_memory.wsgi:application", "--config", str(GUNICORN_CONF),
                 "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.web_workers),
-                "--graceful-timeout", "5", "--timeout", "60", "--backlog", "2048"]
+                "--graceful-timeout", "5", "--timeout", "60", "--backlog", "2048", "--worker-tmp-dir", "/dev/shm"]
         if self.web_threads > 1:
             argv += ["--threads", str(self.web_threads)]
         self._spawn("web", argv)

@@ -51,6 +51,8 @@ class Command(BaseCommand):
                     "--workers", str(options["workers"]), "--threads", str(options["threads"]),
                     "--access-logfile", "-", "--graceful-timeout", "5"],
         }
+        if Path("/dev/shm").is_dir():  # the workers' heartbeat file in memory: a disk-backed fchmod can stall them
+            children["web"] += ["--worker-tmp-dir", "/dev/shm"]
         if not options["no_worker"]:
             data = Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or settings.BASE_DIR / ".localai" / "data")
             children["worker"] = [python, "-m", "celery", "-A", "localai_memory", "worker", "-l", "info",
