@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 import pytest
+import time_machine
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import connection
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from localai_memory.accounts.models import ApiToken
@@ -75,6 +78,23 @@ def test_tokens_are_stored_hashed_and_never_in_plain_text(owner):
         stored = " ".join(str(value) for record in cursor.fetchall() for value in record)
     assert token not in stored
     assert token[8:20] not in stored
+
+
+def test_a_tokens_last_use_is_recorded_at_most_once_a_minute(owner):
+    token = obtain(fresh_client(), "alice", PASSWORD).json()["token"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    start = timezone.now().replace(microsecond=0)
+
+    def used_at(moment):
+        with time_machine.travel(moment, tick=False):
+            assert client.get("/api/chats/memory").status_code == 200
+        return ApiToken.objects.get(user=owner).last_used_at
+
+    assert ApiToken.objects.get(user=owner).last_used_at is None
+    assert used_at(start) == start  # written once the response was sent
+    assert used_at(start + timedelta(seconds=30)) == start
+    assert used_at(start + timedelta(seconds=61)) == start + timedelta(seconds=61)
 
 
 def test_each_obtain_makes_a_new_token_and_both_work(owner):
