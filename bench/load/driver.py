@@ -97,6 +97,7 @@ class Driver:
         self.plan = plan
         self.base = plan["base_url"]
         self.model = plan["model_url"]
+        self.bare: str | None = (plan.get("overhead") or {}).get("bare_url")  # the bare HTTP hop, if running
         self.users = [User(spec) for spec in plan["users"]]
         self.password = plan["password"]
         self.notes_per_user = plan["notes_per_user"]
@@ -272,9 +273,10 @@ class Driver:
         memory = json.loads(response.headers.get("X-Memory", "{}"))
         return ms, int(memory.get("read", 0)), server_timing(response.headers.get("Server-Timing", ""))
 
-    def direct_turn(self, client: httpx.Client, body: dict[str, Any]) -> float:
+    def direct_turn(self, client: httpx.Client, body: dict[str, Any], base: str | None = None) -> float:
+        """The client calling the model server itself (``base``: through another server, the bare hop)."""
         began = time.perf_counter()
-        response = client.post(f"{self.model}/chat/completions", json=body)
+        response = client.post(f"{base or self.model}/chat/completions", json=body)
         response.raise_for_status()
         message = response.json()["choices"][0]["message"]
         if message.get("tool_calls"):  # the same second call the app makes after running the tool
@@ -282,13 +284,13 @@ class Driver:
             follow = {**body, "messages": [*body["messages"], message,
                                            {"role": "tool", "tool_call_id": call["id"], "name":
                                             call["function"]["name"], "content": json.dumps({"status": "proposed"})}]}
-            client.post(f"{self.model}/chat/completions", json=follow).raise_for_status()
+            client.post(f"{base or self.model}/chat/completions", json=follow).raise_for_status()
         return (time.perf_counter() - began) * 1000
 
     def pair_thread(self, number: int, pairs: int, kinds: dict[str, float], deadline: float) -> None:
         rng = random.Random(self.plan.get("seed", 1) * 7919 + number)
         names, weights = list(kinds), list(kinds.values())
-        with httpx.Client(timeout=60) as app, httpx.Client(timeout=60) as model:
+        with httpx.Client(timeout=60) as app, httpx.Client(timeout=60) as model, httpx.Client(timeout=60) as bare:
             for _ in range(pairs):
                 if self.stopped() or time.monotonic() > deadline:
                     return
@@ -300,9 +302,11 @@ class Driver:
                     # a new text every turn, as people write: no turn reuses an earlier query's embedding
                     text = f"What should I cook tonight? Keep it short. (ref {self.token()})"
                 body = {"model": "bench-model", "messages": [{"role": "user", "content": text}]}
-                # A plain turn is also sent to the user's private chat (its Memory switch off), in a random
-                # place among the three: what the app costs as a proxy, without memory.
-                calls = ["on", "direct"] + (["off"] if kind == "plain" else [])
+                # A plain turn is also sent to the user's private chat (its Memory switch off), and through the
+                # bare HTTP hop, in random places among the calls: what the app costs as a proxy without memory,
+                # and what one more HTTP server costs by itself.
+                extra = (["off"] + (["bare"] if self.bare else [])) if kind == "plain" else []
+                calls = ["on", "direct", *extra]
                 rng.shuffle(calls)
                 on_first = calls.index("on") < calls.index("direct")
                 measured: dict[str, Any] = {}
@@ -312,6 +316,8 @@ class Driver:
                             measured["on"] = self.on_turn(app, user, body)
                         elif call == "direct":
                             measured["direct"] = self.direct_turn(model, body)
+                        elif call == "bare":
+                            measured["bare"] = self.direct_turn(bare, body, base=self.bare)
                         else:
                             measured["off"] = self.on_turn(app, user, body, chat=user.private_chat)[0]
                 except (httpx.HTTPError, ValueError) as exc:
@@ -321,7 +327,8 @@ class Driver:
                 off_ms = round(measured["off"], 3) if "off" in measured else None
                 with self.rec.lock:
                     self.rec.pairs.append([kind, round(on_ms, 3), round(measured["direct"], 3), on_first, read,
-                                           timing, off_ms])
+                                           timing, off_ms,
+                                           round(measured["bare"], 3) if "bare" in measured else None])
 
     # -- run -------------------------------------------------------------------------------------------
 

@@ -105,6 +105,10 @@ def without_memory(pairs: list[list[Any]]) -> dict[str, float]:
         return figures
     series = {"on": [r[1] for r in rows], "off": [r[6] for r in rows], "direct": [r[2] for r in rows],
               "app": [r[6] - r[2] for r in rows], "memory": [r[1] - r[6] for r in rows]}
+    hop = [r for r in rows if len(r) > 7 and r[7] is not None]  # also sent through the bare HTTP hop
+    if hop:
+        series |= {"bare": [r[7] for r in hop], "hop": [r[7] - r[2] for r in hop]}
+        figures["hop_turns"] = len(hop)
     for q in (50, 95, 99):
         for name, values in series.items():
             figures[f"{name}_p{q}"] = percentile(values, q)
@@ -112,12 +116,14 @@ def without_memory(pairs: list[list[Any]]) -> dict[str, float]:
 
 
 def print_without_memory(figures: dict[str, float], out=print) -> None:
+    hop = "hop_p50" in figures
     out(f"{'turn':<9} {'turns':>6} {'':>4} {'memory on':>10} {'memory off':>11} {'direct':>8} "
-        f"{'off - direct':>13} {'on - off':>9}")
+        f"{'off - direct':>13} {'on - off':>9}" + (f" {'bare hop':>9} {'bare - direct':>14}" if hop else ""))
     for q in (50, 95, 99):
         label, number = ("plain", f"{int(figures['turns'])}") if q == 50 else ("", "")
         out(f"{label:<9} {number:>6} p{q:<3} {figures[f'on_p{q}']:>8.1f}ms {figures[f'off_p{q}']:>9.1f}ms "
-            f"{figures[f'direct_p{q}']:>6.1f}ms {figures[f'app_p{q}']:>+11.1f}ms {figures[f'memory_p{q}']:>+7.1f}ms")
+            f"{figures[f'direct_p{q}']:>6.1f}ms {figures[f'app_p{q}']:>+11.1f}ms {figures[f'memory_p{q}']:>+7.1f}ms"
+            + (f" {figures[f'bare_p{q}']:>7.1f}ms {figures[f'hop_p{q}']:>+12.1f}ms" if hop else ""))
 
 
 def _print_percentile_rows(table: dict[str, dict[str, float]], count: str, header: str,

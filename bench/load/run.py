@@ -77,9 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     log(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start")
     try:
         harness.up()
+        assert harness.stack is not None
+        harness.stack.start_bare_hop()
         overhead = {"pairs": args.pairs, "concurrency": args.pair_concurrency, "background": args.pair_background,
                     "kinds": {"plain": 1 - args.propose_share, "propose": args.propose_share},
-                    "max_seconds": 240}
+                    "max_seconds": 300, "bare_url": harness.stack.bare_url}
         plan = harness.plan(seconds=args.seconds, concurrency=args.concurrency, overhead=overhead)
         log(f"[{harness.elapsed()}] driving: {args.seconds:g} s of mixed load by {args.concurrency} clients, "
             f"then {args.pairs} overhead pairs by {args.pair_concurrency} clients")
@@ -136,7 +138,9 @@ def print_report(args: argparse.Namespace, results: dict, verification: dict, vi
     without = report.without_memory(results["pairs"])
     if without.get("turns"):
         log("the same plain turns sent to a chat of the same user whose Memory switch is off (the app without "
-            "memory: off - direct; memory's own share: on - off):")
+            "memory: off - direct; memory's own share: on - off), and through a bare HTTP hop (bench/load/"
+            "bare_hop.py under the same gunicorn flags, no Django: what one more server costs by itself, "
+            "bare - direct):")
         report.print_without_memory(without, out=log)
     log("")
     log(f"== what was saved (database: {size['files']} files, {size['versions']} versions, "

@@ -64,6 +64,7 @@ class Stack:
     embeddings: str = "ondevice"
     redis: str = "tcp"  # tcp: a redis-server of the bench's own on a loopback port, as production; unix: embedded
     port: int = field(default_factory=free_port)
+    bare_port: int = field(default_factory=free_port)
     log: Callable[[str], None] = print
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     spawned: set[str] = field(default_factory=set)
@@ -76,6 +77,10 @@ class Stack:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def bare_url(self) -> str:
+        return f"http://127.0.0.1:{self.bare_port}"
 
     @property
     def pgdata(self) -> Path:
@@ -260,6 +265,16 @@ class Stack:
         self._spawn("web", argv)
         wait_until(lambda: httpx.get(f"{self.base_url}/login/", timeout=2).status_code == 200, 60, "gunicorn up")
         wait_until(lambda: len(self.web_worker_pids()) >= self.web_workers, 30, "every gunicorn worker up")
+
+    def start_bare_hop(self) -> None:
+        """The bare HTTP hop (``bare_hop.py``) under gunicorn with the web app's workers, threads and flags."""
+        argv = [PYTHON, "-m", "gunicorn", "bench.load.bare_hop:application", "--bind", f"127.0.0.1:{self.bare_port}",
+                "--workers", str(self.web_workers), "--graceful-timeout", "5", "--timeout", "60", "--backlog", "2048",
+                "--worker-tmp-dir", "/dev/shm"]
+        if self.web_threads > 1:
+            argv += ["--threads", str(self.web_threads)]
+        self._spawn("bare-hop", argv, BARE_HOP_MODEL_URL=self.model_url)
+        wait_until(lambda: httpx.get(f"{self.bare_url}/", timeout=2).status_code == 404, 60, "the bare hop up")
 
     def start_worker(self) -> None:
         self._spawn("worker", [PYTHON, "-m", "celery", "-A", "localai_memory", "worker", "-l", "info",

@@ -68,7 +68,7 @@ _clients: dict[int, httpx.Client] = {}
 _clients_lock = threading.Lock()
 
 
-def _client() -> httpx.Client:
+def model_client() -> httpx.Client:
     """One keep-alive client per process (a forked web worker makes its own): building a client per call
     cost about 20 ms of CPU a model call."""
     pid = os.getpid()
@@ -100,7 +100,7 @@ def chat_completion(
         headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"
     timeout = float(settings.LLM_TIMEOUT)
     try:
-        response = _client().post(f"{base_url}/chat/completions", json=body, headers=headers,
+        response = model_client().post(f"{base_url}/chat/completions", json=body, headers=headers,
                                   timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
     except httpx.TimeoutException:
         raise ModelUnavailable(f"The model server did not answer within {timeout:g} seconds. Your message is "
