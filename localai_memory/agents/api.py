@@ -151,8 +151,8 @@ AGENT_ID = OpenApiParameter("agent_id", OpenApiTypes.INT, OpenApiParameter.PATH)
 DELETE_MEMORY = OpenApiParameter(
     "memory", OpenApiTypes.STR, OpenApiParameter.QUERY, required=False, enum=list(services.DELETE_CHOICES),
     description="What to do with the agent's notes (Memory/agents/<id>/): keep (they list under Deleted agents), "
-                "export (the answer is a zip of them; then they go to the Trash) or delete (the Trash). Required "
-                "when the agent has notes (400 otherwise); not needed when it has none.",
+                "export (the answer is a zip of them; then they go to the Trash) or delete (the Trash). Without it "
+                "the notes are kept.",
 )
 
 

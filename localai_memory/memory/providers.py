@@ -4,6 +4,10 @@ An add-on is a Python package with an entry point in the group ``localai_memory.
 loads an object (a class or an instance) with ``name``, ``label``, ``provides`` (a list of slots, e.g.
 ``["memory"]``) and ``is_running() -> bool``. When the chosen add-on is missing or not running, memory is off
 with code ``memory_provider_unavailable``; it never falls back to the built-in provider by itself.
+
+``memory`` names the old "Short memory" add-on, whose work the host now does itself: it is an alias of the
+built-in provider. Picking it picks Built-in, a stored choice of it serves as Built-in, and an installed
+add-on of that name is not listed a second time.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "localai_memory.providers"
 BUILTIN = "builtin"
 OFF = "off"
+#: The old memory add-on's name: an alias of the built-in provider, valid and harmless.
+MEMORY_ALIAS = "memory"
 
 
 @dataclass(frozen=True)
@@ -41,9 +47,15 @@ def _addons() -> dict[str, Any]:
         except Exception:  # an add-on that cannot even load is simply not running
             log.warning("memory provider add-on %s failed to load", ep.name, exc_info=True)
             continue
-        if "memory" in (getattr(obj, "provides", None) or ()):
-            found[str(getattr(obj, "name", ep.name))] = obj
+        name = str(getattr(obj, "name", ep.name))
+        if "memory" in (getattr(obj, "provides", None) or ()) and name != MEMORY_ALIAS:
+            found[name] = obj
     return found
+
+
+def canonical(name: str) -> str:
+    """The provider a choice means: the ``memory`` alias is the built-in provider."""
+    return BUILTIN if name == MEMORY_ALIAS else name
 
 
 def addon(name: str) -> Any | None:
@@ -68,7 +80,7 @@ def memory_providers() -> list[ProviderInfo]:
 
 def provider_state(name: str) -> str:
     """builtin, addon, or addon_unavailable for a stored provider choice."""
-    if name == BUILTIN:
+    if canonical(name) == BUILTIN:
         return "builtin"
     obj = addon(name)
     if obj is None or not addon_running(obj):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from .models import MemorySettings, MessagingSave, SaveMode
-from .providers import BUILTIN, OFF, provider_state
+from .providers import BUILTIN, OFF, canonical, provider_state
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
     if not enabled:
         state, provider = OFF, OFF
     else:
-        state, provider = provider_state(row.provider), row.provider
+        state, provider = provider_state(row.provider), canonical(row.provider)
     return MemoryState(
         enabled=enabled,
         enabled_set=row.enabled_set,

@@ -7,7 +7,7 @@ from django.db import transaction
 from localai_memory.core.errors import InvalidInput
 
 from .models import MemorySettings, MessagingSave, SaveMode
-from .providers import BUILTIN, OFF, addon
+from .providers import BUILTIN, OFF, addon, canonical
 from .selectors import MemoryState, memory_state
 
 
@@ -52,6 +52,7 @@ def provider_pick(*, user_id: int, provider: str) -> MemoryState:
     """Pick the memory provider: builtin, off (the same as the switch), or an installed add-on."""
     if not isinstance(provider, str) or not provider:
         raise InvalidInput("provider is required", code="invalid_provider")
+    provider = canonical(provider)  # "memory", the old add-on's name, is the built-in provider
     if provider not in (BUILTIN, OFF) and addon(provider) is None:
         raise InvalidInput(f"no installed add-on serves memory as {provider!r}", code="unknown_provider")
     row = _row_for_update(user_id)

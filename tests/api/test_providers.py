@@ -123,3 +123,22 @@ def test_an_unknown_slot_is_refused(api):
     assert_json = put_json(api, "/api/chats/providers/tools", {"provider": "builtin"})
     assert 400 <= assert_json.status_code < 500
     assert_error(assert_json, assert_json.status_code)
+
+
+def test_memory_the_old_addons_name_is_an_alias_of_builtin_and_stays_harmless(api):
+    put_json(api, PICK, {"provider": "off"})
+    response = put_json(api, PICK, {"provider": "memory"})
+    assert response.status_code == 200
+    settings = api.get(MEMORY).json()
+    assert (settings["enabled"], settings["provider"], settings["available"]) == (True, "builtin", True)
+    assert memory_slot(api)["current"] == "builtin"
+    assert "memory" not in [p["name"] for p in memory_slot(api)["providers"]]
+
+
+@pytest.mark.django_db
+def test_a_stored_choice_of_the_old_memory_addon_serves_as_builtin(api, owner):
+    from localai_memory.memory.models import MemorySettings
+
+    MemorySettings.objects.update_or_create(user=owner, defaults={"provider": "memory", "enabled": True})
+    settings = api.get(MEMORY).json()
+    assert (settings["enabled"], settings["provider"], settings["available"]) == (True, "builtin", True)
