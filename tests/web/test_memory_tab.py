@@ -132,6 +132,27 @@ def test_a_note_added_on_the_memory_tab_can_be_viewed_and_edited(web):
     expect(page.get_by_text("Editing version 2")).to_be_visible()
 
 
+def test_one_note_is_deleted_on_the_memory_tab_while_memory_is_off_and_undo_brings_it_back(web):
+    web.register("alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome", "Moved to Rome in 2020.")
+    add_note(web, "diet", "vegetarian")
+    page.get_by_role("switch", name="Memory").click()
+    expect(page.get_by_role("switch", name="Memory")).to_have_attribute("aria-checked", "false")
+    page.get_by_role("button", name="Delete the note home").click()
+    notice = page.get_by_test_id("note-deleted")
+    expect(notice).to_contain_text("Deleted the note “home”. Its files are in the Trash.")
+    notes = page.locator(".notes-list")
+    expect(notes).not_to_contain_text("home — lives in Rome")
+    expect(notes).to_contain_text("diet — vegetarian")
+    web.accessible("memory tab after a delete")
+    notice.get_by_role("button", name="Undo").click()
+    expect(page.get_by_role("status").get_by_text("Undone:")).to_be_visible()
+    expect(notes).to_contain_text("home — lives in Rome")
+    page.get_by_role("link", name="Open the note home").click()
+    expect(page.get_by_label("Text of Memory/home.md")).to_have_value("Moved to Rome in 2020.\n")
+
+
 def test_export_downloads_a_zip_of_the_notes_even_while_memory_is_off(web):
     web.register("alice")
     page = web.page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -22,7 +23,7 @@ from localai_memory.memory.selectors import MemoryState, memory_state
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
-from localai_memory.notes.paths import Scope, parse_path
+from localai_memory.notes.paths import Scope, parse_index, parse_path
 
 from .common import back, flash_error, not_found_as_404, page
 from .files import editor_context, save_file
@@ -122,6 +123,7 @@ def memory_tab(request: HttpRequest) -> HttpResponse:
     current = next((t for t in tabs if t.key == wanted), tabs[0])
     level, sentence = status_line(state, labels)
     return page(request, "web/memory_tab.html", {
+        "deleted": _deleted_note(request),
         "state": state,
         "status_level": level,
         "status_sentence": sentence,
@@ -230,12 +232,7 @@ def _scope_of(request: HttpRequest) -> Scope:
 @require_POST
 def memory_note_add(request: HttpRequest) -> HttpResponse:
     """Add (or replace) a note by hand: its index line and, optionally, its details."""
-    scope = _scope_of(request)
-    if scope.kind == "agent":
-        try:
-            agent_selectors.access_agent(request.user.pk, scope.key)
-        except ApplicationError:
-            raise Http404("no such agent") from None
+    scope = _note_scope(request)
     try:
         notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=request.POST.get("topic", "").strip(),
                                    summary=request.POST.get("summary", ""),
@@ -248,6 +245,56 @@ def memory_note_add(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"Saved the note “{request.POST.get('topic', '').strip()}”.")
     return back(request, MEMORY_TAB)
+
+
+def _note_scope(request: HttpRequest) -> Scope:
+    """The form's scope, if it is the user's own: their notes, one of their agents', or a conversation's."""
+    scope = _scope_of(request)
+    if scope.kind == "agent":
+        try:
+            agent_selectors.access_agent(request.user.pk, scope.key)
+        except ApplicationError:
+            raise Http404("no such agent") from None
+    return scope
+
+
+@login_required
+@require_POST
+def memory_note_delete(request: HttpRequest) -> HttpResponse:
+    """Delete one note (its index line and topic file) as one change: the files go to the Trash, and the tab
+    offers an Undo. Works while memory is off too: the notes stay yours to read, edit and delete."""
+    scope = _note_scope(request)
+    topic = request.POST.get("topic", "").strip()
+    try:
+        change = notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, delete=True,
+                                            source=ChangeSet.Source.FILES, actor="you")
+    except ApplicationError as exc:
+        flash_error(request, exc)
+        return back(request, MEMORY_TAB)
+    target = request.POST.get("next") or MEMORY_TAB
+    path, _, fragment = target.partition("#")
+    response = back(request, MEMORY_TAB)
+    if response["Location"] == target:  # our own page: come back to it with the Undo
+        response["Location"] = f"{path}{'&' if '?' in path else '?'}deleted={change.pk}" + (f"#{fragment}" if fragment else "")
+    return response
+
+
+def _deleted_note(request: HttpRequest) -> dict | None:
+    """The note just deleted on this tab (``?deleted=<change id>``), with what its Undo needs; None if the change
+    is not the user's or was not a deletion from this tab."""
+    raw = request.GET.get("deleted", "")
+    if not raw.isdigit():
+        return None
+    change = ChangeSet.objects.filter(owner_id=request.user.pk, pk=int(raw), source=ChangeSet.Source.FILES).first()
+    if change is None or not change.summary.startswith("Forgot "):
+        return None
+    index = change.files.filter(path__endswith="/index.md").first()
+    if index is None:
+        return None
+    gone = sorted({e.topic for e in parse_index(index.before or "")} - {e.topic for e in parse_index(index.after or "")})
+    undone = ChangeSet.objects.filter(owner_id=request.user.pk, reverts=change).exists()
+    return {"change": change, "undone": undone, "topic": ", ".join(gone),
+            "next": f"{MEMORY_TAB}?{urlencode({'tab': request.GET.get('tab', 'yours')})}#notes"}
 
 
 @login_required

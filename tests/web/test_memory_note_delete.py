@@ -1,0 +1,64 @@
+"""Deleting one note on the Memory tab acts on the signed-in person's notes only, and its Undo is theirs."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from localai_memory.agents.models import Agent
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import Scope
+from localai_memory.notes.services import note_upsert
+
+pytestmark = pytest.mark.django_db
+
+DELETE = "/settings/memory/notes/delete/"
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def index(user, scope: Scope | None = None) -> str:
+    return notes_selectors.index_text(owner_id=user.pk, scope=scope or Scope.user())
+
+
+def test_deleting_a_note_removes_its_line_and_file_in_one_change_and_offers_undo(owner):
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", details="Since 2020.",
+                source="files", actor="you")
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian", source="files", actor="you")
+    client = signed_in(owner)
+
+    response = client.post(DELETE, {"scope": "user", "topic": "home", "next": "/settings/memory/?tab=yours#notes"})
+
+    change = ChangeSet.objects.filter(owner=owner).first()
+    assert response.status_code == 302
+    assert response["Location"] == f"/settings/memory/?tab=yours&deleted={change.pk}#notes"
+    assert index(owner) == "- diet: vegetarian\n"
+    assert sorted(f.path for f in change.files.all()) == ["Memory/home.md", "Memory/index.md"]
+    page = client.get(response["Location"]).content.decode()
+    assert "Deleted the note “home”. Its files are in the Trash." in page
+    assert f'action="/changes/{change.pk}/undo/"' in page
+
+
+def test_another_user_cannot_delete_a_note_or_an_agents_note_or_see_the_undo(owner, outsider):
+    agent = Agent.objects.create(owner=owner, name="Chef")
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Lisbon", source="files",
+                actor="you")
+    note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="menu", summary="no nuts", source="files",
+                actor="you")
+    mine = signed_in(owner).post(DELETE, {"scope": "user", "topic": "home"})
+    assert mine.status_code == 302
+    change = ChangeSet.objects.filter(owner=owner).first()
+    intruder = signed_in(outsider)
+
+    assert intruder.post(DELETE, {"scope": f"agent:{agent.pk}", "topic": "menu"}).status_code == 404
+    refused = intruder.post(DELETE, {"scope": "user", "topic": "menu"}, follow=True)
+    assert "There is no note" in refused.content.decode()
+    assert index(owner, Scope.agent(agent.pk)) == "- menu: no nuts\n"
+    page = intruder.get(f"/settings/memory/?deleted={change.pk}").content.decode()
+    assert "note-deleted" not in page
+    assert "Lisbon" not in page
