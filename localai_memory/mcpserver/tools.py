@@ -97,7 +97,8 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
     """Propose a note for the inbox: ``proposed`` with its id, or ``refused`` with the reason. Never saves."""
     context, agent = _context(owner_id, agent_id)
     if context.state is None or not context.state.mcp_propose_enabled:
-        raise Forbidden("Proposing notes over MCP is off. Turn it on in your Memory settings.",
+        raise Forbidden("Proposing notes over MCP is off. Turn on \"Let other assistants propose notes (MCP)\" on "
+                        "the Memory tab of your settings.",
                         code="mcp_propose_off")
     topic = slugify(topic, summary) or topic
     note = policy.decide_note(context.facts, policy.NoteFacts.of(

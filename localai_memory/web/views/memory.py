@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -29,6 +30,7 @@ from .common import back, flash_error, not_found_as_404, page
 from .files import editor_context, save_file
 
 MEMORY_TAB = "/settings/memory/"
+log = logging.getLogger(__name__)
 
 SAVE_CHOICES = [
     (SaveMode.AUTO, "Save it and tell me",
@@ -191,6 +193,34 @@ def memory_messaging(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"Saved for messaging apps: {MessagingSave(state.messaging_save).label}.")
     return redirect(MEMORY_TAB + "#messaging")
+
+
+@login_required
+@require_POST
+def memory_growing(request: HttpRequest) -> HttpResponse:
+    """The two switches of memory that grows: suggestions from chats, and proposals from MCP clients."""
+    memory_services.settings_update(user_id=request.user.pk,
+                                    consolidation_enabled="consolidation_enabled" in request.POST,
+                                    mcp_propose_enabled="mcp_propose_enabled" in request.POST)
+    messages.success(request, "Saved your choices for suggestions and other assistants.")
+    return redirect(MEMORY_TAB + "#growing")
+
+
+@login_required
+@require_POST
+def memory_synthesize(request: HttpRequest) -> HttpResponse:
+    """Synthesize now: one consolidation pass in the background (a slow model must not hold the page)."""
+    from localai_memory.growth.models import ConsolidationRun
+    from localai_memory.growth.tasks import consolidate_user_task
+
+    try:
+        consolidate_user_task.delay(owner_id=request.user.pk, trigger=ConsolidationRun.Trigger.MANUAL)
+    except Exception:  # the queue is down: say so rather than pretend
+        log.warning("synthesize now could not be queued for user %s", request.user.pk, exc_info=True)
+        messages.error(request, "Could not start it now; try again in a moment.")
+    else:
+        messages.success(request, "Looking through your recent chats. Suggestions will wait in your inbox.")
+    return redirect(MEMORY_TAB + "#growing")
 
 
 @login_required
