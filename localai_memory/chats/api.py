@@ -163,8 +163,22 @@ def _text_of(content: Any, where: str) -> str:
     raise InvalidInput(f"{where}: content must be text", code="invalid_messages")
 
 
-def _parse_messages(raw: Any) -> tuple[list[dict[str, str]], str]:
-    """(earlier messages as context, the last user message): the last message must be the user's."""
+def _origin(message: dict[str, Any], number: int) -> str:
+    """The ``origin`` mark a client may put on a message the user did not type: ``tool`` (a fetched page, a
+    search result), ``client`` (its own prompt, e.g. the summary request when it compacts a chat), or any other
+    word. Recall leaves such messages out of its query; no mark (or ``user``) is the user's own words."""
+    origin = message.get("origin")
+    if origin is None or origin == "":
+        return "user"
+    if not isinstance(origin, str) or len(origin) > 40:
+        raise InvalidInput(f"messages[{number}]: origin must be a short text, like tool or client",
+                           code="invalid_messages")
+    return origin.strip().lower() or "user"
+
+
+def _parse_messages(raw: Any) -> tuple[list[dict[str, str]], str, bool]:
+    """(earlier messages as context, the last user message, whether the user typed it): the last message must
+    be the user's. A message the client marked with another ``origin`` than ``user`` keeps the mark."""
     if not isinstance(raw, list) or not raw:
         raise InvalidInput("messages must be a non-empty list", code="invalid_messages")
     if len(raw) > 500:
@@ -180,11 +194,15 @@ def _parse_messages(raw: Any) -> tuple[list[dict[str, str]], str]:
             raise InvalidInput(f"messages[{number}]: unknown role {role!r}", code="invalid_messages")
         if role == "tool":
             continue  # the client's own tool results are not ours to replay
-        parsed.append({"role": role, "content": _text_of(message.get("content"), f"messages[{number}]")})
+        entry = {"role": role, "content": _text_of(message.get("content"), f"messages[{number}]")}
+        origin = _origin(message, number)
+        if origin != "user":
+            entry["origin"] = origin
+        parsed.append(entry)
     if not parsed or parsed[-1]["role"] != "user":
         raise InvalidInput("the last message must be the user's", code="invalid_messages")
     last = parsed.pop()
-    return parsed, last["content"]
+    return parsed, last["content"], "origin" not in last
 
 
 def _int_or_none(value: Any, name: str) -> int | None:
@@ -218,7 +236,7 @@ class ChatCompletionsApi(ApiView):
         if body.get("tools") or body.get("functions"):
             raise InvalidInput("client tools are not supported; memory tools are the host's",
                                code="client_tools_not_supported")
-        earlier, content = _parse_messages(body.get("messages"))
+        earlier, content, typed = _parse_messages(body.get("messages"))
         if body.get("n") not in (None, 1):
             raise InvalidInput("n must be 1", code="invalid_n")
         agent_id = _int_or_none(body.get("agent", request.headers.get("X-Agent-Id")), "agent")
@@ -230,7 +248,7 @@ class ChatCompletionsApi(ApiView):
         else:
             chat = services.chat_create(owner_id=request.user.pk, agent_id=agent_id, origin=Origin.WEB,
                                         title=content)
-        result = services.turn_run(chat=chat, content=content, history=earlier)
+        result = services.turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed)
         model = body.get("model") if isinstance(body.get("model"), str) else settings.LLM_MODEL
         created = int(time.time())
         completion_id = f"chatcmpl-{chat.pk}-{result.assistant_message_id}"

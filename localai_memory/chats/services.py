@@ -311,7 +311,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     timings = {"recall": (time.perf_counter() - started) * 1000, "model": 0.0}
     if recall_text:
         system += "\n\n" + recall_text
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *earlier,
+    # The model gets role and content only: recall's ``origin`` marks are ours, not the protocol's.
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system},
+                                      *({"role": m["role"], "content": m["content"]} for m in earlier),
                                       {"role": "user", "content": content}]
     report = new_report(decision)
     report["read"] = block.read

@@ -4,6 +4,7 @@ own typed words (plus a short window of their earlier ones), never a tool's outp
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -125,3 +126,32 @@ def test_a_private_chat_recalls_nothing(api, owner, model, alices_notes):
     body = send(api, chat, "Which neighbourhood do I live in now?")
     assert body["memory"]["recall"] == {}
     assert "Trastevere" not in system_of(model.last_request)
+
+
+def test_over_the_openai_route_a_message_the_client_marked_is_left_out_of_the_query_and_not_sent_on(
+        api, owner, model, alices_notes):
+    def complete(messages: list[dict]) -> dict:
+        response = api.post("/v1/chat/completions", {"model": "m", "messages": messages}, format="json")
+        assert response.status_code == 200, response.content
+        return json.loads(response["X-Memory"])
+
+    fetched = "Beagle care guide: how often to walk a dog named Rex."
+    marked = complete([{"role": "user", "origin": "tool", "content": fetched}, {"role": "user", "content": "thanks"}])
+    assert marked["recalled"] == 0
+    assert all(set(m) == {"role", "content"} for m in model.last_request["messages"])  # the mark stays with us
+    typed = complete([{"role": "user", "content": fetched}, {"role": "user", "content": "thanks"}])
+    assert typed["recalled_topics"][0] == "pets"
+    # The client's own prompt as the last message: not recalled on, not stored as typed by the user.
+    compaction = complete([{"role": "user", "origin": "client", "content": f"Summarise this chat: {fetched}"}])
+    assert compaction["recalled"] == 0
+    from localai_memory.chats.models import Message
+
+    last = Message.objects.filter(chat__owner=owner, role="user").order_by("-id").first()
+    assert (last.content.startswith("Summarise this chat"), last.typed_by_user) == (True, False)
+
+
+def test_an_origin_that_is_not_text_is_a_400(api, owner, model):
+    response = api.post("/v1/chat/completions", {"model": "m", "messages": [
+        {"role": "user", "content": "hi", "origin": 7}]}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_messages"
