@@ -42,6 +42,7 @@ from localai_memory.recall.ranking import (
     SemanticGate,
     content_terms,
     gate_for,
+    importance_of,
     is_personal,
     rank_notes,
 )
@@ -117,7 +118,7 @@ def prepare(name: str, embedder: Embedder | None, data: dict, cases: list[Case])
             vectors = embedder.embed(note_passages(note)) if embedder else None
             rows.append(Candidate(
                 id=note["topic"], text=note_text(note), updated_at=now - timedelta(days=note["age_days"]),
-                scope="user", source=note["source"], importance=note["importance"], vectors=vectors,
+                scope="user", source=note["source"], importance=importance_of(note["source"]), vectors=vectors,
                 model_id=embedder.model_id if embedder else None,
             ))
         candidates[user["id"]] = rows

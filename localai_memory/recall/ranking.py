@@ -96,6 +96,16 @@ def choose_degrade_reason(
 #: Sources written by a person (typed, or imported from their own files): they never decay with age.
 UNDECAYING_SOURCES = frozenset({"user", "import"})
 
+#: How much a note matters, by who wrote it: what the person typed or confirmed themselves most, what they
+#: brought from elsewhere next, what the model saved on its own (or suggested from chats, the episodic
+#: summaries among them) least. Importance only orders notes about as relevant (``relevance_span``).
+IMPORTANCE_BY_SOURCE = {"user": 0.8, "import": 0.6, "model": 0.4}
+
+
+def importance_of(source: str) -> float:
+    """A note's importance (0..1) from its source; an unknown source counts as the model's."""
+    return IMPORTANCE_BY_SOURCE.get(source, IMPORTANCE_BY_SOURCE["model"])
+
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Candidate:

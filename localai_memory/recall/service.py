@@ -48,6 +48,7 @@ from .ranking import (
     build_recall_query,
     choose_degrade_reason,
     content_terms,
+    importance_of,
     is_duplicate,
     rank_notes,
 )
@@ -108,7 +109,8 @@ class Note:
         else:
             vectors, used = None, None
         return Candidate(id=self.key, text=self.text, updated_at=self.updated_at or timezone.now(),
-                         scope=self.scope.kind, source=self.source, vectors=vectors, model_id=used,
+                         scope=self.scope.kind, source=self.source, importance=importance_of(self.source),
+                         vectors=vectors, model_id=used,
                          lexical=None if self.lexical is None else sum(self.lexical.values()))
 
 

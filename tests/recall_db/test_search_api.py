@@ -67,3 +67,16 @@ def test_an_outsider_never_finds_alices_notes(api, owner, outsider, outsider_api
 
 def test_it_needs_a_signed_in_user(anon_api):
     assert anon_api.get(URL, {"q": "Rome"}).status_code in (401, 403)
+
+
+def test_of_two_equally_relevant_notes_the_one_you_typed_ranks_above_the_one_the_model_saved(api, owner):
+    from localai_memory.agents.models import Agent
+
+    agent = Agent.objects.create(owner=owner, name="Chef")
+    # The same words: saved first by the model on its own in your notes, then typed by you in the agent's.
+    note(owner, "pets", "has a grey cat named Pixel", source="model")
+    note(owner, "pets", "has a grey cat named Pixel", scope=Scope.agent(agent.pk))
+    results = api.get(URL, {"q": "what is my cat called"}).json()["results"]
+    assert [r["path"] for r in results[:2]] == [f"Memory/agents/{agent.pk}/index.md", "Memory/index.md"]
+    assert results[0]["similarity"] == pytest.approx(results[1]["similarity"], abs=1e-4)
+    assert results[0]["score"] > results[1]["score"]
