@@ -106,6 +106,13 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
     if note.outcome == "refuse" or note.scope is None:
         return {"status": "refused", "reason": note.reason, "message": note.message}
     scope = Scope.agent(agent.pk) if note.scope == "agent" and agent is not None else Scope.user()
+    if not delete:  # the same duplicate check a chat's proposal gets: nothing stored twice under two topics
+        duplicate = recall_service.find_duplicate(owner_id=owner_id, scope=scope, topic=topic, summary=summary,
+                                                  details=details)
+        if duplicate is not None:
+            return {"status": "refused", "reason": "duplicate", "duplicate_of": duplicate.as_dict(),
+                    "message": f"Memory already says this under {duplicate.topic!r}: {duplicate.line!r}. Nothing "
+                               f"was proposed; to change that note, propose topic {duplicate.topic!r}."}
     # An outside assistant never saves by itself: "save now" waits for the owner too.
     reason = note.reason if note.outcome in ("ask", "locked") else "ask_first"
     try:

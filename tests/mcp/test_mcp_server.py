@@ -129,6 +129,18 @@ def test_propose_is_offered_only_when_turned_on_and_only_ever_proposes(mcp_sessi
     assert not NoteFile.objects.filter(owner=owner, content__contains="metric").exists()
 
 
+def test_propose_of_what_memory_already_says_under_another_topic_is_refused_as_a_duplicate(mcp_session, owner,
+                                                                                            alices_notes):
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+
+    result = mcp_session(owner, call("memory_propose", {"topic": "city", "summary": "lives in Rome"}))
+
+    assert result.structured_content["status"] == "refused"
+    assert result.structured_content["reason"] == "duplicate"
+    assert result.structured_content["duplicate_of"]["topic"] == "home"
+    assert not Proposal.objects.filter(owner=owner).exists()
+
+
 def test_propose_is_refused_where_the_policy_refuses(mcp_session, owner):
     settings_update(user_id=owner.pk, mcp_propose_enabled=True, save_mode="never")
 
