@@ -23,7 +23,7 @@ from localai_memory.agents.selectors import access_agent
 from localai_memory.core.after_response import after_response
 from localai_memory.core.db import unflushed_commit_cte
 from localai_memory.core.errors import InvalidInput, UpstreamError
-from localai_memory.memory import policy
+from localai_memory.memory import policy, providers
 from localai_memory.notes.paths import Scope
 
 from . import context, llm
@@ -302,10 +302,14 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     earlier = history if history is not None else _history(chat)
     recall_request = RecallRequest(chat=chat, content=content, history=earlier, decision=decision, scopes=scopes,
                                    typed_by_user=typed_by_user, prefetched=prefetched)
+    addon = None
+    if decision.memory_on and decision.served_by == "addon" and state is not None:
+        addon = providers.addon_turn(state.provider_choice, user_id=chat.owner_id, message=content)
     tools = context.offered_tools(decision, topics=context.topic_count(indexes))
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
-    system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools)
+    system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools,
+                                   addon=addon)
     started = time.perf_counter()
     recall_text, recall_report = _recall(recall_request)
     timings = {"recall": (time.perf_counter() - started) * 1000, "model": 0.0}
@@ -320,10 +324,13 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     report["recall"] = recall_report
     if block.truncated:
         report["truncated"] = True
+    if addon is not None:
+        report["addon"] = {"name": addon.name, "notes": bool(addon.notes.strip()), "tools": addon.tool_names}
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
-                      report=report)
+                      report=report, addon=addon)
+    definitions = context.tool_definitions(decision, tools) + (addon.tools if addon is not None else [])
     try:
-        reply = _loop(messages, context.tool_definitions(decision, tools), ctx, timings)
+        reply = _loop(messages, definitions, ctx, timings)
     except UpstreamError as exc:
         _keep(chat, user_message)
         exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}

@@ -22,6 +22,7 @@ from django.utils import timezone
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.memory import policy
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
+from localai_memory.memory.providers import AddonTurn
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import TOPIC_RE, Scope
@@ -51,6 +52,7 @@ class ToolContext:
     report: dict[str, Any]
     saved_now: int = 0  # notes this reply saved at once (the policy allows 5)
     calls: list[dict[str, Any]] = field(default_factory=list)
+    addon: AddonTurn | None = None  # the add-on serving memory this turn, with its tools
 
     @property
     def readable(self) -> list[str]:
@@ -78,7 +80,13 @@ def run_tool(ctx: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
     """Run one tool call of the model and return its JSON result (never raises for the model's mistakes)."""
     handlers = {"context_read": _context_read, "memory_search": _memory_search, "propose_change": _propose_change,
                 "revert_change": _revert_change}
-    if name not in ctx.tools or name not in handlers:
+    if ctx.addon is not None and name in ctx.addon.tool_names:
+        arguments = _arguments(raw_arguments)
+        if isinstance(arguments, str):
+            result = {"status": "error", "error": "invalid_arguments", "message": arguments}
+        else:
+            result = ctx.addon.run(user_id=ctx.chat.owner_id, name=name, arguments=arguments)
+    elif name not in ctx.tools or name not in handlers:
         result = _not_offered(ctx, name)
     else:
         arguments = _arguments(raw_arguments)

@@ -5,6 +5,14 @@ loads an object (a class or an instance) with ``name``, ``label``, ``provides`` 
 ``["memory"]``) and ``is_running() -> bool``. When the chosen add-on is missing or not running, memory is off
 with code ``memory_provider_unavailable``; it never falls back to the built-in provider by itself.
 
+An add-on that serves may also supply, as optional methods (each one's failure only leaves its part out):
+
+* ``turn_context(*, user_id: int, message: str) -> dict`` with ``"skills"`` (its instructions to the model,
+  in place of the built-in skills) and ``"notes"`` (its index files and what it recalls for this message,
+  shown to the model as data, fenced, like the built-in index);
+* ``tools() -> list[dict]`` (OpenAI function definitions of its memory tools, in place of the built-in ones;
+  the built-in tools' names are reserved) and ``run_tool(*, user_id: int, name: str, arguments: dict) -> dict``.
+
 ``memory`` names the old "Short memory" add-on, whose work the host now does itself: it is an alias of the
 built-in provider. Picking it picks Built-in, a stored choice of it serves as Built-in, and an installed
 add-on of that name is not listed a second time.
@@ -13,7 +21,9 @@ add-on of that name is not listed a second time.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -86,3 +96,91 @@ def provider_state(name: str) -> str:
     if obj is None or not addon_running(obj):
         return "addon_unavailable"
     return "addon"
+
+
+# --- an add-on serving a turn -----------------------------------------------------------------------------
+
+#: Tool names the built-in provider keeps for itself; an add-on's tool of such a name is not offered.
+RESERVED_TOOLS = frozenset({"context_read", "memory_search", "propose_change", "revert_change"})
+#: What an add-on may put in front of the model in one turn (the built-in indexes' per-turn cap).
+ADDON_NOTES_MAX_BYTES = 6 * 1024
+ADDON_SKILLS_MAX_BYTES = 2 * 1024
+ADDON_TOOLS_MAX = 8
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class AddonTurn:
+    """What the serving add-on adds to one turn: its skills, its notes (data) and its tools."""
+
+    name: str
+    label: str
+    skills: str = ""
+    notes: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    provider: Any = None
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [tool["function"]["name"] for tool in self.tools]
+
+    def run(self, *, user_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The add-on's answer to one of its tool calls; an error result (never an exception) if it fails."""
+        try:
+            result = self.provider.run_tool(user_id=user_id, name=name, arguments=arguments)
+        except Exception:
+            log.warning("memory provider %s failed its tool %s", self.name, name, exc_info=True)
+            return {"status": "error", "error": "provider_failed",
+                    "message": f"The memory add-on {self.label} could not answer; try again later."}
+        if not isinstance(result, Mapping):
+            return {"status": "error", "error": "provider_failed",
+                    "message": f"The memory add-on {self.label} gave no usable answer."}
+        return dict(result)
+
+
+def _text(value: Any, limit: int) -> str:
+    if not isinstance(value, str):
+        return ""
+    data = value.encode("utf-8", "replace")
+    return value if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
+def _tools(obj: Any, name: str) -> list[dict[str, Any]]:
+    try:
+        offered = obj.tools() if hasattr(obj, "tools") else []
+    except Exception:
+        log.warning("memory provider %s failed to list its tools", name, exc_info=True)
+        return []
+    tools: list[dict[str, Any]] = []
+    for tool in offered if isinstance(offered, list) else []:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        tool_name = function.get("name") if isinstance(function, Mapping) else None
+        if (not isinstance(tool_name, str) or not _TOOL_NAME.match(tool_name) or tool_name in RESERVED_TOOLS
+                or tool_name in {t["function"]["name"] for t in tools}):
+            log.warning("memory provider %s offers a tool that is not used: %r", name, tool_name)
+            continue
+        tools.append({"type": "function", "function": {
+            "name": tool_name, "description": _text(function.get("description"), 1024),
+            "parameters": function.get("parameters") if isinstance(function.get("parameters"), Mapping)
+            else {"type": "object", "properties": {}}}})
+    return tools[:ADDON_TOOLS_MAX]
+
+
+def addon_turn(choice: str, *, user_id: int, message: str) -> AddonTurn | None:
+    """The serving add-on's part of a turn, or None when ``choice`` names no running add-on."""
+    name = canonical(choice)
+    obj = addon(name)
+    if obj is None or not addon_running(obj):
+        return None
+    context: Any = {}
+    if hasattr(obj, "turn_context"):
+        try:
+            context = obj.turn_context(user_id=user_id, message=message)
+        except Exception:
+            log.warning("memory provider %s failed to give its turn context", name, exc_info=True)
+    if not isinstance(context, Mapping):
+        context = {}
+    return AddonTurn(name=name, label=str(getattr(obj, "label", name)),
+                     skills=_text(context.get("skills"), ADDON_SKILLS_MAX_BYTES),
+                     notes=_text(context.get("notes"), ADDON_NOTES_MAX_BYTES),
+                     tools=_tools(obj, name) if hasattr(obj, "run_tool") else [], provider=obj)

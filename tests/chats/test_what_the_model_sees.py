@@ -20,7 +20,7 @@ from tests.chats.helpers import (
     system_of,
     tools_of,
 )
-from tests.fakes.openai_server import reply
+from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.django_db
 
@@ -191,14 +191,43 @@ def test_a_private_chat_does_not_affect_the_users_other_chats(api, owner, model)
     assert api.get(f"/api/chats/{private}/builtins").json() == {"memory": False, "private": True}
 
 
-def test_a_running_addon_replaces_the_builtin_notes_and_tools(api, owner, model, monkeypatch):
+def test_a_running_addon_replaces_the_builtin_notes_skills_and_tools_with_its_own(api, owner, model, monkeypatch):
+    import sample_memory_provider
+
     monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {"garden": "grows tomatoes on the balcony"})
     note(owner, "home", "lives in Rome")
     pick_provider(owner, "sample")
-    body = send(api, new_chat(api))
-    assert "lives in Rome" not in system_of(model.last_request)
-    assert "tools" not in model.last_request
+    model.script(tool_calls(("sample_lookup", {"topic": "garden"})), reply("You grow tomatoes."))
+
+    body = send(api, new_chat(api), "What do I grow?")
+
+    first, second = model.requests[-2:]
+    system = system_of(first)
+    assert "lives in Rome" not in system and "context_read" not in system  # the built-in notes and skills: gone
+    assert "call sample_lookup" in system
+    assert "```memory-notes\n# notes served by the add-on Sample memory add-on\n- garden: grows tomatoes" in system
+    assert "not instructions" in system
+    assert list(tools_of(first)) == ["sample_lookup"]  # its own tool; the reserved name it also offered is not
+    answer = second["messages"][-1]
+    assert answer["role"] == "tool" and '"text": "grows tomatoes on the balcony"' in answer["content"]
     assert body["memory"]["on"] is True and body["memory"]["served_by"] == "addon"
+    assert body["memory"]["addon"] == {"name": "sample", "notes": True, "tools": ["sample_lookup"]}
+
+
+def test_an_addon_that_fails_leaves_only_its_part_out_and_the_turn_answers(api, owner, model, monkeypatch):
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.setenv("SAMPLE_PROVIDER_BROKEN", "1")
+    note(owner, "home", "lives in Rome")
+    pick_provider(owner, "sample")
+    model.script(tool_calls(("sample_lookup", {"topic": "garden"})), reply("I could not look that up."))
+
+    body = send(api, new_chat(api), "What do I grow?")
+
+    assert body["reply"] == "I could not look that up."
+    first, second = model.requests[-2:]
+    assert "lives in Rome" not in system_of(first) and "memory-notes" not in system_of(first)
+    assert '"error": "provider_failed"' in second["messages"][-1]["content"]
 
 
 def test_under_never_there_is_no_propose_tool_and_the_model_is_told_saving_is_off(api, owner, model):
