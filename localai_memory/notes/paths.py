@@ -67,7 +67,7 @@ class Scope:
 
     @property
     def label(self) -> str:
-        return {"user": "yours", "agent": f"agent {self.key}", "channel": f"conversation {self.key}"}[self.kind]
+        return {"user": "your notes", "agent": f"agent {self.key}", "channel": f"conversation {self.key}"}[self.kind]
 
     @classmethod
     def user(cls) -> Scope:

@@ -35,7 +35,7 @@ def test_it_shows_each_scope_against_the_caps(api, alices_notes):
     assert (user["bytes"], user["max_bytes"]) == (len(index.encode()), 2048)
     assert [t["topic"] for t in user["topics"]] == ["home", "diet"]
     assert user["topics"][0]["file_bytes"] == len(b"Moved in 2024.\n")
-    assert user["pending_proposals"] == 1 and user["last_change"]["summary"] == "Saved diet in yours"
+    assert user["pending_proposals"] == 1 and user["last_change"]["summary"] == "Saved diet in your notes"
     agent = next(s for s in body["scopes"] if s["kind"] == "agent")
     assert (agent["key"], agent["lines"], agent["deleted_agent"]) == ("7", 1, True)
     assert body["totals"]["topics"] == 3 and body["totals"]["pending_proposals"] == 1
