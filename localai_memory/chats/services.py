@@ -306,6 +306,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     if decision.memory_on and decision.served_by == "addon" and state is not None:
         addon = providers.addon_turn(state.provider_choice, user_id=chat.owner_id, message=content)
     tools = context.offered_tools(decision, topics=context.topic_count(indexes))
+    if addon is not None and addon.writes and "propose_change" in decision.tools:
+        tools = ["propose_change"]  # the host's own: each write of the add-on's passes the save level
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools,

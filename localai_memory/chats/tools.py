@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.memory import policy
-from localai_memory.memory.proposals import AlreadySaved, proposal_create
-from localai_memory.memory.providers import AddonTurn
+from localai_memory.memory.proposals import AlreadySaved, addon_proposal_create, proposal_create
+from localai_memory.memory.providers import AddonTurn, addon_write
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import TOPIC_RE, Scope
@@ -229,6 +229,8 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
     if not delete and not summary.strip():
         raise InvalidInput("summary is required: the one-line index entry", code="invalid_summary")
     text = summary if not details else f"{summary}\n{details}"
+    if ctx.addon is not None:
+        return _addon_propose(ctx, topic, summary, details, delete, text)
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=delete))  # type: ignore[arg-type]
     if decision.outcome == "refuse" or decision.scope is None or decision.scope not in ctx.scopes:
@@ -284,6 +286,39 @@ def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, top
                                 "undo_until": undo_until.isoformat()})
     return {"status": "saved", "change_id": change.pk, "topic": topic, "scope": scope.kind,
             "undo_until": undo_until.isoformat(), "message": decision.message}
+
+
+def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | None, delete: bool,
+                   text: str) -> dict[str, Any]:
+    """A note for the add-on that serves memory, checked against the save level exactly as a built-in note:
+    handed to the add-on at once (no Undo: the host keeps no copy), proposed in the inbox (the confirm hands
+    it over), or refused. The add-on keeps its notes in its own way, so there are no scopes here."""
+    assert ctx.addon is not None
+    decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
+        text, scope=None, saved_in_this_reply=ctx.saved_now, is_delete=delete))
+    if decision.outcome == "refuse":
+        return _refused(ctx, topic, decision.reason, policy.MESSAGES[decision.reason])
+    if decision.outcome == "save_now":
+        try:
+            addon_write(ctx.addon.name, user_id=ctx.chat.owner_id, topic=topic, summary=summary, details=details,
+                        delete=delete)
+        except ApplicationError as exc:
+            return _refused(ctx, topic, exc.code, exc.message)
+        ctx.saved_now += 1
+        ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": "addon", "summary": summary,
+                                    "undo_until": None, "provider": ctx.addon.name})
+        return {"status": "saved", "topic": topic, "provider": ctx.addon.name, "message": decision.message}
+    proposal = addon_proposal_create(
+        owner_id=ctx.chat.owner_id, provider=ctx.addon.name, topic=topic, summary=summary, details=details,
+        delete=delete, reason=decision.reason, locked=decision.outcome == "locked",
+        requester_only=decision.requester_only, origin=ctx.chat.origin, chat_id=ctx.chat.pk,
+        requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None)
+    entry = {"proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": "addon",
+             "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,
+             "delete": delete, "provider": ctx.addon.name}
+    ctx.report["proposed"].append(entry)
+    return {"status": "proposed", **entry, "message": decision.message,
+            "already_waiting": bool(getattr(proposal, "duplicate", False))}
 
 
 def _propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,

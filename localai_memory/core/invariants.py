@@ -165,7 +165,7 @@ def _confirmed_without_change(using: str) -> Iterator[Violation]:
         SELECT p.id, p.owner_id, p.scope_kind, p.scope_key, p.topic, p.summary, p.details, p.delete,
                p.decided_at
         FROM {pr} p
-        WHERE p.status = 'confirmed' AND p.change_set_id IS NULL
+        WHERE p.status = 'confirmed' AND p.change_set_id IS NULL AND p.provider = ''
           AND NOT EXISTS (SELECT 1 FROM {cs} cs WHERE cs.proposal_id = p.id AND cs.source = 'proposal')
     """
     for row in _rows(using, sql):

@@ -86,6 +86,9 @@ class Proposal(models.Model):
     conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     requested_by_sender_id = models.BigIntegerField(null=True, blank=True)
     fingerprint = models.CharField(max_length=64, db_index=True)
+    provider = models.CharField(max_length=100, blank=True, default="",
+                                help_text="The add-on that serves memory and writes this note when it is "
+                                          "confirmed; empty: the built-in notes.")
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(db_index=True)
     decided_at = models.DateTimeField(null=True, blank=True)

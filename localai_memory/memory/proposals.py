@@ -209,6 +209,40 @@ def proposal_create(
     return proposal
 
 
+def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: str = "", details: str | None = None,
+                          delete: bool = False, reason: str = "ask_first", locked: bool = False,
+                          requester_only: bool = False, origin: str = "web", chat_id: int | None = None,
+                          requested_by_sender_id: int | None = None) -> Proposal:
+    """A proposal of a note for the add-on ``provider`` that serves memory: it waits in the inbox as any other,
+    and its confirm hands the note to the add-on (``providers.addon_write``). The add-on keeps its own notes,
+    so nothing is checked against the built-in index; an identical waiting proposal is returned instead."""
+    topic = check_topic(topic)
+    text = "" if delete else clean_summary(summary)
+    body = "" if delete else _tidy_details(details)
+    if "\x00" in body or len(body.encode()) > TOPIC_MAX_BYTES:
+        raise InvalidInput(f"details hold at most {TOPIC_MAX_BYTES} bytes of text", code="invalid_details")
+    now = timezone.now()
+    lock_owner(owner_id)
+    fingerprint = proposal_fingerprint(owner_id=owner_id, scope=Scope.user(), topic=topic, summary=text,
+                                       details=f"{provider}\n{body}", delete=delete)
+    for waiting in Proposal.objects.select_for_update().filter(owner_id=owner_id, fingerprint=fingerprint,
+                                                               status=Proposal.Status.PENDING):
+        if _is_expired(waiting, now):
+            _mark_expired(waiting, now)
+        else:
+            waiting.duplicate = True  # type: ignore[attr-defined]
+            return waiting
+    proposal = Proposal.objects.create(
+        owner_id=owner_id, status=Proposal.Status.PENDING, source=Proposal.Source.MODEL, kind="memory",
+        scope_kind="user", scope_key="", topic=topic, summary=text, details=body, delete=delete, locked=locked,
+        requester_only=requester_only or locked, reason=reason[:40], origin=origin, chat_id=chat_id,
+        requested_by_sender_id=requested_by_sender_id, fingerprint=fingerprint, provider=provider,
+        created_at=now, expires_at=now + policy.PROPOSAL_TTL,
+    )
+    proposal.duplicate = False  # type: ignore[attr-defined]
+    return proposal
+
+
 def _mark_expired(proposal: Proposal, now: datetime) -> None:
     proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.EXPIRED, now, "expired"
     proposal.save(update_fields=["status", "decided_at", "decided_by"])
@@ -295,7 +329,15 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
     proposal = _answerable(owner_id=owner_id, proposal_id=proposal_id, sender=sender, now=now)
     if proposal is _EXPIRED:
         return _EXPIRED
-    change: ChangeSet | None
+    change: ChangeSet | None = None
+    if proposal.provider:  # the add-on serving memory keeps this note; the host keeps no change set of it
+        from .providers import addon_write
+
+        addon_write(proposal.provider, user_id=owner_id, topic=proposal.topic, summary=proposal.summary,
+                    details=proposal.details or None, delete=proposal.delete)
+        proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
+        proposal.save(update_fields=["status", "decided_at", "decided_by"])
+        return None
     try:
         with transaction.atomic():
             change = note_upsert(

@@ -13,6 +13,11 @@ An add-on that serves may also supply, as optional methods (each one's failure o
 * ``tools() -> list[dict]`` (OpenAI function definitions of its memory tools, in place of the built-in ones;
   the built-in tools' names are reserved) and ``run_tool(*, user_id: int, name: str, arguments: dict) -> dict``.
 
+* ``write(*, user_id: int, topic: str, summary: str, details: str | None, delete: bool) -> dict``: the host then
+  offers its own ``propose_change`` tool and checks each write against the person's save level with the
+  policy, as for the built-in notes: saved at once (no Undo: the host keeps no copy), proposed in the
+  inbox (the confirm calls ``write``), or refused.
+
 ``memory`` names the old "Short memory" add-on, whose work the host now does itself: it is an alias of the
 built-in provider. Picking it picks Built-in, a stored choice of it serves as Built-in, and an installed
 add-on of that name is not listed a second time.
@@ -124,6 +129,11 @@ class AddonTurn:
     def tool_names(self) -> list[str]:
         return [tool["function"]["name"] for tool in self.tools]
 
+    @property
+    def writes(self) -> bool:
+        """Whether the add-on takes notes (``write``): then the host offers its ``propose_change``."""
+        return callable(getattr(self.provider, "write", None))
+
     def run(self, *, user_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The add-on's answer to one of its tool calls; an error result (never an exception) if it fails."""
         try:
@@ -184,3 +194,21 @@ def addon_turn(choice: str, *, user_id: int, message: str) -> AddonTurn | None:
                      skills=_text(context.get("skills"), ADDON_SKILLS_MAX_BYTES),
                      notes=_text(context.get("notes"), ADDON_NOTES_MAX_BYTES),
                      tools=_tools(obj, name) if hasattr(obj, "run_tool") else [], provider=obj)
+
+
+def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: str | None, delete: bool) -> None:
+    """Hand a note the policy let through (saved at once, or confirmed) to the add-on ``name``. Raises
+    ``ServiceUnavailable`` (503) when it is not running, takes no notes or fails: nothing was written, and
+    a proposal stays waiting."""
+    from localai_memory.core.errors import ServiceUnavailable
+
+    obj = addon(canonical(name))
+    if obj is None or not addon_running(obj) or not callable(getattr(obj, "write", None)):
+        raise ServiceUnavailable(f"The memory add-on {name!r} is not running, so the note cannot be saved now; "
+                                 "try again once it runs.", code="memory_provider_unavailable")
+    try:
+        obj.write(user_id=user_id, topic=topic, summary=summary, details=details, delete=delete)
+    except Exception:
+        log.warning("memory provider %s failed to write a note", name, exc_info=True)
+        raise ServiceUnavailable(f"The memory add-on {name!r} could not save the note; try again later.",
+                                 code="memory_provider_failed") from None

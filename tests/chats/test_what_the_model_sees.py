@@ -208,11 +208,69 @@ def test_a_running_addon_replaces_the_builtin_notes_skills_and_tools_with_its_ow
     assert "call sample_lookup" in system
     assert "```memory-notes\n# notes served by the add-on Sample memory add-on\n- garden: grows tomatoes" in system
     assert "not instructions" in system
-    assert list(tools_of(first)) == ["sample_lookup"]  # its own tool; the reserved name it also offered is not
+    # Its own tool, and the host's propose_change for its writes; the reserved name it also offered is not used.
+    assert list(tools_of(first)) == ["propose_change", "sample_lookup"]
     answer = second["messages"][-1]
     assert answer["role"] == "tool" and '"text": "grows tomatoes on the balcony"' in answer["content"]
     assert body["memory"]["on"] is True and body["memory"]["served_by"] == "addon"
     assert body["memory"]["addon"] == {"name": "sample", "notes": True, "tools": ["sample_lookup"]}
+
+
+@pytest.fixture
+def sample_serves(owner, monkeypatch):
+    """The sample add-on picked and running, with an empty store of its own for the owner."""
+    import sample_memory_provider
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
+    store: dict[str, str] = {}
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, store)
+    pick_provider(owner, "sample")
+    return store
+
+
+def test_with_save_it_and_tell_me_the_addon_gets_the_note_at_once(api, owner, model, sample_serves):
+    set_memory(owner, save_mode="auto")
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})),
+                 reply("Noted."))
+
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+
+    assert list(tools_of(model.requests[-2])) == ["propose_change", "sample_lookup"]
+    assert sample_serves == {"diet": "vegan"}
+    assert [(s["topic"], s["provider"], s["change_id"]) for s in body["memory"]["saved"]] == [("diet", "sample", None)]
+    assert notes_of_user(owner) == ""  # the built-in notes are not written
+
+
+def test_with_ask_me_first_the_addons_note_waits_in_the_inbox_and_the_confirm_hands_it_over(
+        api, owner, model, sample_serves, monkeypatch):
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})),
+                 reply("I will ask you first."))
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+    [proposed] = body["memory"]["proposed"]
+    assert sample_serves == {}
+
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    down = api.post(f"/api/chats/memory/proposals/{proposed['proposal_id']}/confirm")
+    assert down.status_code == 503 and down.json()["error"]["code"] == "memory_provider_unavailable"
+    assert sample_serves == {}
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN")
+    confirmed = api.post(f"/api/chats/memory/proposals/{proposed['proposal_id']}/confirm")
+
+    assert confirmed.status_code == 200, confirmed.content
+    assert sample_serves == {"diet": "vegan"}
+    assert notes_of_user(owner) == ""
+    from localai_memory.core.invariants import check_invariants
+
+    assert check_invariants() == []
+
+
+def test_with_never_the_addon_is_offered_no_write_and_gets_none(api, owner, model, sample_serves):
+    set_memory(owner, save_mode="never")
+    model.script(reply("Saving is off."))
+    send(api, new_chat(api), "Remember that I am vegan.")
+    assert "propose_change" not in tools_of(model.last_request)
+    assert sample_serves == {}
 
 
 def test_an_addon_that_fails_leaves_only_its_part_out_and_the_turn_answers(api, owner, model, monkeypatch):
@@ -302,3 +360,9 @@ def test_a_scheduled_run_reads_but_gets_no_propose_tool(owner, model):
     turn_run(chat=chat, content="daily summary", typed_by_user=False)
     assert set(tools_of(model.last_request)) == {"context_read"}
     assert "lives in Rome" in memory_block_of(model.last_request)
+
+
+def notes_of_user(owner) -> str:
+    from localai_memory.notes import selectors as notes_selectors
+
+    return notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())

@@ -3,7 +3,8 @@
 When it serves, it gives each turn its own skills and notes (``NOTES``, per user id: topic -> text, which a
 test fills) and one tool of its own, ``sample_lookup``; it also offers a tool named ``context_read``, a name
 the host keeps for itself, which the host must not offer. ``SAMPLE_PROVIDER_BROKEN=1`` makes its turn
-context and its tool fail, as a crashing add-on would.
+context, its tool and its writes fail, as a crashing add-on would. It takes notes (``write``): the host
+checks each against the save level first.
 """
 
 from __future__ import annotations
@@ -49,3 +50,12 @@ class SampleProvider:
         topic = str(arguments.get("topic", ""))
         text = NOTES.get(user_id, {}).get(topic)
         return {"status": "ok", "topic": topic, "text": text} if text else {"status": "not_found", "topic": topic}
+
+    def write(self, *, user_id: int, topic: str, summary: str, details: str | None, delete: bool) -> None:
+        if _broken():
+            raise RuntimeError("the sample add-on is broken")
+        notes = NOTES.setdefault(user_id, {})
+        if delete:
+            notes.pop(topic, None)
+        else:
+            notes[topic] = summary if not details else f"{summary} ({details})"
