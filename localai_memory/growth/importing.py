@@ -28,6 +28,7 @@ from localai_memory.core.errors import ApplicationError, Forbidden, InvalidInput
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
+from localai_memory.memory.providers import ADDON_EXPORT_FOLDER
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import (
@@ -106,6 +107,8 @@ def read_export_zip(data: bytes) -> dict[str, str]:
         total = 0
         for info in infos:
             name = info.filename
+            if name.startswith(ADDON_EXPORT_FOLDER + "/") and ".." not in name.split("/"):
+                continue  # what a memory add-on exported beside the notes is the add-on's to import
             if name.endswith("/"):
                 if name == ROOT + "/" or name.startswith(ROOT + "/") and ".." not in name.split("/"):
                     continue  # a folder entry of the export layout

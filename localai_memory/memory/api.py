@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField, validated
 from localai_memory.core.errors import InvalidInput
 from localai_memory.notes import selectors as notes_selectors
-from localai_memory.notes import services as notes_services
 from localai_memory.notes.paths import Scope, parse_index
 
 from . import services
@@ -85,7 +84,7 @@ class ExportApi(ApiView):
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request):
         """A zip of every Memory file (works while memory is off)."""
-        body = notes_services.memory_export(owner_id=request.user.pk)
+        body = services.memory_export_all(user_id=request.user.pk)
         response = HttpResponse(body, content_type="application/zip")
         response["Content-Disposition"] = 'attachment; filename="memory-export.zip"'
         return response
@@ -98,9 +97,10 @@ class ForgetApi(ApiView):
         data = validated(ForgetInput, request.data)
         if not data["confirm"]:
             raise InvalidInput("send {\"confirm\": true} to forget everything", code="confirm_required")
-        entry = notes_services.memory_forget(owner_id=request.user.pk)
+        entry, addon = services.memory_forget_all(user_id=request.user.pk)
         return Response({"trash_id": entry.pk if entry else None,
                          "files": entry.files.count() if entry else 0,
+                         "addon": addon,
                          "message": "Your notes are in the Trash; restore them from Files."})
 
 

@@ -18,6 +18,10 @@ An add-on that serves may also supply, as optional methods (each one's failure o
   policy, as for the built-in notes: saved at once (no Undo: the host keeps no copy), proposed in the
   inbox (the confirm calls ``write``), or refused.
 
+* ``export(*, user_id: int) -> bytes`` (or ``(file name, bytes)``): Export then carries it as
+  ``addons/<name>/<file>`` beside the notes (an import leaves that folder to the add-on);
+* ``forget(*, user_id: int) -> None``: Forget everything then asks the add-on to forget too.
+
 ``memory`` names the old "Short memory" add-on, whose work the host now does itself: it is an alias of the
 built-in provider. Picking it picks Built-in, a stored choice of it serves as Built-in, and an installed
 add-on of that name is not listed a second time.
@@ -212,3 +216,50 @@ def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: s
         log.warning("memory provider %s failed to write a note", name, exc_info=True)
         raise ServiceUnavailable(f"The memory add-on {name!r} could not save the note; try again later.",
                                  code="memory_provider_failed") from None
+
+
+#: Where an export carries what the serving add-on exported (``addons/<name>/<file>``).
+ADDON_EXPORT_FOLDER = "addons"
+
+
+def _serving(choice: str, method: str) -> tuple[str, Any] | None:
+    name = canonical(choice)
+    obj = addon(name) if name not in (BUILTIN, OFF) else None
+    if obj is None or not addon_running(obj) or not callable(getattr(obj, method, None)):
+        return None
+    return name, obj
+
+
+def addon_export(choice: str, *, user_id: int) -> tuple[str, bytes] | None:
+    """The serving add-on's export as ``(path in the zip, bytes)``; None when it supplies none. When it fails,
+    a short text saying so takes its place, so the person sees the export is incomplete."""
+    serving = _serving(choice, "export")
+    if serving is None:
+        return None
+    name, obj = serving
+    folder = f"{ADDON_EXPORT_FOLDER}/{name}"
+    try:
+        result = obj.export(user_id=user_id)
+        file_name, data = result if isinstance(result, tuple) else (f"{name}-export", result)
+        file_name = re.sub(r"[^A-Za-z0-9._-]", "_", str(file_name))[:100].lstrip(".") or f"{name}-export"
+        if not isinstance(data, bytes | bytearray):
+            raise TypeError("an export must be bytes")
+        return f"{folder}/{file_name}", bytes(data)
+    except Exception:
+        log.warning("memory provider %s failed to export", name, exc_info=True)
+        return (f"{folder}/EXPORT-FAILED.txt",
+                f"The memory add-on {name} could not export its notes; export again once it works.\n".encode())
+
+
+def addon_forget(choice: str, *, user_id: int) -> str | None:
+    """Ask the serving add-on to forget the person's notes: ``"forgot"``, ``"failed"``, or None (none to ask)."""
+    serving = _serving(choice, "forget")
+    if serving is None:
+        return None
+    name, obj = serving
+    try:
+        obj.forget(user_id=user_id)
+    except Exception:
+        log.warning("memory provider %s failed to forget", name, exc_info=True)
+        return "failed"
+    return "forgot"

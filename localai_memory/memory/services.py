@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 
 from localai_memory.core.errors import InvalidInput
 
 from .models import MemorySettings, MessagingSave, SaveMode
-from .providers import BUILTIN, OFF, addon, canonical
+from .providers import BUILTIN, OFF, addon, addon_export, addon_forget, canonical
 from .selectors import MemoryState, memory_state
 
 
@@ -63,3 +65,34 @@ def provider_pick(*, user_id: int, provider: str) -> MemoryState:
     row.enabled_set = True
     row.save(update_fields=["enabled", "enabled_set", "provider", "updated_at"])
     return memory_state(user_id=user_id)
+
+
+def memory_export_all(*, user_id: int) -> bytes:
+    """Export: the zip of every Memory file, with the serving add-on's own export beside them (``addons/``)."""
+    import io
+    import zipfile
+
+    from localai_memory.notes.services import memory_export
+
+    body = memory_export(owner_id=user_id)
+    state = memory_state(user_id=user_id)
+    extra = addon_export(state.provider_choice, user_id=user_id) if state.provider_state == "addon" else None
+    if extra is None:
+        return body
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(body)) as notes, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in notes.infolist():
+            archive.writestr(info, notes.read(info))
+        archive.writestr(extra[0], extra[1])
+    return out.getvalue()
+
+
+def memory_forget_all(*, user_id: int) -> tuple[Any, str | None]:
+    """Forget everything: every note to the Trash (``notes.services.memory_forget``), and the serving add-on
+    asked to forget its own (``"forgot"``, ``"failed"`` or None)."""
+    from localai_memory.notes.services import memory_forget
+
+    entry = memory_forget(owner_id=user_id, actor="you")
+    state = memory_state(user_id=user_id)
+    addon = addon_forget(state.provider_choice, user_id=user_id) if state.provider_state == "addon" else None
+    return entry, addon

@@ -142,3 +142,54 @@ def test_a_stored_choice_of_the_old_memory_addon_serves_as_builtin(api, owner):
     MemorySettings.objects.update_or_create(user=owner, defaults={"provider": "memory", "enabled": True})
     settings = api.get(MEMORY).json()
     assert (settings["enabled"], settings["provider"], settings["available"]) == (True, "builtin", True)
+
+
+@pytest.fixture
+def sample_serves(owner, monkeypatch):
+    import sample_memory_provider
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
+    store = {"garden": "grows tomatoes"}
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, store)
+    return store
+
+
+def test_export_carries_the_serving_addons_own_export_and_an_import_leaves_it_to_the_addon(
+        api, owner, sample_serves, make_user, client_for):
+    import io
+    import zipfile
+
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files",
+                actor="you")
+    put_json(api, PICK, {"provider": "sample"})
+    body = api.get("/api/chats/memory/export").content
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        assert sorted(archive.namelist()) == ["Memory/index.md", "addons/sample/notes.txt"]
+        assert archive.read("addons/sample/notes.txt") == b"garden: grows tomatoes\n"
+    newcomer = client_for(make_user("newcomer"))
+    imported = newcomer.post("/api/chats/memory/import", {"file": io.BytesIO(body)}, format="multipart")
+    assert imported.status_code == 200, imported.content
+    assert newcomer.get("/api/files/content", {"path": "Memory/index.md"}).json()["content"] == "- home: lives in Rome\n"
+
+
+def test_export_says_so_when_the_addon_cannot_export(api, owner, sample_serves, monkeypatch):
+    import io
+    import zipfile
+
+    put_json(api, PICK, {"provider": "sample"})
+    monkeypatch.setenv("SAMPLE_PROVIDER_BROKEN", "1")
+    with zipfile.ZipFile(io.BytesIO(api.get("/api/chats/memory/export").content)) as archive:
+        assert archive.namelist() == ["addons/sample/EXPORT-FAILED.txt"]
+
+
+def test_forget_everything_asks_the_serving_addon_to_forget_too(api, owner, sample_serves):
+    put_json(api, PICK, {"provider": "sample"})
+    answer = api.post("/api/chats/memory/forget", {"confirm": True}, format="json")
+    assert answer.status_code == 200 and answer.json()["addon"] == "forgot"
+    assert sample_serves == {}
+    put_json(api, PICK, {"provider": "builtin"})
+    assert api.post("/api/chats/memory/forget", {"confirm": True}, format="json").json()["addon"] is None

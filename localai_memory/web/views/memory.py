@@ -226,7 +226,7 @@ def memory_synthesize(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def memory_export(request: HttpRequest) -> HttpResponse:
-    body = notes_services.memory_export(owner_id=request.user.pk)
+    body = memory_services.memory_export_all(user_id=request.user.pk)
     response = HttpResponse(body, content_type="application/zip")
     stamp = timezone.now().strftime("%Y-%m-%d")
     response["Content-Disposition"] = f'attachment; filename="memory-export-{stamp}.zip"'
@@ -238,11 +238,15 @@ def memory_export(request: HttpRequest) -> HttpResponse:
 def memory_forget(request: HttpRequest) -> HttpResponse:
     files = notes_selectors.file_list(owner_id=request.user.pk)
     if request.method == "POST":
-        entry = notes_services.memory_forget(owner_id=request.user.pk)
+        entry, addon = memory_services.memory_forget_all(user_id=request.user.pk)
         if entry is None:
             messages.info(request, "There were no notes to forget.")
         else:
             messages.success(request, "Your notes are in the Trash. You can restore them from Files → Trash.")
+        if addon == "forgot":
+            messages.success(request, "Your memory add-on forgot its notes too.")
+        elif addon == "failed":
+            messages.error(request, "Your memory add-on could not forget its notes; try again once it works.")
         return redirect(MEMORY_TAB)
     return page(request, "web/memory_forget.html", {"file_count": files.count()}, section="memory")
 

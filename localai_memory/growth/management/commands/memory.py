@@ -296,7 +296,9 @@ class Command(BaseCommand):
                   f"Rejected suggestion #{proposal_id}; it will not be suggested again.")
 
     def do_export(self, *, output: str | None = None, **_: Any) -> None:
-        body = notes_services.memory_export(owner_id=self.user.pk)
+        from localai_memory.memory.services import memory_export_all
+
+        body = memory_export_all(user_id=self.user.pk)
         if output == "-":
             stream = getattr(self.stdout, "_out", sys.stdout)
             binary: Any = stream.buffer if hasattr(stream, "buffer") else stream

@@ -59,3 +59,14 @@ class SampleProvider:
             notes.pop(topic, None)
         else:
             notes[topic] = summary if not details else f"{summary} ({details})"
+
+    def export(self, *, user_id: int) -> tuple[str, bytes]:
+        if _broken():
+            raise RuntimeError("the sample add-on is broken")
+        notes = NOTES.get(user_id, {})
+        return "notes.txt", "".join(f"{topic}: {text}\n" for topic, text in sorted(notes.items())).encode()
+
+    def forget(self, *, user_id: int) -> None:
+        if _broken():
+            raise RuntimeError("the sample add-on is broken")
+        NOTES.get(user_id, {}).clear()
