@@ -198,3 +198,19 @@ def test_a_duplicate_delivery_is_processed_once(bot, model, alice):
     assert said.texts == ["Hello Alice."]
     user_turns = [r["messages"][-1]["content"] for r in model.requests]
     assert user_turns == ["Hi there", "ping"]
+
+
+def test_in_a_slack_group_dm_under_paired_private_nothing_saves_at_once(slack_bot, owner, model, alice):
+    from tests.fakes import slack_server as slack_fake
+
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(slack_bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    event = slack_fake.message_event(f"<@{slack_fake.BOT_USER_ID}> remember that I am vegan",
+                                     user=slack_bot.user(alice), channel="G0FRIENDS", channel_type="mpim")
+
+    asked = slack_bot._deliver(event, 1)
+
+    assert "I can save a note" in asked.text  # a group DM is a group: the note waits to be confirmed
+    assert Proposal.objects.get().status == "pending"
+    assert not notes_of(owner, dm_scope(slack_bot, alice))
