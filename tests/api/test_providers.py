@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.chats.helpers import model  # noqa: F401 - the loopback model fixture
+
 from .conftest import assert_error, put_json
 
 MEMORY = "/api/chats/memory"
@@ -193,3 +195,20 @@ def test_forget_everything_asks_the_serving_addon_to_forget_too(api, owner, samp
     assert sample_serves == {}
     put_json(api, PICK, {"provider": "builtin"})
     assert api.post("/api/chats/memory/forget", {"confirm": True}, format="json").json()["addon"] is None
+
+
+@pytest.mark.django_db
+def test_an_addon_that_was_picked_and_then_uninstalled_turns_memory_off_and_is_named(api, owner, model):  # noqa: F811
+    from localai_memory.memory.models import MemorySettings
+
+    # The choice stays in the settings row; the package that served it is gone from the machine.
+    MemorySettings.objects.update_or_create(user=owner, defaults={"provider": "uninstalled-addon", "enabled": True})
+
+    settings = api.get(MEMORY).json()
+    assert (settings["available"], settings["provider"]) == (False, "uninstalled-addon")
+    assert settings["unavailable"]["code"] == "memory_provider_unavailable"
+    assert "uninstalled-addon" in settings["unavailable"]["message"]
+    chat = api.post("/api/chats", {}, format="json").json()["id"]
+    body = api.post(f"/api/chats/{chat}/messages", {"content": "Remember that I am vegan."}, format="json").json()
+    assert body["memory"]["on"] is False and body["memory"]["code"] == "memory_provider_unavailable"
+    assert "tools" not in model.last_request  # it never falls back to the built-in notes by itself
