@@ -62,3 +62,24 @@ def test_another_user_cannot_delete_a_note_or_an_agents_note_or_see_the_undo(own
     page = intruder.get(f"/settings/memory/?deleted={change.pk}").content.decode()
     assert "note-deleted" not in page
     assert "Lisbon" not in page
+
+
+def test_a_note_you_confirmed_can_be_undone_from_its_card_long_after_the_chat_undo_window(owner):
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    from localai_memory.memory.proposals import proposal_confirm, proposal_create
+    from localai_memory.memory.services import settings_update
+
+    settings_update(user_id=owner.pk, save_mode="always")
+    proposal = proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegan")
+    change = proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="you")
+    assert index(owner) == "- diet: vegan\n"
+
+    with time_machine.travel(timezone.now() + timedelta(hours=2)):  # the chat's 30 minutes are long over
+        undone = signed_in(owner).post(f"/changes/{change.pk}/undo/", {"next": "/inbox/"}, follow=True)
+
+    assert "Undone: Saved diet in your notes." in undone.content.decode()
+    assert index(owner) == ""
