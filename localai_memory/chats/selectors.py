@@ -18,7 +18,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 
 from localai_memory.core.access import owned_row_or_404
-from localai_memory.memory import policy
+from localai_memory.memory import policy, providers
 from localai_memory.memory.models import MemorySettings
 from localai_memory.memory.selectors import MemoryState, memory_state, memory_state_of
 from localai_memory.notes.paths import Scope
@@ -172,11 +172,15 @@ def memory_status(*, chat: Chat) -> dict:
 
     from .context import BUILTIN_TOOLS, SCOPE_ORDER, IndexShown, offered_tools, topic_count
 
-    decision = policy.decide_turn(turn_facts(chat=chat))
+    state = read_memory_state(owner_id=chat.owner_id)
+    decision = policy.decide_turn(turn_facts(chat=chat, state=state))
     scopes = chat_scopes(chat=chat)
     shown = [IndexShown(kind, scopes[kind], notes_selectors.index_text(owner_id=chat.owner_id, scope=scopes[kind]))
              for kind in SCOPE_ORDER if decision.memory_on and kind in decision.read_scopes and kind in scopes]
     tools = offered_tools(decision, topics=topic_count(shown))
+    if decision.memory_on and decision.served_by == "addon" and state is not None:  # as the turn offers them
+        names, writes = providers.addon_tool_names(state.provider_choice)
+        tools = (["propose_change"] if writes and "propose_change" in decision.tools else []) + names
     return {
         "memory": {"on": decision.memory_on, "code": decision.code, "blocked_by": decision.blocked_by,
                    "fix": decision.fix, "served_by": decision.served_by},

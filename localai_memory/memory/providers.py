@@ -180,6 +180,17 @@ def _tools(obj: Any, name: str) -> list[dict[str, Any]]:
     return tools[:ADDON_TOOLS_MAX]
 
 
+def addon_tool_names(choice: str) -> tuple[list[str], bool]:
+    """The serving add-on's own tool names and whether it takes notes, without asking for a turn's context
+    (what ``GET /api/chats/{id}/tools`` lists); ``([], False)`` when ``choice`` names no running add-on."""
+    name = canonical(choice)
+    obj = addon(name)
+    if obj is None or not addon_running(obj):
+        return [], False
+    names = [t["function"]["name"] for t in _tools(obj, name)] if hasattr(obj, "run_tool") else []
+    return names, callable(getattr(obj, "write", None))
+
+
 def addon_turn(choice: str, *, user_id: int, message: str) -> AddonTurn | None:
     """The serving add-on's part of a turn, or None when ``choice`` names no running add-on."""
     name = canonical(choice)

@@ -200,7 +200,8 @@ def test_a_running_addon_replaces_the_builtin_notes_skills_and_tools_with_its_ow
     pick_provider(owner, "sample")
     model.script(tool_calls(("sample_lookup", {"topic": "garden"})), reply("You grow tomatoes."))
 
-    body = send(api, new_chat(api), "What do I grow?")
+    chat = new_chat(api)
+    body = send(api, chat, "What do I grow?")
 
     first, second = model.requests[-2:]
     system = system_of(first)
@@ -214,6 +215,7 @@ def test_a_running_addon_replaces_the_builtin_notes_skills_and_tools_with_its_ow
     assert answer["role"] == "tool" and '"text": "grows tomatoes on the balcony"' in answer["content"]
     assert body["memory"]["on"] is True and body["memory"]["served_by"] == "addon"
     assert body["memory"]["addon"] == {"name": "sample", "notes": True, "tools": ["sample_lookup"]}
+    assert api.get(f"/api/chats/{chat}/tools").json()["tools"] == ["propose_change", "sample_lookup"]
 
 
 @pytest.fixture
