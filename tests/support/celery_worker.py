@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -52,7 +53,19 @@ class Worker:
             seen.append(line)
             if needle in line:
                 return seen
-        raise AssertionError(f"no {needle!r} within {timeout} s:\n" + "".join(seen[-40:]))
+        raise AssertionError(f"no {needle!r} within {timeout} s:\n" + "".join(seen[-40:]) + self._stacks())
+
+    def _stacks(self) -> str:
+        """Where a worker that went quiet is stuck: SIGABRT makes its fault handler (``-X faulthandler``)
+        print every thread's stack before it dies; the rest of its output, read with a bound."""
+        if self.process.poll() is not None or self.process.stdout is None:
+            return ""
+        self.process.send_signal(signal.SIGABRT)
+        try:
+            rest, _ = self.process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "\n(the worker did not answer SIGABRT)"
+        return "\n--- the worker's threads when it was stopped ---\n" + (rest or "")[-6000:]
 
 
 def new_queue(name: str) -> str:
@@ -69,7 +82,8 @@ def celery_worker(*, name: str, extra_env: dict[str, str] | None = None, queue: 
            "CELERY_QUEUE": queue, "LOCALAI_MEMORY_TESTING": "1", "DJANGO_SETTINGS_MODULE": "localai_memory.settings",
            "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "localai_memory", "worker", "--pool=solo", "--loglevel=INFO",
+        [sys.executable, "-X", "faulthandler", "-m", "celery", "-A", "localai_memory", "worker", "--pool=solo",
+         "--loglevel=INFO",
          "-Q", queue, "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{queue}@%h"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
