@@ -279,6 +279,10 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
     now = timezone.now()
     report = result.memory or {}
     for saved in report.get("saved", []):
+        if not saved.get("change_id") and saved.get("provider"):  # a memory add-on took it: it keeps no Undo here
+            reply.messages.append(Outbound(f"Saved by your memory add-on: \u201c{saved.get('summary') or ''}\u201d "
+                                           f"({saved['topic']})."))
+            continue
         if not saved.get("change_id"):
             continue
         undo_until = parse_datetime(saved["undo_until"]) if saved.get("undo_until") else None

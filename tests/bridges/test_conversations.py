@@ -214,3 +214,24 @@ def test_in_a_slack_group_dm_under_paired_private_nothing_saves_at_once(slack_bo
     assert "I can save a note" in asked.text  # a group DM is a group: the note waits to be confirmed
     assert Proposal.objects.get().status == "pending"
     assert not notes_of(owner, dm_scope(slack_bot, alice))
+
+
+def test_a_note_a_memory_addon_saved_at_once_is_announced_without_an_undo(bot, owner, model, alice, monkeypatch):
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    store: dict[str, str] = {}
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, store)
+    provider_pick(user_id=owner.pk, provider="sample")
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(bot, alice)
+    propose(model, VEGAN)
+
+    said = bot.dm(alice, "Remember that I am vegan.", expect=2)
+
+    assert store == {"diet": "vegan, no honey"}
+    assert "Saved by your memory add-on: \u201cvegan, no honey\u201d (diet)." in said.text
+    assert "undo" not in said.text.lower()
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
