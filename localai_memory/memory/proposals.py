@@ -157,14 +157,7 @@ def proposal_create(
     """
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
-    if details is not None and not isinstance(details, str):
-        raise InvalidInput("details must be text", code="invalid_details")
-    body = "" if delete else _tidy_details(details)
-    if "\x00" in body:
-        raise InvalidInput("details may not contain NUL characters", code="invalid_details")
-    if len(body.encode()) > TOPIC_MAX_BYTES:
-        raise InvalidInput(f"details hold at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
-                           code="topic_too_large")
+    body = _checked_details(details, delete)
     now = timezone.now()
     lock_owner(owner_id)  # the index cannot change between this check and the insert
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
@@ -189,14 +182,9 @@ def proposal_create(
             raise cap_error(scope.index_path, grown, lines, size, current=entries)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic, summary=text, details=body,
                                        delete=delete)
-    same = Proposal.objects.select_for_update().filter(owner_id=owner_id, fingerprint=fingerprint,
-                                                       status=Proposal.Status.PENDING)
-    for waiting in same:
-        if _is_expired(waiting, now):
-            _mark_expired(waiting, now)
-        else:
-            waiting.duplicate = True  # type: ignore[attr-defined]
-            return waiting
+    waiting = _waiting_twin(owner_id, fingerprint, now)
+    if waiting is not None:
+        return waiting
     proposal = Proposal.objects.create(
         owner_id=owner_id, status=Proposal.Status.PENDING, source=source, kind="memory", scope_kind=scope.kind,
         scope_key=scope.key, topic=topic, summary=text, details=body, delete=delete,
@@ -218,20 +206,14 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     so nothing is checked against the built-in index; an identical waiting proposal is returned instead."""
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
-    body = "" if delete else _tidy_details(details)
-    if "\x00" in body or len(body.encode()) > TOPIC_MAX_BYTES:
-        raise InvalidInput(f"details hold at most {TOPIC_MAX_BYTES} bytes of text", code="invalid_details")
+    body = _checked_details(details, delete)
     now = timezone.now()
     lock_owner(owner_id)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=Scope.user(), topic=topic, summary=text,
                                        details=f"{provider}\n{body}", delete=delete)
-    for waiting in Proposal.objects.select_for_update().filter(owner_id=owner_id, fingerprint=fingerprint,
-                                                               status=Proposal.Status.PENDING):
-        if _is_expired(waiting, now):
-            _mark_expired(waiting, now)
-        else:
-            waiting.duplicate = True  # type: ignore[attr-defined]
-            return waiting
+    waiting = _waiting_twin(owner_id, fingerprint, now)
+    if waiting is not None:
+        return waiting
     proposal = Proposal.objects.create(
         owner_id=owner_id, status=Proposal.Status.PENDING, source=Proposal.Source.MODEL, kind="memory",
         scope_kind="user", scope_key="", topic=topic, summary=text, details=body, delete=delete, locked=locked,
@@ -241,6 +223,32 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     )
     proposal.duplicate = False  # type: ignore[attr-defined]
     return proposal
+
+
+def _checked_details(details: object, delete: bool) -> str:
+    """A proposal's details as stored (tidied; empty for a deletion), or InvalidInput."""
+    if details is not None and not isinstance(details, str):
+        raise InvalidInput("details must be text", code="invalid_details")
+    body = "" if delete else _tidy_details(details)
+    if "\x00" in body:
+        raise InvalidInput("details may not contain NUL characters", code="invalid_details")
+    if len(body.encode()) > TOPIC_MAX_BYTES:
+        raise InvalidInput(f"details hold at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
+                           code="topic_too_large")
+    return body
+
+
+def _waiting_twin(owner_id: int, fingerprint: str, now: datetime) -> Proposal | None:
+    """The identical proposal still waiting (marked ``duplicate``), if any; identical ones past their 24 hours
+    are marked expired on the way. Call with the owner's lock held."""
+    for waiting in Proposal.objects.select_for_update().filter(owner_id=owner_id, fingerprint=fingerprint,
+                                                               status=Proposal.Status.PENDING):
+        if _is_expired(waiting, now):
+            _mark_expired(waiting, now)
+        else:
+            waiting.duplicate = True  # type: ignore[attr-defined]
+            return waiting
+    return None
 
 
 def _mark_expired(proposal: Proposal, now: datetime) -> None:
