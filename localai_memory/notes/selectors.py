@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import QuerySet
 
 from localai_memory.core.access import owned_or_404
 from localai_memory.core.errors import NotFound
 
 from .models import ChangeSet, FileVersion, NoteFile, TrashEntry
-from .paths import IndexEntry, Scope, parse_folder, parse_index, parse_path
+from .paths import INDEX_NAME, IndexEntry, Scope, parse_folder, parse_index, parse_path
 
 
 def access_file(*, owner_id: int, path: str) -> NoteFile:
@@ -74,3 +76,27 @@ def scope_folders(*, owner_id: int, kind: str) -> list[str]:
     keys = {path[len(prefix):].split("/", 1)[0]
             for path in NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).values_list("path", flat=True)}
     return sorted(keys, key=lambda k: (len(k), k))
+
+
+@dataclass(frozen=True)
+class NoteDeletion:
+    """A note deleted by hand (``note_upsert(delete=True)`` from the Files source): the change, the topics it
+    took out of the index, and whether it has been undone."""
+
+    change: ChangeSet
+    topics: list[str]
+    undone: bool
+
+
+def note_deletion(*, owner_id: int, change_id: int) -> NoteDeletion | None:
+    """The owner's change ``change_id`` if it deleted a note by hand, else None (another's change, or another
+    kind of change)."""
+    change = ChangeSet.objects.filter(owner_id=owner_id, pk=change_id, source=ChangeSet.Source.FILES).first()
+    if change is None or not change.summary.startswith("Forgot "):
+        return None
+    index = change.files.filter(path__endswith=f"/{INDEX_NAME}").first()
+    if index is None:
+        return None
+    gone = {e.topic for e in parse_index(index.before or "")} - {e.topic for e in parse_index(index.after or "")}
+    return NoteDeletion(change, sorted(gone),
+                        ChangeSet.objects.filter(owner_id=owner_id, reverts=change).exists())

@@ -24,7 +24,7 @@ from localai_memory.memory.selectors import MemoryState, memory_state
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
-from localai_memory.notes.paths import Scope, parse_index, parse_path
+from localai_memory.notes.paths import Scope, parse_path
 
 from .common import back, flash_error, not_found_as_404, page
 from .files import editor_context, save_file
@@ -317,17 +317,11 @@ def _deleted_note(request: HttpRequest) -> dict | None:
     """The note just deleted on this tab (``?deleted=<change id>``), with what its Undo needs; None if the change
     is not the user's or was not a deletion from this tab."""
     raw = request.GET.get("deleted", "")
-    if not raw.isdigit():
+    number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None  # else not one of ours
+    deletion = notes_selectors.note_deletion(owner_id=request.user.pk, change_id=number) if number else None
+    if deletion is None:
         return None
-    change = ChangeSet.objects.filter(owner_id=request.user.pk, pk=int(raw), source=ChangeSet.Source.FILES).first()
-    if change is None or not change.summary.startswith("Forgot "):
-        return None
-    index = change.files.filter(path__endswith="/index.md").first()
-    if index is None:
-        return None
-    gone = sorted({e.topic for e in parse_index(index.before or "")} - {e.topic for e in parse_index(index.after or "")})
-    undone = ChangeSet.objects.filter(owner_id=request.user.pk, reverts=change).exists()
-    return {"change": change, "undone": undone, "topic": ", ".join(gone),
+    return {"change": deletion.change, "undone": deletion.undone, "topic": ", ".join(deletion.topics),
             "next": f"{MEMORY_TAB}?{urlencode({'tab': request.GET.get('tab', 'yours')})}#notes"}
 
 
