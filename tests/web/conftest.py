@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from django.test import Client
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,3 +150,10 @@ def model(openai_server, settings):
     settings.LLM_API_KEY = ""
     settings.LLM_TIMEOUT = 10.0
     return openai_server
+
+
+def signed_in(user) -> Client:
+    """A Django test client logged in as ``user`` (for the pages' forms without a browser)."""
+    client = Client()
+    client.force_login(user)
+    return client

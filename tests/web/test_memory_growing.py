@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from localai_memory.celery import app as celery_app
 from localai_memory.core.errors import Forbidden
@@ -12,15 +11,11 @@ from localai_memory.growth.models import ConsolidationRun
 from localai_memory.mcpserver.tools import propose as memory_propose
 from localai_memory.memory.selectors import memory_state
 
+from .conftest import signed_in
+
 pytestmark = pytest.mark.django_db
 
 TAB = "/settings/memory/"
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_both_switches_start_as_documented_and_stick_after_a_reload(owner, outsider):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from localai_memory.agents.models import Agent
 from localai_memory.notes import selectors as notes_selectors
@@ -11,15 +10,11 @@ from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope
 from localai_memory.notes.services import note_upsert
 
+from .conftest import signed_in
+
 pytestmark = pytest.mark.django_db
 
 DELETE = "/settings/memory/notes/delete/"
-
-
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def index(user, scope: Scope | None = None) -> str:
