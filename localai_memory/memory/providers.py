@@ -101,10 +101,7 @@ def provider_state(name: str) -> str:
     """builtin, addon, or addon_unavailable for a stored provider choice."""
     if canonical(name) == BUILTIN:
         return "builtin"
-    obj = addon(name)
-    if obj is None or not addon_running(obj):
-        return "addon_unavailable"
-    return "addon"
+    return "addon" if _serving(name) is not None else "addon_unavailable"
 
 
 # --- an add-on serving a turn -----------------------------------------------------------------------------
@@ -180,23 +177,32 @@ def _tools(obj: Any, name: str) -> list[dict[str, Any]]:
     return tools[:ADDON_TOOLS_MAX]
 
 
+def _serving(choice: str, method: str | None = None) -> tuple[str, Any] | None:
+    """``(name, add-on)`` when ``choice`` names an installed add-on that runs (and has ``method``), else None."""
+    name = canonical(choice)
+    obj = addon(name) if name not in (BUILTIN, OFF) else None
+    if obj is None or not addon_running(obj) or (method is not None and not callable(getattr(obj, method, None))):
+        return None
+    return name, obj
+
+
 def addon_tool_names(choice: str) -> tuple[list[str], bool]:
     """The serving add-on's own tool names and whether it takes notes, without asking for a turn's context
     (what ``GET /api/chats/{id}/tools`` lists); ``([], False)`` when ``choice`` names no running add-on."""
-    name = canonical(choice)
-    obj = addon(name)
-    if obj is None or not addon_running(obj):
+    serving = _serving(choice)
+    if serving is None:
         return [], False
+    name, obj = serving
     names = [t["function"]["name"] for t in _tools(obj, name)] if hasattr(obj, "run_tool") else []
     return names, callable(getattr(obj, "write", None))
 
 
 def addon_turn(choice: str, *, user_id: int, message: str) -> AddonTurn | None:
     """The serving add-on's part of a turn, or None when ``choice`` names no running add-on."""
-    name = canonical(choice)
-    obj = addon(name)
-    if obj is None or not addon_running(obj):
+    serving = _serving(choice)
+    if serving is None:
         return None
+    name, obj = serving
     context: Any = {}
     if hasattr(obj, "turn_context"):
         try:
@@ -217,12 +223,12 @@ def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: s
     a proposal stays waiting."""
     from localai_memory.core.errors import ServiceUnavailable
 
-    obj = addon(canonical(name))
-    if obj is None or not addon_running(obj) or not callable(getattr(obj, "write", None)):
+    serving = _serving(name, "write")
+    if serving is None:
         raise ServiceUnavailable(f"The memory add-on {name!r} is not running, so the note cannot be saved now; "
                                  "try again once it runs.", code="memory_provider_unavailable")
     try:
-        obj.write(user_id=user_id, topic=topic, summary=summary, details=details, delete=delete)
+        serving[1].write(user_id=user_id, topic=topic, summary=summary, details=details, delete=delete)
     except Exception:
         log.warning("memory provider %s failed to write a note", name, exc_info=True)
         raise ServiceUnavailable(f"The memory add-on {name!r} could not save the note; try again later.",
@@ -231,14 +237,6 @@ def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: s
 
 #: Where an export carries what the serving add-on exported (``addons/<name>/<file>``).
 ADDON_EXPORT_FOLDER = "addons"
-
-
-def _serving(choice: str, method: str) -> tuple[str, Any] | None:
-    name = canonical(choice)
-    obj = addon(name) if name not in (BUILTIN, OFF) else None
-    if obj is None or not addon_running(obj) or not callable(getattr(obj, method, None)):
-        return None
-    return name, obj
 
 
 def addon_export(choice: str, *, user_id: int) -> tuple[str, bytes] | None:
