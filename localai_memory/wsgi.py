@@ -4,6 +4,9 @@ Once the app is loaded, everything it loaded (Django, the URL configuration, the
 moved out of the garbage collector's sight with ``gc.freeze()``: those objects live as long as the process,
 and a full collection that walks them all (~190,000 objects) stops a worker for ~95 ms on a small machine,
 a pause that lands on whichever chat turn is running. Objects made later are collected as usual.
+
+Served here, a request's after-response work (``core.after_response``) runs on a thread of its own, so a
+client's next request on a kept-alive connection does not wait for the last one's bookkeeping.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import gc
 import os
 
 from django.core.wsgi import get_wsgi_application
+
+from localai_memory.core.after_response import run_in_background
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "localai_memory.settings")
 application = get_wsgi_application()
@@ -44,3 +49,4 @@ def _load_the_embedder() -> None:
 
 
 _load_everything_then_freeze()
+run_in_background()

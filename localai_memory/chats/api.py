@@ -8,6 +8,7 @@ calls one service and renders the answer. The turn itself, and everything memory
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from typing import Any
 
@@ -248,10 +249,12 @@ class ChatCompletionsApi(ApiView):
         else:
             chat = services.chat_create(owner_id=request.user.pk, agent_id=agent_id, origin=Origin.WEB,
                                         title=content)
-        result = services.turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed)
+        # The client holds the conversation: the chat's log is stored after the reply is sent.
+        result = services.turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed,
+                                   store_after_response=True)
         model = body.get("model") if isinstance(body.get("model"), str) else settings.LLM_MODEL
         created = int(time.time())
-        completion_id = f"chatcmpl-{chat.pk}-{result.assistant_message_id}"
+        completion_id = f"chatcmpl-{chat.pk}-{secrets.token_hex(8)}"
         headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk),
                    "Server-Timing": services.server_timing(result.timings)}
         if body.get("stream") is True:

@@ -58,8 +58,9 @@ class Sender:
 class TurnResult:
     chat_id: int
     reply: str
-    user_message_id: int
-    assistant_message_id: int
+    #: the stored messages' ids; None when the turn stores them after the response (``store_after_response``)
+    user_message_id: int | None
+    assistant_message_id: int | None
     memory: dict[str, Any]
     model: str = ""
     usage: dict[str, Any] | None = None
@@ -253,6 +254,14 @@ def _keep(chat: Chat, message: Message) -> None:
         log.warning("the message of a failed turn in chat %s could not be kept", chat.pk, exc_info=True)
 
 
+def _store_later(chat: Chat, messages: list[Message]) -> None:
+    try:
+        messages_add(chat=chat, messages=messages)
+    except Exception:
+        log.warning("the messages of a turn in chat %s, already answered, could not be stored", chat.pk,
+                    exc_info=True)
+
+
 def _check_content(content: object) -> str:
     if not isinstance(content, str) or not content.strip():
         raise InvalidInput("content must be a non-empty text", code="invalid_content")
@@ -272,7 +281,8 @@ def _history(chat: Chat) -> list[dict[str, Any]]:
 
 
 def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
-             history: list[dict[str, Any]] | None = None, typed_by_user: bool = True) -> TurnResult:
+             history: list[dict[str, Any]] | None = None, typed_by_user: bool = True,
+             store_after_response: bool = False) -> TurnResult:
     """One turn: decide memory, call the model with its tools, store the message and the reply, return it.
 
     ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
@@ -286,6 +296,12 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     is still thinking: a page reloaded meanwhile does not show it yet, and two turns sent to one chat at the
     same moment do not see each other's message in their context. A process killed in the middle of a turn
     (a deploy) loses that message, which its sender never got an answer to.
+
+    ``store_after_response`` stores the message and the reply once the response has been sent (a round trip
+    the reply does not wait for; the result then has no message ids). For the OpenAI-compatible route, whose
+    client sends the conversation itself every turn: what memory did (notes saved, proposals) is written
+    during the turn either way; only the chat's log follows the reply, and is lost if the database fails
+    in that millisecond (logged).
     """
     content = _check_content(content)
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
@@ -342,7 +358,10 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         raise
     text = (reply.content or "").replace("\x00", "")  # PostgreSQL text holds no NUL; a model may send one
     assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
-    messages_add(chat=chat, messages=[user_message, assistant])
+    if store_after_response:
+        after_response(lambda: _store_later(chat, [user_message, assistant]))
+    else:
+        messages_add(chat=chat, messages=[user_message, assistant])
     if typed_by_user:
         from localai_memory.growth.consolidation import consolidation_schedule_after_turn
 

@@ -5,11 +5,22 @@ closed it, in the same thread; outside a request (a Celery task, a bridge, the t
 turn uses it to queue the consolidation pass: a Redis round trip and a Celery publish that the reply does not
 depend on. What runs here must not need the request's database
 transaction, and it can't change the response; an exception is logged, never raised.
+
+Under a WSGI server (``localai_memory.wsgi`` calls ``run_in_background()``), a response's work goes to one
+thread of the process instead of running in the request's thread: gunicorn hands a kept-alive connection back
+to its poller only once the response is closed, so work run there would delay the next request the same
+client sends on that connection. The thread uses a database connection of its own; when its queue is full
+(the database is slow), the request's thread runs its work itself. Work still queued when the process exits
+gets a few seconds to finish. Tests and the development server keep the default: the work runs when the
+response is closed, in the request's thread.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import queue
 import threading
 from collections.abc import Callable
 
@@ -36,9 +47,82 @@ def _run(fn: Callable[[], object]) -> None:
         log.exception("after-response work %r failed", fn)
 
 
-def _run_all(queue: list[Callable[[], object]]) -> None:
-    for fn in queue:
+def _run_all(work: list[Callable[[], object]]) -> None:
+    for fn in work:
         _run(fn)
+
+
+class _Background:
+    """One thread per process running the work of answered requests, in the order they were answered."""
+
+    #: requests whose work may wait; beyond that, a request's thread runs its own (back-pressure)
+    MAX_WAITING = 1000
+    #: how long a process that exits waits for the work still queued
+    EXIT_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._queue: queue.Queue[list[Callable[[], object]]] = queue.Queue(self.MAX_WAITING)
+
+    def submit(self, work: list[Callable[[], object]]) -> None:
+        self._start()
+        try:
+            self._queue.put_nowait(work)
+        except queue.Full:
+            _run_all(work)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until the work queued so far has run; False when ``timeout`` seconds passed first."""
+        done = threading.Event()
+        if self._pid != os.getpid():
+            return True  # nothing was ever queued in this process
+        try:
+            self._queue.put([done.set], timeout=timeout)
+        except queue.Full:
+            return False
+        return done.wait(timeout)
+
+    def _start(self) -> None:
+        if self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._pid != os.getpid():  # first use in this process (a forked worker starts its own)
+                self._queue = queue.Queue(self.MAX_WAITING)
+                threading.Thread(target=self._loop, name="after-response", daemon=True).start()
+                atexit.register(self.drain, self.EXIT_SECONDS)
+                self._pid = os.getpid()
+
+    def _loop(self) -> None:
+        from django.db import close_old_connections
+
+        while True:
+            work = self._queue.get()
+            close_old_connections()  # what Django does around a request: a broken or expired connection goes
+            _run_all(work)
+            close_old_connections()
+
+
+_background: _Background | None = None
+
+
+def run_in_background() -> None:
+    """From now on, this process runs each answered request's work on its after-response thread."""
+    global _background
+    if _background is None:
+        _background = _Background()
+
+
+def drain(timeout: float = 10.0) -> bool:
+    """Wait for the after-response thread to finish the work queued so far (True at once without one)."""
+    return _background.drain(timeout) if _background is not None else True
+
+
+def _hand_over(work: list[Callable[[], object]]) -> None:
+    if _background is not None:
+        _background.submit(work)
+    else:
+        _run_all(work)
 
 
 class AfterResponseMiddleware:
@@ -60,5 +144,5 @@ class AfterResponseMiddleware:
             _state.queue = None
         if queue:
             # Django runs a response's resource closers from close(), the WSGI server's "sent" signal.
-            response._resource_closers.append(lambda: _run_all(queue))
+            response._resource_closers.append(lambda: _hand_over(queue))
         return response

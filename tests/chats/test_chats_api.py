@@ -169,6 +169,30 @@ def test_the_openai_route_streams_when_asked(owner, client_for, model):
     assert "X-Memory" in response
 
 
+def test_the_openai_route_answers_before_it_stores_the_chat_log(owner, client_for, model):
+    """The client holds the conversation: the reply does not wait for the chat's log, which is stored (both
+    messages, in order) once the response has been sent."""
+    from localai_memory.chats.models import Message
+
+    model.script(reply("First."), reply("Second."))
+    client = bearer(client_for, owner)
+    response = client.post("/v1/chat/completions", {
+        "stream": True, "messages": [{"role": "user", "content": "hello there"}]}, format="json")
+    chat_id = int(response["X-Chat-Id"])
+    stream = iter(response.streaming_content)
+    assert b"[DONE]" not in next(stream)  # the reply is on its way ...
+    assert not Message.objects.filter(chat_id=chat_id).exists()  # ... and the log is not written yet
+    assert b"".join(stream).endswith(b"data: [DONE]\n\n")
+    assert list(Message.objects.filter(chat_id=chat_id).order_by("id").values_list("role", "content")) == [
+        ("user", "hello there"), ("assistant", "First.")]
+    response = client.post("/v1/chat/completions", {"messages": [
+        {"role": "user", "content": "hello there"}, {"role": "assistant", "content": "First."},
+        {"role": "user", "content": "and again"}]}, format="json", HTTP_X_CHAT_ID=str(chat_id))
+    assert response.json()["id"].startswith(f"chatcmpl-{chat_id}-")
+    assert list(Message.objects.filter(chat_id=chat_id).order_by("id").values_list("content", flat=True)) == [
+        "hello there", "First.", "and again", "Second."]
+
+
 def test_the_openai_route_needs_a_token(anon_api, model):
     response = anon_api.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
                              format="json")

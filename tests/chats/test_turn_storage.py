@@ -5,6 +5,7 @@ after the person has their answer."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 import time_machine
@@ -15,6 +16,7 @@ from django.test import RequestFactory
 from localai_memory.chats import services
 from localai_memory.chats.models import Message
 from localai_memory.chats.selectors import TurnRead
+from localai_memory.core import after_response as after_response_module
 from localai_memory.core.after_response import AfterResponseMiddleware, after_response
 from localai_memory.growth.consolidation import _AFTER_TURN_KEY
 from tests.chats.helpers import new_chat, note, send, system_of
@@ -105,6 +107,67 @@ def test_outside_a_request_the_work_runs_at_once():
     ran: list[str] = []
     after_response(lambda: ran.append("now"))
     assert ran == ["now"]
+
+
+@pytest.fixture
+def served():
+    """The process as a WSGI server runs it: answered requests' work goes to the after-response thread."""
+    from django.db import connections
+
+    after_response_module.run_in_background()
+    background = after_response_module._background
+    yield background
+    background.submit([connections.close_all])  # the thread's own database connection, before the test's ends
+    assert after_response_module.drain(10)
+    after_response_module._background = None
+
+
+def _answered(*work) -> HttpResponse:
+    def view(_request):
+        for fn in work:
+            after_response(fn)
+        return HttpResponse("answer")
+
+    response = AfterResponseMiddleware(view)(RequestFactory().get("/"))
+    response.close()
+    return response
+
+
+def test_served_the_work_runs_in_order_on_a_thread_of_its_own_after_the_response(served):
+    ran: list[tuple[str, str]] = []
+    gate = threading.Event()
+    _answered(gate.wait, lambda: ran.append(("first", threading.current_thread().name)))
+    _answered(lambda: 1 / 0, lambda: ran.append(("second", threading.current_thread().name)))
+    assert ran == []  # closed: the request's thread is free, the work has not run yet
+    gate.set()
+    assert after_response_module.drain(10)
+    assert ran == [("first", "after-response"), ("second", "after-response")]
+
+
+def test_served_a_full_queue_makes_the_request_run_its_own_work(served):
+    busy, gate = threading.Event(), threading.Event()
+    _answered(busy.set, gate.wait)  # the thread is busy with this one ...
+    assert busy.wait(10)
+    for _ in range(served.MAX_WAITING):
+        _answered(lambda: None)  # ... and these fill its queue
+    ran: list[str] = []
+    _answered(lambda: ran.append(threading.current_thread().name))
+    assert ran == [threading.current_thread().name]  # nothing is dropped: it ran in the request's thread
+    gate.set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_served_an_openai_turn_stores_its_chat_log_from_the_thread(served, owner, client_for, model):
+    from tests.chats.test_chats_api import bearer
+
+    model.script(reply_text := "Stored later.")
+    response = bearer(client_for, owner).post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "keep this"}]}, format="json")
+    assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"] == reply_text
+    assert after_response_module.drain(10)
+    chat_id = int(response["X-Chat-Id"])
+    assert list(Message.objects.filter(chat_id=chat_id).order_by("id").values_list("role", "content")) == [
+        ("user", "keep this"), ("assistant", reply_text)]
 
 
 def test_a_read_another_app_adds_to_the_turn_that_fails_leaves_the_turn_answering(api, owner, model, monkeypatch):
