@@ -51,8 +51,12 @@ def one_database_connection() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def fuzz_schema():
-    """The schema as the app serves it at /api/schema/ (the schema view itself needs no database)."""
-    from localai_memory.wsgi import application
+    """The schema as the app serves it at /api/schema/ (the schema view itself needs no database). The
+    Django application itself, not ``localai_memory.wsgi``'s server process set-up: that would hand every
+    later test's after-response work to a thread outside the test's transaction."""
+    from django.core.wsgi import get_wsgi_application
+
+    application = get_wsgi_application()
 
     with one_database_connection():
         return schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
