@@ -88,10 +88,11 @@ def test_stage_times(setup, monkeypatch, model):  # noqa: F811
         response = client.post("/v1/chat/completions", turn_body(), format="json", **headers)
         whole.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200
-    print(f"\n{'stage':50s} {'calls/turn':>10s} {'median ms':>10s}")
-    for key, values in spent.items():
-        print(f"{key:50s} {len(values) / TURNS:10.1f} {statistics.median(values):10.2f}")
-    print(f"{'the whole request (test client)':50s} {1:10.1f} {statistics.median(whole):10.2f}")
+    print(f"\n{'stage':50s} {'calls/turn':>10s} {'median ms':>10s} {'p95 ms':>8s} {'p99 ms':>8s}")
+    for key, values in [*spent.items(), ("the whole request (test client)", whole)]:
+        cuts = statistics.quantiles(values, n=100) if len(values) > 1 else values * 99
+        print(f"{key:50s} {len(values) / TURNS:10.1f} {statistics.median(values):10.2f} {cuts[94]:8.2f} "
+              f"{cuts[98]:8.2f}")
 
 
 _notes = iter(range(10**9))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -551,16 +552,29 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             known.append(RankCandidate(id=f"p{proposal.pk}", text=candidate.summary, updated_at=now))
 
 
+_EPISODE_LINE = re.compile(r"^- (\d{4}-\d{2}-\d{2}): ")
+
+
+def episode_lines(current: str, added: list[tuple[str, str]]) -> list[str]:
+    """The ``recent-chats`` file's lines with ``added`` (day, summary) in: newest first, at most
+    ``EPISODES_MAX_LINES``. Newest first because a reader, and recall, which embeds a topic file's first ~90
+    words, should meet the latest chats first. A file of dated lines in another order (written oldest
+    first by earlier versions) is put in order by day; one with lines of the owner's own, undated, keeps
+    its order below the new lines."""
+    new = [f"- {day}: {summary}" for day, summary in sorted(added, key=lambda item: item[0], reverse=True)]
+    lines = new + [line for line in current.splitlines() if line.strip()]
+    if all(_EPISODE_LINE.match(line) for line in lines):
+        lines.sort(key=lambda line: line[2:12], reverse=True)  # stable: a day's new lines stay first
+    return lines[:EPISODES_MAX_LINES]
+
+
 def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWork, str]], result: PassResult,
                       now: datetime) -> None:
     """One proposal that adds a dated line per finished chat to the scope's ``recent-chats`` topic."""
     work = items[0][0]
     current_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC) or ""
-    lines = [line for line in current_details.splitlines() if line.strip()]
-    for chat_work, summary in items:
-        day = (chat_work.chat.last_at or now).date().isoformat()
-        lines.append(f"- {day}: {summary}")
-    lines = lines[-EPISODES_MAX_LINES:]
+    added = [((chat_work.chat.last_at or now).date().isoformat(), summary) for chat_work, summary in items]
+    lines = episode_lines(current_details, added)
     current = next((e for e in notes_selectors.index_entries(owner_id=owner_id, scope=scope)
                     if e.topic == EPISODES_TOPIC), None)
     summary_line = current.summary if current else EPISODES_SUMMARY

@@ -19,6 +19,7 @@ from localai_memory.growth.consolidation import (
     consolidate_user,
     consolidation_queue_due,
     consolidation_schedule_after_turn,
+    episode_lines,
 )
 from localai_memory.growth.models import ChatWatermark
 from localai_memory.growth.tasks import consolidate_user_task
@@ -242,6 +243,32 @@ def test_a_finished_chat_gets_one_summary_exactly_once(owner, model, make_chat):
     assert episode.details.endswith(": Planned a weekend trip to Porto\n")
     assert first.summaries == 1 and second.model_calls == 0
     assert "one short line" in model.requests[0]["messages"][1]["content"]
+
+
+def test_recent_chats_lists_the_newest_chat_first_so_recall_reads_it(owner, model, make_chat):
+    """A file written oldest first (as earlier versions did) comes back newest first: recall embeds only a
+    topic file's first ~90 words, and the latest chats are the ones people ask about."""
+    today = timezone.now().date()
+    old_days = [(today - timedelta(days=40 - n)).isoformat() for n in range(30)]  # oldest first
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=EPISODES_TOPIC,
+                               summary="what recent chats were about",
+                               details="".join(f"- {day}: old chat {n}\n" for n, day in enumerate(old_days)),
+                               source="files", actor="you")
+    make_chat(owner, "Help me plan a weekend trip to Porto with trains and museums.", ago=timedelta(hours=2))
+    model.script(reply(facts_reply(summary="Planned a weekend trip to Porto")))
+
+    consolidate_user(owner_id=owner.pk)
+
+    [episode] = waiting(owner)
+    lines = episode.details.splitlines()
+    assert lines[0] == f"- {today.isoformat()}: Planned a weekend trip to Porto"
+    assert lines[1] == f"- {old_days[-1]}: old chat 29"  # then the newest of the others
+    assert len(lines) == 30 and "old chat 0" not in episode.details  # the oldest one made room
+
+
+def test_recent_chats_keeps_the_owners_own_lines_below_the_new_ones():
+    lines = episode_lines("My own remark\n- 2026-01-02: a chat\n", [("2026-03-01", "b"), ("2026-03-04", "c")])
+    assert lines == ["- 2026-03-04: c", "- 2026-03-01: b", "My own remark", "- 2026-01-02: a chat"]
 
 
 def test_a_chat_still_going_on_is_not_summarised_yet(owner, model, make_chat):
