@@ -52,7 +52,7 @@ from localai_memory.recall.ranking import content_terms, is_duplicate
 
 from .models import ChatWatermark, ConsolidationRun
 from .parsing import Candidate, ParsedReply, parse_reply
-from .selectors import note_author, owner_context
+from .selectors import line_writers, note_author, owner_context
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,9 @@ MIN_CONTENT_WORDS = 3
 EPISODES_TOPIC = "recent-chats"
 EPISODES_SUMMARY = "what recent chats were about (one line per chat)"
 EPISODES_MAX_LINES = 30
+#: A full index gets a suggestion to forget a note the model saved at least this long ago (days) and nobody
+#: changed since: recall's time constant, after which such a note ranks at a third of its weight or less.
+ROOM_AFTER_DAYS = 30
 #: Chats considered per pass (the most recently active ones).
 CHATS_CONSIDERED = 50
 #: The record of each pass is kept this long.
@@ -472,10 +475,11 @@ def _waiting_summaries(owner_id: int, scope: Scope) -> list[RankCandidate]:
             for pk, summary in rows.values_list("pk", "summary")]
 
 
-def _decide(work: _ChatWork, text: str, *, is_delete: bool) -> tuple[policy.NoteDecision, str]:
+def _decide(work: _ChatWork, text: str, *, is_delete: bool, makes_room: bool = False
+            ) -> tuple[policy.NoteDecision, str]:
     """The chat's rules for this note, and why it waits: a pass is a background run that never saves."""
     note = policy.decide_note(work.facts, policy.NoteFacts.of(text, scope=None, saved_in_this_reply=0,
-                                                               is_delete=is_delete))
+                                                               is_delete=is_delete, makes_room=makes_room))
     if note.outcome in ("ask", "locked"):
         return note, note.reason
     # A run that starts by itself is offered no propose tool (it cannot save), so "save now" waits too.
@@ -485,6 +489,7 @@ def _decide(work: _ChatWork, text: str, *, is_delete: bool) -> tuple[policy.Note
 
 def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: PassResult, *, now: datetime) -> None:
     owner_id = work.chat.owner_id
+    room_asked: set[Scope] = set()
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=work.scope)
     by_topic = {entry.topic: entry for entry in entries}
     readable: list[IndexEntry] = []
@@ -540,6 +545,9 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             continue
         except CapExceeded as exc:
             result.refused.append({"topic": candidate.topic, "reason": exc.code})
+            if work.scope not in room_asked:
+                room_asked.add(work.scope)
+                _propose_room(work, result, now=now)
             continue
         except (NotFound, InvalidInput) as exc:
             result.refused.append({"topic": candidate.topic, "reason": exc.code})
@@ -550,6 +558,41 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
         result.proposals.append(proposal.pk)
         if candidate.action != "delete":
             known.append(RankCandidate(id=f"p{proposal.pk}", text=candidate.summary, updated_at=now))
+
+
+def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime) -> None:
+    """A scope's index is full and a new fact did not fit: suggest forgetting the note the model saved
+    longest ago, if that was ``ROOM_AFTER_DAYS`` or more ago and nobody changed it since. Never a note a
+    person typed or imported or confirmed from a chat turn, never ``recent-chats``; one such suggestion
+    waits at a time per scope, and one the owner turned down is not made again. Confirmed, it is a delete
+    like any other: a change set with Undo, the file's versions kept."""
+    owner_id, scope = work.chat.owner_id, work.scope
+    waiting = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, delete=True,
+                                      reason="make_room", status=Proposal.Status.PENDING, expires_at__gt=now)
+    if waiting.exists():
+        return
+    entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+    topics = [e.topic for e in entries if e.topic != EPISODES_TOPIC]
+    written = line_writers(owner_id=owner_id, scope=scope, topics=topics)
+    stale = sorted((when, topic) for topic, (author, when) in written.items()
+                   if author == "model" and when <= now - timedelta(days=ROOM_AFTER_DAYS))
+    for _when, topic in stale:
+        if _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary="")):
+            continue
+        note, reason = _decide(work, topic, is_delete=True, makes_room=True)
+        if note.outcome == "refuse":
+            return
+        try:
+            proposal = proposal_create(
+                owner_id=owner_id, scope=scope, topic=topic, delete=True, reason=reason,
+                locked=note.outcome == "locked", requester_only=note.requester_only, origin="job",
+                source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk,
+            )
+        except (NotFound, AlreadySaved):
+            continue
+        if not getattr(proposal, "duplicate", False):
+            result.proposals.append(proposal.pk)
+        return
 
 
 _EPISODE_LINE = re.compile(r"^- (\d{4}-\d{2}-\d{2}): ")
@@ -600,5 +643,6 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
                 outcome = "already_saved"
             except CapExceeded:
                 outcome = "cap"
+                _propose_room(work, result, now=now)
         for chat_work, _ in items:
             ChatWatermark.objects.filter(pk=chat_work.mark.pk).update(summarised_at=now, summary_outcome=outcome)

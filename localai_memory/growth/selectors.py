@@ -8,6 +8,7 @@ waiting and the last change. Everything here is scoped to one owner.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.apps import apps
@@ -150,36 +151,54 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
 def note_author(*, owner_id: int, scope: Scope, topic: str, lookback: int = 200) -> Author | None:
     """Who last wrote the index line of ``topic``: ``model`` (saved by the model on its own), ``import`` or
     ``user`` (typed, accepted from a proposal, restored). None when no change set shows it (yet)."""
+    written = line_writers(owner_id=owner_id, scope=scope, topics=[topic], lookback=lookback).get(topic)
+    return written[0] if written else None
+
+
+def line_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: int = 200
+                 ) -> dict[str, tuple[Author, datetime]]:
+    """Who last wrote the index line of each of ``topics``, and when, from the scope's last ``lookback``
+    change sets of its index (a topic none of them shows is left out: unknown)."""
     changes = (FileChange.objects.filter(change_set__owner_id=owner_id, path=scope.index_path)
                .select_related("change_set").order_by("-change_set__created_at", "-change_set_id")[:lookback])
+    open_topics = set(topics)
+    written: dict[str, tuple[Author, datetime]] = {}
+    came_from: dict[int, str] = {}
     for change in changes:
-        before = _line_of(change.before, topic)
-        after = _line_of(change.after, topic)
-        if before == after:
-            continue
-        source = change.change_set.source
-        if source == ChangeSet.Source.PROPOSAL and change.change_set.proposal_id:
-            # An accepted suggestion: the user approved it, but typed it only if it came from their chat.
-            came_from = (Proposal.objects.filter(pk=change.change_set.proposal_id)
-                         .values_list("source", flat=True).first())
-            source = {"consolidation": "model", "import": "import"}.get(str(came_from), source)
-        if source == ChangeSet.Source.MODEL:
-            return "model"
-        if source == ChangeSet.Source.IMPORT:
-            return "import"
-        return "user"
-    return None
+        if not open_topics:
+            break
+        before, after = _lines_of(change.before), _lines_of(change.after)
+        for topic in list(open_topics):
+            if before.get(topic) == after.get(topic):
+                continue
+            open_topics.discard(topic)
+            written[topic] = (_author_of(change.change_set, came_from), change.change_set.created_at)
+    return written
 
 
-def _line_of(text: str | None, topic: str) -> str | None:
+def _author_of(change_set: ChangeSet, came_from: dict[int, str]) -> Author:
+    source = change_set.source
+    if source == ChangeSet.Source.PROPOSAL and change_set.proposal_id:
+        # An accepted suggestion: the user approved it, but typed it only if it came from their chat.
+        if change_set.proposal_id not in came_from:
+            came_from[change_set.proposal_id] = str(Proposal.objects.filter(pk=change_set.proposal_id)
+                                                    .values_list("source", flat=True).first())
+        source = {"consolidation": "model", "import": "import"}.get(came_from[change_set.proposal_id], source)
+    if source == ChangeSet.Source.MODEL:
+        return "model"
+    if source == ChangeSet.Source.IMPORT:
+        return "import"
+    return "user"
+
+
+def _lines_of(text: str | None) -> dict[str, str]:
     if not text:
-        return None
+        return {}
     try:
         entries = parse_index(text)
     except InvalidInput:
-        return None
-    entry = next((e for e in entries if e.topic == topic), None)
-    return entry.line() if entry else None
+        return {}
+    return {entry.topic: entry.line() for entry in entries}
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,8 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "too_long": "The note is long, so it waits for your confirmation.",
         "reply_limit": "This reply already saved 5 notes, so this one waits for your confirmation.",
         "delete_needs_confirmation": "Forgetting an older note waits for your confirmation.",
+        "make_room": "These notes are full. The assistant saved this one a month or more ago and nobody has "
+        "changed it since: forgetting it makes room for new notes. Undo brings it back.",
         "scope_not_allowed": "The note cannot be saved there: this chat may only save to the offered scopes.",
         "sender_not_paired": "Only a paired sender can save a note beyond this conversation.",
         # Reverts (RevertDecision.reason).
@@ -256,6 +258,8 @@ class NoteFacts:
     """How many notes this reply has already saved at once."""
     is_delete: bool = False
     """The change deletes or shortens an older note (``delete: true``)."""
+    makes_room: bool = False
+    """A delete the host suggests itself: a full index, and a note the model saved long ago."""
 
     def __post_init__(self) -> None:
         _check("scope", self.scope, (*get_args(Scope), None))
@@ -264,7 +268,8 @@ class NoteFacts:
 
     @classmethod
     def of(
-        cls, text: str, *, scope: Scope | None, saved_in_this_reply: int, is_delete: bool = False
+        cls, text: str, *, scope: Scope | None, saved_in_this_reply: int, is_delete: bool = False,
+        makes_room: bool = False,
     ) -> NoteFacts:
         """The facts of a note whose whole text (summary and details) is ``text``."""
         return cls(
@@ -273,6 +278,7 @@ class NoteFacts:
             looks_secret=looks_secret(text),
             saved_in_this_reply=saved_in_this_reply,
             is_delete=is_delete,
+            makes_room=makes_room,
         )
 
 
@@ -485,7 +491,15 @@ def _note(
 
 
 def decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
-    """What happens to a note the model proposes on a turn with ``facts``."""
+    """What happens to a note the model proposes on a turn with ``facts``. A delete that makes room (the
+    host's own suggestion) waits as any delete does, and says why it was suggested."""
+    decision = _decide_note(facts, note)
+    if note.makes_room and note.is_delete and decision.outcome == "ask":
+        return replace(decision, reason="make_room", message=MESSAGES["make_room"])
+    return decision
+
+
+def _decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
     turn = decide_turn(facts)
     if "propose_change" not in turn.tools:
         assert turn.save_code is not None

@@ -245,6 +245,7 @@ def test_a_finished_chat_gets_one_summary_exactly_once(owner, model, make_chat):
     assert "one short line" in model.requests[0]["messages"][1]["content"]
 
 
+@time_machine.travel("2026-06-15 12:00:00+00:00", tick=False)
 def test_recent_chats_lists_the_newest_chat_first_so_recall_reads_it(owner, model, make_chat):
     """A file written oldest first (as earlier versions did) comes back newest first: recall embeds only a
     topic file's first ~90 words, and the latest chats are the ones people ask about."""
@@ -261,7 +262,7 @@ def test_recent_chats_lists_the_newest_chat_first_so_recall_reads_it(owner, mode
 
     [episode] = waiting(owner)
     lines = episode.details.splitlines()
-    assert lines[0] == f"- {today.isoformat()}: Planned a weekend trip to Porto"
+    assert lines[0] == "- 2026-06-15: Planned a weekend trip to Porto"
     assert lines[1] == f"- {old_days[-1]}: old chat 29"  # then the newest of the others
     assert len(lines) == 30 and "old chat 0" not in episode.details  # the oldest one made room
 

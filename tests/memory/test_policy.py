@@ -272,6 +272,12 @@ NOTE_TABLE = [
     pytest.param(AUTO, note(saved_in_this_reply=5), asked("user", "reply_limit"), id="the_6th_waits"),
     # "For an older note it proposes a shorter file, and you confirm that too."
     pytest.param(AUTO, note(is_delete=True), asked("user", "delete_needs_confirmation"), id="a_delete_waits"),
+    # The host's own suggestion to forget an old note of the model's in a full index says why it came.
+    pytest.param(AUTO, note(is_delete=True, makes_room=True), asked("user", "make_room"), id="make_room_waits"),
+    pytest.param(facts(save_mode="ask"), note(is_delete=True, makes_room=True), asked("user", "make_room"),
+                 id="make_room_asks"),
+    pytest.param(facts(save_mode="always"), note(is_delete=True, makes_room=True), locked("user"),
+                 id="make_room_under_always_confirm_is_locked"),
     # "The memory kind of propose_change accepts only the scope of the choice ... any other scope is refused."
     pytest.param(
         agent("own", save_mode="auto"), note("user"), refused("scope_not_allowed"), id="own_refuses_user"
