@@ -13,7 +13,13 @@ from typing import Any
 
 from localai_memory.core.errors import ApplicationError, Forbidden
 from localai_memory.growth.parsing import slugify
-from localai_memory.growth.selectors import OwnerContext, line_writers, memory_stats, owner_context, read_scopes
+from localai_memory.growth.selectors import (
+    OwnerContext,
+    line_writers,
+    memory_stats,
+    owner_context,
+    read_scopes,
+)
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
