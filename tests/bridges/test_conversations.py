@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.services import settings_update
+from localai_memory.notes.paths import Scope
 from localai_memory.notes.services import note_upsert
 from tests.bridges.conftest import dm_scope, group_scope, notes_of, pair
 from tests.fakes.openai_server import reply, tool_calls
@@ -214,6 +215,27 @@ def test_in_a_slack_group_dm_under_paired_private_nothing_saves_at_once(slack_bo
     assert "I can save a note" in asked.text  # a group DM is a group: the note waits to be confirmed
     assert Proposal.objects.get().status == "pending"
     assert not notes_of(owner, dm_scope(slack_bot, alice))
+
+
+def test_in_a_discord_thread_under_paired_private_nothing_saves_at_once(discord_bot, owner, model, alice):
+    from bridges.models import Conversation
+
+    server = discord_bot.server
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(discord_bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    before = len(server.messages)
+    server.push_message(f"<@{server.bot_id}> remember that I am vegan", author_id=alice.number,
+                        username=alice.name.lower(), guild_id=server.guild_id, channel_id=server.thread_id)
+    server.wait_for(lambda: len(server.messages) - before >= 2, timeout=15, message="no answer in the thread")
+
+    asked = server.messages[before:]
+    assert {int(m["channel_id"]) for m in asked} == {server.thread_id}  # answered where it was asked
+    assert any("I can save a note" in m["content"] for m in asked), asked  # a thread is a group: it waits
+    assert Proposal.objects.get().status == "pending"
+    assert not notes_of(owner, Scope.channel(discord_bot.binding.pk, str(server.thread_id)))
+    conversation = Conversation.objects.get(external_id=str(server.thread_id))
+    assert (conversation.kind, conversation.title) == ("group", "weekend plans")
 
 
 def test_a_note_a_memory_addon_saved_at_once_is_announced_without_an_undo(bot, owner, model, alice, monkeypatch):

@@ -104,6 +104,7 @@ class DiscordServer:
         self.application_id = application_id
         self.guild_id = guild_id
         self.channel_id = channel_id
+        self.thread_id = channel_id + 1  # a public thread of that channel, in GUILD_CREATE's threads
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.latency_ms = latency_ms
         self.revoked = False
@@ -413,6 +414,23 @@ class DiscordServer:
             "flags": 0,
         }
 
+    def _thread_channel(self, guild_id: int) -> dict[str, Any]:
+        return {
+            "id": str(self.thread_id),
+            "type": 11,  # a public thread
+            "guild_id": str(guild_id),
+            "parent_id": str(self.channel_id),
+            "owner_id": str(OWNER_ID),
+            "name": "weekend plans",
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 2,
+            "flags": 0,
+            "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                "archive_timestamp": _now_iso(), "locked": False},
+        }
+
     def _guild(self) -> dict[str, Any]:
         joined = _now_iso()
         return {
@@ -448,7 +466,7 @@ class DiscordServer:
                     "flags": 0,
                 }
             ],
-            "threads": [],
+            "threads": [self._thread_channel(self.guild_id)],
             "presences": [],
             "voice_states": [],
             "emojis": [],
