@@ -357,7 +357,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         _keep(chat, user_message)
         raise
     text = (reply.content or "").replace("\x00", "")  # PostgreSQL text holds no NUL; a model may send one
-    assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report)
+    # The reply's time is when it came, not when it is stored (after the response, on another thread).
+    assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report, created_at=timezone.now())
     if store_after_response:
         after_response(lambda: _store_later(chat, [user_message, assistant]))
     else:

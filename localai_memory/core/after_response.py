@@ -98,9 +98,12 @@ class _Background:
 
         while True:
             work = self._queue.get()
-            close_old_connections()  # what Django does around a request: a broken or expired connection goes
-            _run_all(work)
-            close_old_connections()
+            try:
+                close_old_connections()  # as Django does around a request: a broken or expired connection goes
+                _run_all(work)
+                close_old_connections()
+            except BaseException:  # the thread must outlive anything, or later work would wait forever
+                log.exception("after-response thread: a batch failed")
 
 
 _background: _Background | None = None
