@@ -489,7 +489,7 @@ def _decide(work: _ChatWork, text: str, *, is_delete: bool, makes_room: bool = F
 
 def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: PassResult, *, now: datetime) -> None:
     owner_id = work.chat.owner_id
-    room_asked: set[Scope] = set()
+    room_asked = False  # one look for room per pass over a chat (its one scope)
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=work.scope)
     by_topic = {entry.topic: entry for entry in entries}
     readable: list[IndexEntry] = []
@@ -545,8 +545,8 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             continue
         except CapExceeded as exc:
             result.refused.append({"topic": candidate.topic, "reason": exc.code})
-            if work.scope not in room_asked:
-                room_asked.add(work.scope)
+            if not room_asked:
+                room_asked = True
                 _propose_room(work, result, now=now)
             continue
         except (NotFound, InvalidInput) as exc:
