@@ -17,6 +17,6 @@ RUN python -c "from localai_memory.recall.embedders import OnDeviceEmbedder; OnD
 RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
     python manage.py collectstatic --noinput
 EXPOSE 8000
-# The workers' heartbeat file lives in memory: on the image's disk-backed /tmp, its fchmod can stall a worker.
-CMD ["gunicorn", "localai_memory.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "8", \
-     "--worker-tmp-dir", "/dev/shm"]
+# localai_memory/gunicorn_conf.py: the heartbeat file in memory, and a stopping worker finishes its queued work.
+CMD ["gunicorn", "localai_memory.wsgi:application", "-c", "python:localai_memory.gunicorn_conf", \
+     "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "8"]

@@ -1,4 +1,4 @@
-"""gunicorn settings of the bench: production's command line plus one hook.
+"""gunicorn settings of the bench: production's (``localai_memory.gunicorn_conf``) plus one hook.
 
 ``post_fork`` names the worker's PostgreSQL connections ``web-<pid>`` (libpq reads ``PGAPPNAME``), so the
 fault run can see in ``pg_stat_activity`` which worker is inside a confirm and kill exactly that one. It
@@ -8,6 +8,8 @@ changes nothing else.
 from __future__ import annotations
 
 import os
+
+from localai_memory.gunicorn_conf import *  # noqa: F403 - production's settings and hooks
 
 accesslog = None  # the bench's driver records every request itself
 errorlog = "-"

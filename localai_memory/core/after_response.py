@@ -9,10 +9,13 @@ transaction, and it can't change the response; an exception is logged, never rai
 Under a WSGI server (``localai_memory.wsgi`` calls ``run_in_background()``), a response's work goes to one
 thread of the process instead of running in the request's thread: gunicorn hands a kept-alive connection back
 to its poller only once the response is closed, so work run there would delay the next request the same
-client sends on that connection. The thread uses a database connection of its own; when its queue is full
-(the database is slow), the request's thread runs its work itself. Work still queued when the process exits
-gets a few seconds to finish. Tests and the development server keep the default: the work runs when the
-response is closed, in the request's thread.
+client sends on that connection. The thread keeps a database connection of its own while work keeps coming
+and gives it back after a second with nothing to do. When ``MAX_WAITING`` responses' work is waiting (the
+database is slow), a request's thread runs its own work itself. A worker that stops normally runs what is
+still queued first (gunicorn's ``worker_exit`` hook in ``localai_memory.gunicorn_conf``; ``atexit`` under
+other servers); a worker that is killed (SIGKILL, out of memory) loses it: usually the last few milliseconds'
+work, at most ``MAX_WAITING`` responses'. Tests and the development server keep the default: the work runs
+when the response is closed, in the request's thread.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import queue
 import threading
 from collections.abc import Callable
 
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
 log = logging.getLogger(__name__)
@@ -56,9 +60,11 @@ class _Background:
     """One thread per process running the work of answered requests, in the order they were answered."""
 
     #: requests whose work may wait; beyond that, a request's thread runs its own (back-pressure)
-    MAX_WAITING = 1000
+    MAX_WAITING = 100
     #: how long a process that exits waits for the work still queued
     EXIT_SECONDS = 5.0
+    #: seconds without work after which the thread gives its database connection back
+    IDLE_SECONDS = 1.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -94,16 +100,27 @@ class _Background:
                 self._pid = os.getpid()
 
     def _loop(self) -> None:
-        from django.db import close_old_connections
-
         while True:
-            work = self._queue.get()
             try:
-                close_old_connections()  # as Django does around a request: a broken or expired connection goes
+                work = self._queue.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                connections.close_all()  # idle: give the connection back, as the end of a request would
+                work = self._queue.get()
+            try:
                 _run_all(work)
-                close_old_connections()
+                _drop_broken_connections()
             except BaseException:  # the thread must outlive anything, or later work would wait forever
                 log.exception("after-response thread: a batch failed")
+
+
+def _drop_broken_connections() -> None:
+    """Close a connection that failed and can no longer be used (the server restarted), so the next batch
+    opens a new one; a working connection stays open for it."""
+    for connection in connections.all(initialized_only=True):
+        if connection.errors_occurred:
+            if not connection.is_usable():
+                connection.close()
+            connection.errors_occurred = False
 
 
 _background: _Background | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 
 import pytest
 import time_machine
@@ -154,6 +155,39 @@ def test_served_a_full_queue_makes_the_request_run_its_own_work(served):
     _answered(lambda: ran.append(threading.current_thread().name))
     assert ran == [threading.current_thread().name]  # nothing is dropped: it ran in the request's thread
     gate.set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_served_the_thread_keeps_its_connection_while_work_comes_and_gives_it_back_when_idle(served):
+    """With ``CONN_MAX_AGE=0`` (the default) a connection per batch would cost a connect each time."""
+    from django.db import connection
+
+    backends: list[int] = []
+
+    def backend() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.append(cursor.fetchone()[0])
+
+    _answered(backend)
+    assert after_response_module.drain(10)
+    _answered(backend)
+    assert after_response_module.drain(10)
+    assert backends[0] == backends[1]
+
+    served.IDLE_SECONDS = 0.05  # read by the next wait for work
+
+    def still_connected() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [backends[0]])
+            return cursor.fetchone()[0] == 1
+
+    _answered(lambda: None)  # the wait after this one is short
+    assert after_response_module.drain(10)
+    deadline = time.monotonic() + 10
+    while still_connected():  # a bounded wait on a condition: the idle thread closes its connection
+        assert time.monotonic() < deadline, "the idle thread kept its database connection"
+        threading.Event().wait(0.02)
 
 
 @pytest.mark.django_db(transaction=True)

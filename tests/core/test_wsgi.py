@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+
+import httpx
+import psycopg
+import pytest
+from django.conf import settings
+
+from localai_memory.accounts.services import token_create
+from localai_memory.chats.models import Message
+from tests.api.test_two_processes import PROJECT_ROOT, free_port, test_database_url
 
 
 def test_the_web_app_hides_what_it_loaded_at_start_from_the_garbage_collector():
@@ -15,3 +26,70 @@ def test_the_web_app_hides_what_it_loaded_at_start_from_the_garbage_collector():
                           env={**os.environ, "DJANGO_SETTINGS_MODULE": "localai_memory.settings"})
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.strip().splitlines()[-1]) > 50_000
+
+
+@pytest.mark.slow
+def test_a_web_worker_that_is_stopped_stores_the_chat_logs_it_still_had_queued(
+        transactional_db, make_user, openai_server, tmp_path):
+    """``/v1/chat/completions`` answers before it stores the chat log. A worker told to stop (a deploy, a
+    restart) stores what it still had queued before it exits, even when the database is slow just then."""
+    owner = make_user("alice")
+    openai_server.script("Stored on the way out.")
+    database_url = test_database_url()
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": settings.REDIS_URL,
+           "SECRET_KEY": "stop-test-" + "k" * 40, "ALLOWED_HOSTS": "127.0.0.1", "LLM_BASE_URL": openai_server.url,
+           "DATABASE_CONN_MAX_AGE": "0", "PYTHONUNBUFFERED": "1"}
+    log_path = tmp_path / "web.log"
+    with log_path.open("wb") as log, psycopg.connect(database_url, autocommit=False) as blocker:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "localai_memory.wsgi:application",
+             "-c", "python:localai_memory.gunicorn_conf", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+            cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_for(lambda: _answers(url), process, log_path)
+            # Messages can be read but not written until the blocker's transaction ends: the stored log waits.
+            blocker.execute(f"LOCK TABLE {Message._meta.db_table} IN EXCLUSIVE MODE")
+            answer = httpx.post(url + "/v1/chat/completions", timeout=20,
+                                headers={"Authorization": f"Bearer {token_create(user=owner)}"},
+                                json={"messages": [{"role": "user", "content": "keep this"}]})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["choices"][0]["message"]["content"] == "Stored on the way out."
+
+            process.send_signal(signal.SIGTERM)
+            with psycopg.connect(database_url, autocommit=True) as watcher:
+                _wait_for(lambda: watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
+                    [f"%INSERT INTO%{Message._meta.db_table}%"]).fetchone()[0] == 1, process, log_path)
+            assert process.poll() is None  # still there, waiting for the database to store the log
+            blocker.rollback()  # the database is back
+            assert process.wait(timeout=30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+    chat_id = int(answer.headers["X-Chat-Id"])
+    assert list(Message.objects.filter(chat_id=chat_id).order_by("id").values_list("role", "content")) == [
+        ("user", "keep this"), ("assistant", "Stored on the way out.")]
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url + "/api/chats/memory", timeout=2).status_code == 401
+    except httpx.TransportError:
+        return False
+
+
+def _wait_for(condition, process: subprocess.Popen, log_path, within: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    """A bounded wait on a condition of a process (or its early death)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting after {within} s:\n" + log_path.read_text(errors="replace")[-3000:])
+        try:
+            process.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"gunicorn exited with {process.returncode}:\n"
+                             + log_path.read_text(errors="replace")[-3000:])

@@ -22,6 +22,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 
+from localai_memory import gunicorn_conf
+
 
 class Command(BaseCommand):
     help = "Migrate, then run the web app, the Celery worker and beat, and the messaging bridges."
@@ -47,12 +49,10 @@ class Command(BaseCommand):
         python = sys.executable
         bind = f"{options['host']}:{options['port']}"
         children: dict[str, list[str]] = {
-            "web": [python, "-m", "gunicorn", "localai_memory.wsgi:application", "--bind", bind,
-                    "--workers", str(options["workers"]), "--threads", str(options["threads"]),
-                    "--access-logfile", "-", "--graceful-timeout", "5"],
+            "web": [python, "-m", "gunicorn", "localai_memory.wsgi:application", "-c", "python:localai_memory.gunicorn_conf",
+                    "--bind", bind, "--workers", str(options["workers"]), "--threads", str(options["threads"]),
+                    "--access-logfile", "-"],
         }
-        if Path("/dev/shm").is_dir():  # the workers' heartbeat file in memory: a disk-backed fchmod can stall them
-            children["web"] += ["--worker-tmp-dir", "/dev/shm"]
         if not options["no_worker"]:
             data = Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or settings.BASE_DIR / ".localai" / "data")
             children["worker"] = [python, "-m", "celery", "-A", "localai_memory", "worker", "-l", "info",
@@ -97,7 +97,8 @@ class Command(BaseCommand):
             for proc in procs.values():
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
+            # gunicorn lets a stopping worker finish its requests, then its queued bookkeeping
+            deadline = time.monotonic() + gunicorn_conf.graceful_timeout + gunicorn_conf.DRAIN_SECONDS + 5
             for proc in procs.values():
                 try:
                     proc.wait(timeout=max(0.1, deadline - time.monotonic()))

@@ -1,0 +1,31 @@
+"""gunicorn settings of the web app: ``gunicorn -c python:localai_memory.gunicorn_conf localai_memory.wsgi``.
+
+The command lines (``manage.py up``, the image, compose, the bench) give the address, workers and threads;
+this module holds what must be the same everywhere:
+
+- ``worker_exit``: a worker that stops (a restart, a deploy, ``max_requests``) first runs the after-response
+  work still queued on its thread (``core.after_response``), such as the chat logs of ``/v1/chat/completions``
+  turns already answered. The process manager must allow ``graceful_timeout`` plus that drain before it kills
+  (compose: ``stop_grace_period``).
+- ``worker_tmp_dir``: the workers' heartbeat file in memory where ``/dev/shm`` exists; on a disk-backed
+  ``/tmp`` its ``fchmod`` can stall a worker.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: seconds a stopping worker gets to finish the requests it is answering (a chat turn waits for the model)
+graceful_timeout = 20
+#: seconds a stopped worker then gets for its queued after-response work
+DRAIN_SECONDS = 10.0
+
+if os.path.isdir("/dev/shm"):
+    worker_tmp_dir = "/dev/shm"
+
+
+def worker_exit(server, worker) -> None:  # type: ignore[no-untyped-def]
+    from localai_memory.core.after_response import drain
+
+    if not drain(DRAIN_SECONDS):
+        server.log.warning("worker %s stopped with after-response work still queued (lost)", worker.pid)
