@@ -31,4 +31,4 @@ migrate: install
 	$(PY) manage.py migrate
 
 lint: install
-	$(VENV)/bin/ruff check localai_memory bridges tests
+	$(VENV)/bin/ruff check localai_memory bridges tests bench

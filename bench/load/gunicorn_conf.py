@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from localai_memory.gunicorn_conf import *  # noqa: F403 - production's settings and hooks
+from localai_memory.gunicorn_conf import *  # production's settings and hooks
 
 accesslog = None  # the bench's driver records every request itself
 errorlog = "-"
