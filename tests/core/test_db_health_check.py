@@ -50,7 +50,8 @@ def test_a_healthy_kept_connection_is_reused_without_asking_the_server(kept_conn
 def test_a_kept_connection_the_server_ended_is_replaced_before_the_next_request_uses_it(kept_connection):
     pid = kept_connection.connection.info.backend_pid
     with _admin() as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        # with a timeout, it returns once the backend has exited (its goodbye sent), not when it was signalled
+        assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone()[0] is True
     _next_request()
     # No error reaches the request: the check saw the server's goodbye and opened a new connection.
     assert get_user_model().objects.count() == 0
