@@ -43,7 +43,7 @@ from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
 from localai_memory.core.queues import BACKGROUND
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
-from localai_memory.memory.proposals import AlreadySaved, proposal_create
+from localai_memory.memory.proposals import AlreadySaved, proposal_create, proposal_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import IndexEntry, Scope
 from localai_memory.notes.services import CapExceeded
@@ -547,7 +547,8 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             result.refused.append({"topic": candidate.topic, "reason": exc.code})
             if not room_asked:
                 room_asked = True
-                _propose_room(work, result, now=now)
+                _propose_room(work, result, now=now, fact={"topic": candidate.topic, "summary": candidate.summary,
+                                                           "details": candidate.details})
             continue
         except (NotFound, InvalidInput) as exc:
             result.refused.append({"topic": candidate.topic, "reason": exc.code})
@@ -560,55 +561,74 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             known.append(RankCandidate(id=f"p{proposal.pk}", text=candidate.summary, updated_at=now))
 
 
-def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime) -> None:
-    """A scope's index is full and a new fact did not fit: suggest forgetting the note the model saved
-    longest ago, if that was ``ROOM_AFTER_DAYS`` or more ago and nobody changed it since. Never a note a
-    person typed or imported or confirmed from a chat turn, never ``recent-chats``; one such suggestion
-    waits at a time per scope, and one the owner turned down is not made again. Confirmed, it is a delete
-    like any other: a change set with Undo, the file's versions kept."""
+def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: dict[str, str]) -> bool:
+    """A scope's index is full and ``fact`` ({topic, summary, details}) did not fit: suggest forgetting the
+    note the model saved longest ago, if that was ``ROOM_AFTER_DAYS`` or more ago and nobody changed it since.
+    Never a note a person typed or imported or confirmed from a chat turn, never ``recent-chats``; one such
+    suggestion waits at a time per scope, and one the owner turned down is not made again. Confirmed, it is a
+    delete like any other: a change set with Undo, the file's versions kept.
+
+    The suggestion keeps ``fact`` (``Proposal.makes_room_for``): confirmed, ``consolidation_room_made``
+    suggests it in its turn; turned down or expired, the fact is dropped with it. A fact that did not fit
+    while a suggestion already waits, or that found no note to suggest, is dropped (the pass has read its
+    chat; the model may find it again in a later chat). Returns whether a new suggestion keeps ``fact``."""
     owner_id, scope = work.chat.owner_id, work.scope
-    waiting = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, delete=True,
-                                      reason="make_room", status=Proposal.Status.PENDING, expires_at__gt=now)
+    # Any waiting make-room delete of this scope, whatever its reason says (one made before the policy named
+    # it under Always confirm says ``always_confirm``): the kept fact marks it too.
+    waiting = (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, delete=True,
+                                       status=Proposal.Status.PENDING, expires_at__gt=now)
+               .filter(Q(reason="make_room") | Q(makes_room_for__isnull=False)))
     if waiting.exists():
-        return
+        return False
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     topics = [e.topic for e in entries if e.topic != EPISODES_TOPIC]
     written = line_writers(owner_id=owner_id, scope=scope, topics=topics)
-    stale = sorted((when, topic) for topic, (author, when) in written.items()
-                   if author == "model" and when <= now - timedelta(days=ROOM_AFTER_DAYS))
+    stale = sorted((w.at, topic) for topic, w in written.items()
+                   if w.model_only and w.at <= now - timedelta(days=ROOM_AFTER_DAYS))
     for _when, topic in stale:
         if _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary="")):
             continue
         note, reason = _decide(work, topic, is_delete=True, makes_room=True)
         if note.outcome == "refuse":
-            return
+            return False
         try:
             proposal = proposal_create(
                 owner_id=owner_id, scope=scope, topic=topic, delete=True, reason=reason,
                 locked=note.outcome == "locked", requester_only=note.requester_only, origin="job",
-                source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk,
+                source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk, makes_room_for=fact,
             )
         except (NotFound, AlreadySaved):
             continue
-        if not getattr(proposal, "duplicate", False):
-            result.proposals.append(proposal.pk)
-        return
+        if getattr(proposal, "duplicate", False):
+            return False  # the same delete waits already, made by somebody else: it keeps no fact
+        result.proposals.append(proposal.pk)
+        return True
+    return False
 
 
 _EPISODE_LINE = re.compile(r"^- (\d{4}-\d{2}-\d{2}): ")
 
 
 def episode_lines(current: str, added: list[tuple[str, str]]) -> list[str]:
-    """The ``recent-chats`` file's lines with ``added`` (day, summary) in: newest first, at most
-    ``EPISODES_MAX_LINES``. Newest first because a reader, and recall, which embeds a topic file's first ~90
-    words, should meet the latest chats first. A file of dated lines in another order (written oldest
-    first by earlier versions) is put in order by day; one with lines of the owner's own, undated, keeps
-    its order below the new lines."""
-    new = [f"- {day}: {summary}" for day, summary in sorted(added, key=lambda item: item[0], reverse=True)]
-    lines = new + [line for line in current.splitlines() if line.strip()]
-    if all(_EPISODE_LINE.match(line) for line in lines):
-        lines.sort(key=lambda line: line[2:12], reverse=True)  # stable: a day's new lines stay first
-    return lines[:EPISODES_MAX_LINES]
+    """The ``recent-chats`` file's lines with ``added`` (day, summary) in: the dated lines (``- YYYY-MM-DD:
+    …``) newest first, then the owner's own lines (any other line) in their order.
+
+    Newest first because a reader should meet the latest chats first (recall finds any line: it embeds a
+    long file in parts); a file written oldest first by earlier versions is put in order too (a day's new
+    lines before its older ones). At most ``EPISODES_MAX_LINES``: over it, the oldest dated lines go. The
+    owner's own lines are never cut, since a pass does not drop what a person wrote; when they alone leave
+    no room, the file keeps them and the newest of this pass's count of dated lines, so it is over the cap
+    by at most one pass's summaries, and the summaries of earlier passes make way.
+    """
+    new = [f"- {day}: {summary}" for day, summary in added]
+    dated: list[str] = []
+    own: list[str] = []
+    for line in current.splitlines():
+        if line.strip():
+            (dated if _EPISODE_LINE.match(line) else own).append(line)
+    dated = sorted(new + dated, key=lambda line: line[2:12], reverse=True)  # stable: a day's new lines first
+    room = max(EPISODES_MAX_LINES - len(own), min(len(new), EPISODES_MAX_LINES))
+    return dated[:room] + own
 
 
 def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWork, str]], result: PassResult,
@@ -618,31 +638,90 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
     current_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC) or ""
     added = [((chat_work.chat.last_at or now).date().isoformat(), summary) for chat_work, summary in items]
     lines = episode_lines(current_details, added)
-    current = next((e for e in notes_selectors.index_entries(owner_id=owner_id, scope=scope)
-                    if e.topic == EPISODES_TOPIC), None)
+    current = _episodes_entry(owner_id, scope)
     summary_line = current.summary if current else EPISODES_SUMMARY
     details = "\n".join(lines) + "\n"
-    outcome = "proposed"
     with transaction.atomic():
-        note, reason = _decide(work, f"{summary_line}\n{details}", is_delete=False)
-        if note.outcome == "refuse":
-            outcome = "refused"
-        else:
-            try:
-                proposal = proposal_create(
-                    owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC, summary=summary_line, details=details,
-                    reason=reason, locked=note.outcome == "locked", requester_only=note.requester_only,
-                    origin="job", source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk,
-                    correction=current is not None and note_author(owner_id=owner_id, scope=scope,
-                                                                   topic=EPISODES_TOPIC) != "model",
-                )
-                if not getattr(proposal, "duplicate", False):
-                    result.proposals.append(proposal.pk)
-                    result.summaries += len(items)
-            except AlreadySaved:
-                outcome = "already_saved"
-            except CapExceeded:
-                outcome = "cap"
-                _propose_room(work, result, now=now)
+        made = len(result.proposals)
+        outcome = _propose_episode_file(work, summary_line=summary_line, details=details, current=current,
+                                        result=result, now=now)
+        if outcome == "proposed" and len(result.proposals) > made:
+            result.summaries += len(items)
         for chat_work, _ in items:
             ChatWatermark.objects.filter(pk=chat_work.mark.pk).update(summarised_at=now, summary_outcome=outcome)
+
+
+def _episodes_entry(owner_id: int, scope: Scope) -> IndexEntry | None:
+    return next((e for e in notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+                 if e.topic == EPISODES_TOPIC), None)
+
+
+def _propose_episode_file(work: _ChatWork, *, summary_line: str, details: str, current: IndexEntry | None,
+                          result: PassResult, now: datetime) -> str:
+    """Propose ``details`` as the whole ``recent-chats`` file of the work's scope. Returns the outcome a
+    watermark records: proposed, refused, already_saved, waits_for_room (the index is full and a make-room
+    suggestion keeps it) or cap (full, and dropped)."""
+    owner_id, scope = work.chat.owner_id, work.scope
+    note, reason = _decide(work, f"{summary_line}\n{details}", is_delete=False)
+    if note.outcome == "refuse":
+        return "refused"
+    try:
+        proposal = proposal_create(
+            owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC, summary=summary_line, details=details,
+            reason=reason, locked=note.outcome == "locked", requester_only=note.requester_only,
+            origin="job", source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk,
+            correction=current is not None and note_author(owner_id=owner_id, scope=scope,
+                                                           topic=EPISODES_TOPIC) != "model",
+        )
+    except AlreadySaved:
+        return "already_saved"
+    except CapExceeded:
+        fact = {"topic": EPISODES_TOPIC, "summary": summary_line, "details": details}
+        return "waits_for_room" if _propose_room(work, result, now=now, fact=fact) else "cap"
+    if not getattr(proposal, "duplicate", False):
+        result.proposals.append(proposal.pk)
+    return "proposed"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Room made
+# --------------------------------------------------------------------------------------------------------
+
+
+def consolidation_room_made(proposal: Proposal) -> None:
+    """The owner confirmed a make-room delete: suggest the note it made room for (its ``makes_room_for``).
+
+    Registered in ``memory.proposals.confirm_listeners``, so it runs in the confirm's transaction. The note
+    is decided by the policy with the rules the chat it came from has now, exactly as a pass decides one,
+    and waits in the inbox like any suggestion: nothing is saved here. It is dropped when that chat is gone,
+    memory or saving is off for it now, its notes go to another scope now, an add-on serves memory, the
+    owner turned the same suggestion down before or memory already says it. Still too big for the index, it
+    comes with the next make-room suggestion. A make-room delete turned down or expired drops its note.
+    """
+    fact = proposal.makes_room_for
+    if not (proposal.delete and isinstance(fact, dict) and fact.get("topic")) or proposal.chat_id is None:
+        return
+    owner_id = proposal.owner_id
+    chat = Chat.objects.select_related("agent").filter(pk=proposal.chat_id, owner_id=owner_id).first()
+    state = read_memory_state(owner_id=owner_id)
+    if chat is None or state is None or not state.available:
+        return
+    if owner_context(owner_id=owner_id).decision.served_by != "builtin":
+        return
+    facts = turn_facts(chat=chat, state=state)
+    decision = policy.decide_turn(facts)
+    scope = chat_scopes(chat=chat).get(decision.default_scope) if decision.default_scope else None
+    if scope is None or scope != proposal_scope(proposal):
+        return
+    mark = ChatWatermark.objects.filter(chat=chat).first() or ChatWatermark(owner_id=owner_id, chat=chat)
+    work = _ChatWork(chat=chat, mark=mark, facts=facts, decision=decision, scope=scope, messages=[],
+                     wants_summary=False)
+    result, now = PassResult(status="done"), timezone.now()
+    if fact["topic"] == EPISODES_TOPIC:
+        _propose_episode_file(work, summary_line=str(fact.get("summary") or EPISODES_SUMMARY),
+                              details=str(fact.get("details") or ""), current=_episodes_entry(owner_id, scope),
+                              result=result, now=now)
+    else:
+        _propose_candidates(work, [Candidate(action="add", topic=str(fact["topic"]),
+                                             summary=str(fact.get("summary") or ""),
+                                             details=str(fact.get("details") or ""))], result, now=now)

@@ -37,6 +37,19 @@ from .models import ConsolidationRun
 Author = str  # "user" | "model" | "import"
 
 
+@dataclass(frozen=True)
+class NoteWritten:
+    """Who last changed a note, its index line or its topic file, and when (``line_writers``).
+
+    ``model_only``: the lookback shows who wrote the line, and every change it shows of the line or the file
+    is the model's own; a note a person typed, imported, confirmed or restored, even only its details, is not.
+    """
+
+    author: Author
+    at: datetime
+    model_only: bool
+
+
 def _agent_names(owner_id: int) -> dict[str, str]:
     try:
         agent_model = apps.get_model("agents", "Agent")
@@ -149,41 +162,71 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
 
 
 def note_author(*, owner_id: int, scope: Scope, topic: str, lookback: int = 200) -> Author | None:
-    """Who last wrote the index line of ``topic``: ``model`` (saved by the model on its own), ``import`` or
-    ``user`` (typed, accepted from a proposal, restored). None when no change set shows it (yet)."""
+    """Who last wrote ``topic`` (its index line or its topic file): ``model`` (saved by the model on its own),
+    ``import`` or ``user`` (typed, accepted from a proposal, restored). None when no change set shows it (yet)."""
     written = line_writers(owner_id=owner_id, scope=scope, topics=[topic], lookback=lookback).get(topic)
-    return written[0] if written else None
+    return written.author if written else None
 
 
 def line_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: int = 200
-                 ) -> dict[str, tuple[Author, datetime]]:
-    """Who last wrote the index line of each of ``topics``, and when, from the scope's last ``lookback``
-    change sets of its index (a topic none of them shows is left out: unknown)."""
-    changes = (FileChange.objects.filter(change_set__owner_id=owner_id, path=scope.index_path)
-               .select_related("change_set").order_by("-change_set__created_at", "-change_set_id")[:lookback])
-    open_topics = set(topics)
-    written: dict[str, tuple[Author, datetime]] = {}
-    came_from: dict[int, str] = {}
-    for change in changes:
-        if not open_topics:
-            break
-        before, after = _lines_of(change.before), _lines_of(change.after)
-        for topic in list(open_topics):
-            if before.get(topic) == after.get(topic):
-                continue
-            open_topics.discard(topic)
-            written[topic] = (_author_of(change.change_set, came_from), change.change_set.created_at)
-    return written
+                 ) -> dict[str, NoteWritten]:
+    """Who last changed each of ``topics`` and when: its index line or its topic file, whichever changed
+    later, from the last ``lookback`` changes of the scope's index and the last ``lookback`` changes of these
+    topics' files (a topic none of them shows is left out: unknown).
+
+    At most three queries whatever the number of topics: the index's changes, the files' changes (without
+    their text) and the sources of the proposals whose confirmation wrote any of them.
+    """
+    if not topics:
+        return {}
+    columns = ("change_set_id", "change_set__created_at", "change_set__source", "change_set__proposal_id")
+    changes = FileChange.objects.filter(change_set__owner_id=owner_id).order_by("-change_set__created_at",
+                                                                                 "-change_set_id")
+    index_rows = list(changes.filter(path=scope.index_path).values_list("before", "after", *columns)[:lookback])
+    topic_of = {path: topic for topic in topics if (path := _topic_path(scope, topic))}
+    file_rows = list(changes.filter(path__in=list(topic_of)).values_list("path", *columns)[:lookback])
+    proposal_ids = {proposal_id for *_, source, proposal_id in [*index_rows, *file_rows]
+                    if source == ChangeSet.Source.PROPOSAL and proposal_id}
+    came_from: dict[int, str] = dict(
+        Proposal.objects.filter(owner_id=owner_id, pk__in=proposal_ids).values_list("pk", "source")
+    ) if proposal_ids else {}
+
+    latest: dict[str, tuple[datetime, int, Author]] = {}
+    lines_seen: set[str] = set()
+    people: set[str] = set()
+
+    def saw(topic: str, change_id: int, at: datetime, source: str, proposal_id: int | None) -> None:
+        author = _author_of(source, came_from.get(proposal_id) if proposal_id else None)
+        if topic not in latest or (at, change_id) > latest[topic][:2]:
+            latest[topic] = (at, change_id, author)
+        if author != "model":
+            people.add(topic)
+
+    wanted = set(topics)
+    for before, after, *change in index_rows:
+        old, new = _lines_of(before), _lines_of(after)
+        for topic in wanted & (old.keys() | new.keys()):
+            if old.get(topic) != new.get(topic):
+                saw(topic, *change)
+                lines_seen.add(topic)
+    for path, *change in file_rows:
+        saw(topic_of[path], *change)
+    return {topic: NoteWritten(author=author, at=at, model_only=topic in lines_seen and topic not in people)
+            for topic, (at, _, author) in latest.items()}
 
 
-def _author_of(change_set: ChangeSet, came_from: dict[int, str]) -> Author:
-    source = change_set.source
-    if source == ChangeSet.Source.PROPOSAL and change_set.proposal_id:
+def _topic_path(scope: Scope, topic: str) -> str | None:
+    try:
+        return scope.topic_path(topic)
+    except InvalidInput:
+        return None
+
+
+def _author_of(source: str, proposal_source: str | None) -> Author:
+    """``proposal_source``: where the proposal came from, for a change set that confirmed one."""
+    if source == ChangeSet.Source.PROPOSAL and proposal_source:
         # An accepted suggestion: the user approved it, but typed it only if it came from their chat.
-        if change_set.proposal_id not in came_from:
-            came_from[change_set.proposal_id] = str(Proposal.objects.filter(pk=change_set.proposal_id)
-                                                    .values_list("source", flat=True).first())
-        source = {"consolidation": "model", "import": "import"}.get(came_from[change_set.proposal_id], source)
+        source = {"consolidation": "model", "import": "import"}.get(proposal_source, source)
     if source == ChangeSet.Source.MODEL:
         return "model"
     if source == ChangeSet.Source.IMPORT:

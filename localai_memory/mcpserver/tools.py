@@ -98,18 +98,19 @@ def search(*, owner_id: int, query: str, agent_id: int | None = None) -> dict[st
 def list_notes(*, owner_id: int, agent_id: int | None = None) -> dict[str, Any]:
     """Every note the user's chats may read (or, with ``agent_id``, a chat of that agent), scope by scope in
     index order: its line, whether it has details (read them with ``memory_recall`` or the files API), who
-    last wrote it (``user``, ``model``, ``import``; None when its history is too old to tell) and when."""
+    last wrote it, its line or its details (``user``, ``model``, ``import``; None when its history is too old
+    to tell) and when."""
     context, agent = _context(owner_id, agent_id)
     notes: list[dict[str, Any]] = []
     for scope in _scopes(context, agent):
         entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
         written = line_writers(owner_id=owner_id, scope=scope, topics=[e.topic for e in entries])
         for entry in entries:
-            author, when = written.get(entry.topic, (None, None))
+            last = written.get(entry.topic)
             notes.append({"scope": _scope_name(scope), "topic": entry.topic, "summary": entry.summary,
                           "path": scope.topic_path(entry.file) if entry.file else scope.index_path,
-                          "has_details": entry.file is not None, "written_by": author,
-                          "written_at": when.isoformat() if when else None})
+                          "has_details": entry.file is not None, "written_by": last.author if last else None,
+                          "written_at": last.at.isoformat() if last else None})
     return {"notes": notes, "count": len(notes), "note": DATA_NOTE}
 
 

@@ -81,6 +81,10 @@ class Proposal(models.Model):
     requester_only = models.BooleanField(default=False, help_text="In a messaging chat only the paired sender "
                                                                   "who asked may answer it.")
     reason = models.CharField(max_length=40, blank=True, help_text="Why it waits (ask, secret, long, …).")
+    makes_room_for = models.JSONField(
+        null=True, blank=True, default=None,
+        help_text="A delete suggested to make room in a full index: the note that did not fit ({topic, summary, "
+                  "details}), suggested in its turn once this delete is confirmed.")
     origin = models.CharField(max_length=20, default="web")
     chat_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)

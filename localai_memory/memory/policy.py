@@ -492,9 +492,10 @@ def _note(
 
 def decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
     """What happens to a note the model proposes on a turn with ``facts``. A delete that makes room (the
-    host's own suggestion) waits as any delete does, and says why it was suggested."""
+    host's own suggestion) waits as any delete does (asked, or locked under Always confirm, who may answer
+    unchanged), and whenever it waits it says why it was suggested."""
     decision = _decide_note(facts, note)
-    if note.makes_room and note.is_delete and decision.outcome == "ask":
+    if note.makes_room and note.is_delete and decision.outcome in ("ask", "locked"):
         return replace(decision, reason="make_room", message=MESSAGES["make_room"])
     return decision
 

@@ -8,8 +8,9 @@ chat may answer is the policy's ``may_answer``; nothing here re-implements a rul
 by ``notes.services.note_upsert`` only.
 
 Other parts register callables in ``expiry_listeners`` (called with each expired proposal once, e.g. a bot
-posting "that proposal expired") and ``undo_closed_listeners`` (called with each automatic change set whose
-Undo window closed).
+posting "that proposal expired"), ``undo_closed_listeners`` (called with each automatic change set whose
+Undo window closed) and ``confirm_listeners`` (called with each proposal as it is confirmed, e.g. growth
+suggesting the note a make-room delete made room for).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ log = logging.getLogger(__name__)
 expiry_listeners: list[Callable[[Proposal], None]] = []
 #: Called with each automatic change set whose 30-minute Undo window closed since the last sweep.
 undo_closed_listeners: list[Callable[[ChangeSet], None]] = []
+#: Called with each proposal as it is confirmed, inside the confirming transaction, so what a listener writes
+#: is committed with the confirm or not at all. A listener that fails is rolled back alone and logged: the
+#: confirm stands.
+confirm_listeners: list[Callable[[Proposal], None]] = []
 
 #: Expired proposals older than this are no longer announced (a listener that keeps failing gives up).
 NOTIFY_WINDOW = timedelta(days=7)
@@ -147,8 +152,12 @@ def proposal_create(
     conversation_id: int | None = None,
     requested_by_sender_id: int | None = None,
     correction: bool = False,
+    makes_room_for: dict[str, str] | None = None,
 ) -> Proposal:
     """Propose a change of one topic; it waits 24 hours (``policy.PROPOSAL_TTL``) for an answer.
+
+    ``makes_room_for`` (a delete only): the note, ``{topic, summary, details}``, that did not fit the full
+    index this delete makes room in; a ``confirm_listeners`` listener suggests it once the delete is confirmed.
 
     Not made twice: while an identical proposal waits, that one is returned (with ``duplicate = True`` on
     the instance). Raises AlreadySaved (409) when the index line (and topic file) already say exactly this,
@@ -192,6 +201,7 @@ def proposal_create(
         locked=locked, requester_only=requester_only or locked, reason=reason[:40], origin=origin,
         chat_id=chat_id, conversation_id=conversation_id, requested_by_sender_id=requested_by_sender_id,
         fingerprint=fingerprint, created_at=now, expires_at=now + policy.PROPOSAL_TTL,
+        makes_room_for=makes_room_for if delete else None,
     )
     proposal.duplicate = False  # type: ignore[attr-defined]
     return proposal
@@ -345,6 +355,7 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
                     details=proposal.details or None, delete=proposal.delete)
         proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
         proposal.save(update_fields=["status", "decided_at", "decided_by"])
+        _tell_confirmed(proposal)
         return None
     try:
         with transaction.atomic():
@@ -368,7 +379,20 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
     proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
     proposal.change_set = change
     proposal.save(update_fields=["status", "decided_at", "decided_by", "change_set"])
+    _tell_confirmed(proposal)
     return change
+
+
+def _tell_confirmed(proposal: Proposal) -> None:
+    """Each of ``confirm_listeners``, in the confirm's transaction, each behind its own savepoint."""
+    for listener in confirm_listeners:
+        try:
+            with transaction.atomic():
+                listener(proposal)
+        except (OperationalError, InterfaceError):
+            raise  # the database is gone: the confirm fails too, and nothing was saved
+        except Exception:  # the owner's confirm never fails for what follows it
+            log.exception("memory confirm listener %r failed on %r", listener, proposal)
 
 
 def proposal_confirm_read(*, owner_id: int, proposal_id: object, actor: str) -> tuple[Proposal, ChangeSet | None]:

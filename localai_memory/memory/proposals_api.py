@@ -45,7 +45,17 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
         "decided_at": proposal.decided_at.isoformat() if proposal.decided_at else None,
         "decided_by": proposal.decided_by or None,
         "change_id": proposal.change_set_id,
+        # A delete that makes room in a full index: the note ({topic, summary, details}) suggested once it is
+        # confirmed; else null.
+        "makes_room_for": _room_for(proposal),
     }
+
+
+def _room_for(proposal: Proposal) -> dict[str, str] | None:
+    fact = proposal.makes_room_for
+    if not isinstance(fact, dict) or not fact.get("topic"):
+        return None
+    return {key: str(fact.get(key) or "") for key in ("topic", "summary", "details")}
 
 
 class ProposalsApi(ApiView):

@@ -247,13 +247,14 @@ def test_a_finished_chat_gets_one_summary_exactly_once(owner, model, make_chat):
 
 @time_machine.travel("2026-06-15 12:00:00+00:00", tick=False)
 def test_recent_chats_lists_the_newest_chat_first_so_recall_reads_it(owner, model, make_chat):
-    """A file written oldest first (as earlier versions did) comes back newest first: recall embeds only a
-    topic file's first ~90 words, and the latest chats are the ones people ask about."""
+    """A file written oldest first (as earlier versions did), with a line of the owner's own, comes back
+    newest first: the latest chats are the ones people ask about. Over the cap the oldest chats go, never the newest, and never the owner's line."""
     today = timezone.now().date()
     old_days = [(today - timedelta(days=40 - n)).isoformat() for n in range(30)]  # oldest first
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=EPISODES_TOPIC,
                                summary="what recent chats were about",
-                               details="".join(f"- {day}: old chat {n}\n" for n, day in enumerate(old_days)),
+                               details="My own remark: work chats only\n"
+                                       + "".join(f"- {day}: old chat {n}\n" for n, day in enumerate(old_days)),
                                source="files", actor="you")
     make_chat(owner, "Help me plan a weekend trip to Porto with trains and museums.", ago=timedelta(hours=2))
     model.script(reply(facts_reply(summary="Planned a weekend trip to Porto")))
@@ -263,13 +264,36 @@ def test_recent_chats_lists_the_newest_chat_first_so_recall_reads_it(owner, mode
     [episode] = waiting(owner)
     lines = episode.details.splitlines()
     assert lines[0] == "- 2026-06-15: Planned a weekend trip to Porto"
-    assert lines[1] == f"- {old_days[-1]}: old chat 29"  # then the newest of the others
-    assert len(lines) == 30 and "old chat 0" not in episode.details  # the oldest one made room
+    assert lines[1:3] == [f"- {old_days[-1]}: old chat 29", f"- {old_days[-2]}: old chat 28"]
+    assert lines[-1] == "My own remark: work chats only"
+    assert len(lines) == 30  # the cap: the new line, the owner's line and the 28 newest of the others
+    assert lines[-2] == f"- {old_days[2]}: old chat 2"  # the two oldest made room
+    assert "old chat 0" not in episode.details and "old chat 1\n" not in episode.details
 
 
 def test_recent_chats_keeps_the_owners_own_lines_below_the_new_ones():
     lines = episode_lines("My own remark\n- 2026-01-02: a chat\n", [("2026-03-01", "b"), ("2026-03-04", "c")])
-    assert lines == ["- 2026-03-04: c", "- 2026-03-01: b", "My own remark", "- 2026-01-02: a chat"]
+    assert lines == ["- 2026-03-04: c", "- 2026-03-01: b", "- 2026-01-02: a chat", "My own remark"]
+
+
+def test_recent_chats_over_the_cap_drops_the_oldest_chats_whatever_the_order_of_the_file():
+    days = [f"2026-01-{n:02d}" for n in range(1, 31)]
+    oldest_first = "".join(f"- {day}: chat {day}\n" for day in days[:15]) + "Mine\n" + "".join(
+        f"- {day}: chat {day}\n" for day in days[15:])
+
+    lines = episode_lines(oldest_first, [("2026-02-01", "new")])
+
+    assert len(lines) == 30 and lines[0] == "- 2026-02-01: new" and lines[-1] == "Mine"
+    assert lines[1:-1] == [f"- {day}: chat {day}" for day in reversed(days[2:])]  # 01 and 02 made room
+
+
+def test_recent_chats_whose_own_lines_fill_the_cap_keeps_them_and_only_this_passs_chats():
+    own = [f"my line {n}" for n in range(31)]
+    current = "- 2026-01-01: an older chat\n" + "\n".join(own) + "\n"
+
+    lines = episode_lines(current, [("2026-02-01", "b"), ("2026-02-03", "c")])
+
+    assert lines == ["- 2026-02-03: c", "- 2026-02-01: b", *own]
 
 
 def test_a_chat_still_going_on_is_not_summarised_yet(owner, model, make_chat):

@@ -10,11 +10,13 @@ import time_machine
 from django.utils import timezone
 
 from localai_memory.growth.consolidation import EPISODES_TOPIC, consolidate_user
+from localai_memory.growth.models import ChatWatermark
 from localai_memory.memory import policy, proposals
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.services import settings_update
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import NoteFile
 from localai_memory.notes.paths import INDEX_MAX_LINES, Scope
 from tests.fakes.openai_server import reply
 
@@ -25,16 +27,26 @@ pytestmark = pytest.mark.django_db
 LISBON = "I moved to Lisbon last month and I only eat vegetarian food."
 
 
-def write(owner, topic: str, summary: str, *, source: str, days_ago: int = 0) -> None:
+def write(owner, topic: str, summary: str, *, source: str, days_ago: int = 0, details: str | None = None) -> None:
     with time_machine.travel(timezone.now() - timedelta(days=days_ago), tick=False):
         notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=topic, summary=summary,
-                                   source=source, actor="you" if source == "files" else "model")
+                                   details=details, source=source, actor="you" if source == "files" else "model")
 
 
-def fill(owner, model_notes: dict[str, int]) -> None:
-    """A full index: the model's notes (topic: days ago) and the person's own for the rest."""
+def edit_details(owner, topic: str, details: str, *, days_ago: int = 0) -> None:
+    """A person edits only the topic file on the Files page; the index line stays as it is."""
+    path = Scope.user().topic_path(topic)
+    version = NoteFile.objects.get(owner=owner, path=path).version
+    with time_machine.travel(timezone.now() - timedelta(days=days_ago), tick=False):
+        notes_services.file_write(owner_id=owner.pk, path=path, content=details, version=version)
+
+
+def fill(owner, model_notes: dict[str, int], *, details: bool = False) -> None:
+    """A full index: the model's notes (topic: days ago; with a topic file if ``details``) and the person's
+    own for the rest."""
     for topic, days_ago in model_notes.items():
-        write(owner, topic, f"the model's guess about {topic}", source="model", days_ago=days_ago)
+        write(owner, topic, f"the model's guess about {topic}", source="model", days_ago=days_ago,
+              details=f"Why the model thinks so about {topic}." if details else None)
     for n in range(INDEX_MAX_LINES - len(model_notes)):
         write(owner, f"typed-{n:02d}", f"something I typed, number {n}", source="files", days_ago=90)
 
@@ -91,6 +103,32 @@ def test_notes_a_person_wrote_or_the_model_wrote_lately_are_never_suggested(owne
     assert {"topic": "home", "reason": "cap_exceeded"} in result.refused
 
 
+def test_a_model_note_whose_details_a_person_edited_is_not_suggested_but_the_next_oldest_is(owner, model,
+                                                                                            make_chat):
+    fill(owner, {"old-guess": 45, "older-guess": 60}, details=True)
+    edit_details(owner, "older-guess", "What I know better: the real reasons.", days_ago=40)
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    [suggestion] = suggestions(owner)
+    assert (suggestion.topic, suggestion.reason) == ("old-guess", "make_room")
+
+
+def test_a_model_note_whose_details_a_person_edited_lately_is_not_suggested(owner, model, make_chat):
+    fill(owner, {"old-guess": 45}, details=True)
+    edit_details(owner, "old-guess", "What I know better.", days_ago=3)
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert suggestions(owner) == []
+    assert {"topic": "home", "reason": "cap_exceeded"} in result.refused
+    assert "- old-guess: the model's guess about old-guess -> old-guess.md" in index(owner)
+
+
 def test_one_suggestion_waits_at_a_time_and_one_turned_down_is_not_made_again(owner, model, make_chat):
     fill(owner, {"old-guess": 45, "older-guess": 60})
     make_chat(owner, LISBON)
@@ -120,3 +158,172 @@ def test_under_never_nothing_is_suggested(owner, model, make_chat):
     consolidate_user(owner_id=owner.pk)
 
     assert suggestions(owner) == []
+
+
+# --- Under Always confirm ---------------------------------------------------------------------------------
+
+
+def test_under_always_confirm_the_suggestion_is_locked_and_still_says_why(owner, model, make_chat, client):
+    fill(owner, {"old-guess": 45, "older-guess": 60})
+    settings_update(user_id=owner.pk, save_mode="always")
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    [suggestion] = suggestions(owner)
+    assert (suggestion.topic, suggestion.reason, suggestion.locked) == ("older-guess", "make_room", True)
+    client.force_login(owner)
+    page = client.get("/inbox/").content.decode()
+    assert "These notes are full" in page and "Always confirm" in page
+
+
+def test_under_always_confirm_one_suggestion_waits_at_a_time(owner, model, make_chat):
+    fill(owner, {"old-guess": 45, "older-guess": 60})
+    settings_update(user_id=owner.pk, save_mode="always")
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+    [first] = suggestions(owner)
+
+    make_chat(owner, "I started learning the cello.")
+    model.script(reply(facts_reply(fact("music", "learns the cello"))))
+    consolidate_user(owner_id=owner.pk)
+
+    assert suggestions(owner) == [first]
+
+
+# --- The note that needed the room --------------------------------------------------------------------------
+
+
+def test_the_suggestion_says_what_it_makes_room_for_in_the_inbox_and_the_api(owner, model, make_chat, client,
+                                                                               api, outsider_api):
+    fill(owner, {"old-guess": 45})
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon", details="Moved in March."))))
+    consolidate_user(owner_id=owner.pk)
+    [suggestion] = suggestions(owner)
+
+    client.force_login(owner)
+    page = client.get("/inbox/").content.decode()
+    assert "It makes room for the note “home”: lives in Lisbon." in page
+    body = api.get(f"/api/chats/memory/proposals/{suggestion.pk}").json()
+    assert body["makes_room_for"] == {"topic": "home", "summary": "lives in Lisbon", "details": "Moved in March."}
+    assert body["reason"] == "make_room" and body["delete"] is True  # the fields it had stay as they were
+    assert outsider_api.get(f"/api/chats/memory/proposals/{suggestion.pk}").status_code == 404
+
+
+def test_confirming_the_room_suggests_the_note_that_did_not_fit_and_saves_nothing_more(owner, model, make_chat):
+    fill(owner, {"old-guess": 45})
+    chat = make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon", details="Moved in March."))))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    [home] = suggestions(owner)
+    assert (home.topic, home.summary, home.details, home.delete) == ("home", "lives in Lisbon", "Moved in March.\n",
+                                                                      False)
+    assert (home.source, home.origin, home.chat_id, home.reason) == ("consolidation", "job", chat.pk, "ask_first")
+    assert "- home:" not in index(owner) and "- old-guess:" not in index(owner)  # waits for the owner
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=home.pk, actor="you")
+    assert "- home: lives in Lisbon" in index(owner)
+
+
+def test_under_save_it_and_tell_me_the_note_still_waits(owner, model, make_chat):
+    fill(owner, {"old-guess": 45})
+    settings_update(user_id=owner.pk, save_mode="auto")
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    [home] = suggestions(owner)
+    assert (home.topic, home.reason) == ("home", "scheduled_run")  # a run that started by itself never saves
+    assert "- home:" not in index(owner)
+
+
+def test_under_always_confirm_the_note_that_did_not_fit_waits_locked(owner, model, make_chat):
+    fill(owner, {"old-guess": 45})
+    settings_update(user_id=owner.pk, save_mode="always")
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    [home] = suggestions(owner)
+    assert (home.topic, home.reason, home.locked) == ("home", "always_confirm", True)
+
+
+def test_turning_the_room_down_drops_the_note_that_needed_it(owner, model, make_chat):
+    fill(owner, {"old-guess": 45})
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+
+    proposals.proposal_reject(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    assert suggestions(owner) == []
+    assert not Proposal.objects.filter(owner=owner, topic="home").exists()
+
+
+def test_a_note_the_rules_now_refuse_is_not_suggested_when_the_room_is_made(owner, model, make_chat):
+    fill(owner, {"old-guess": 45})
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+    settings_update(user_id=owner.pk, save_mode="never")
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    assert "- old-guess:" not in index(owner)  # the owner's confirm stands
+    assert suggestions(owner) == []
+
+
+def test_a_note_still_too_big_comes_with_the_next_room_suggestion(owner, model, make_chat):
+    # By size, not by lines: 37 typed lines and two of the model's, 50 bytes each, make 1950 of 2048 bytes,
+    # and the new line of 189 bytes fits only once both of the model's notes are gone.
+    for topic, days_ago in {"old-guess": 45, "older-guess": 60}.items():
+        write(owner, topic, f"a guess about {topic}".ljust(50 - len(f"- {topic}: ") - 1, "."),
+              source="model", days_ago=days_ago)
+    for n in range(37):
+        write(owner, f"typed-{n:02d}", f"something I typed, number {n:02d}".ljust(50 - 13, "."), source="files",
+              days_ago=90)
+    assert len(index(owner).encode()) == 1950
+    long = ("lives in Lisbon" + ", near the river" * 15)[:180]
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", long))))
+    consolidate_user(owner_id=owner.pk)
+    [first] = suggestions(owner)
+    assert first.topic == "older-guess"
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=first.pk, actor="you")
+    [second] = suggestions(owner)
+    assert (second.topic, second.reason, second.makes_room_for["topic"]) == ("old-guess", "make_room", "home")
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=second.pk, actor="you")
+    [home] = suggestions(owner)
+    assert (home.topic, home.summary) == ("home", long)
+
+
+def test_the_summary_of_chats_that_did_not_fit_is_suggested_once_the_room_is_made(owner, model, make_chat):
+    fill(owner, {"old-guess": 45})
+    chat = make_chat(owner, "Help me plan a weekend trip to Porto with trains and museums.", ago=timedelta(hours=2))
+    model.script(reply(facts_reply(summary="Planned a weekend trip to Porto")))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+    assert room.makes_room_for["topic"] == EPISODES_TOPIC
+    assert ChatWatermark.objects.get(chat=chat).summary_outcome == "waits_for_room"
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    [episode] = suggestions(owner)
+    assert episode.topic == EPISODES_TOPIC and episode.details.endswith(": Planned a weekend trip to Porto\n")

@@ -276,8 +276,13 @@ NOTE_TABLE = [
     pytest.param(AUTO, note(is_delete=True, makes_room=True), asked("user", "make_room"), id="make_room_waits"),
     pytest.param(facts(save_mode="ask"), note(is_delete=True, makes_room=True), asked("user", "make_room"),
                  id="make_room_asks"),
-    pytest.param(facts(save_mode="always"), note(is_delete=True, makes_room=True), locked("user"),
-                 id="make_room_under_always_confirm_is_locked"),
+    # Under Always confirm it is locked like every note, and still says why it came.
+    pytest.param(facts(save_mode="always"), note(is_delete=True, makes_room=True),
+                 ("locked", "user", "make_room", True), id="make_room_under_always_confirm_is_locked"),
+    pytest.param(agent("mine", agent_memory_save="always"), note(is_delete=True, makes_room=True),
+                 ("locked", "user", "make_room", True), id="make_room_under_the_agents_always_confirm"),
+    pytest.param(facts(save_mode="never"), note(is_delete=True, makes_room=True), refused("save_mode_never"),
+                 id="make_room_under_never_is_refused"),
     # "The memory kind of propose_change accepts only the scope of the choice ... any other scope is refused."
     pytest.param(
         agent("own", save_mode="auto"), note("user"), refused("scope_not_allowed"), id="own_refuses_user"
@@ -744,6 +749,7 @@ NOTE_SHAPES = [
     {"length": 40, "looks_secret": True, "saved_in_this_reply": 0, "is_delete": False},
     {"length": 40, "looks_secret": False, "saved_in_this_reply": 5, "is_delete": False},
     {"length": 40, "looks_secret": False, "saved_in_this_reply": 0, "is_delete": True},
+    {"length": 40, "looks_secret": False, "saved_in_this_reply": 0, "is_delete": True, "makes_room": True},
 ]
 
 
@@ -780,6 +786,9 @@ def test_every_turn_with_memory_on_and_every_note_match_the_oracle() -> None:
                 outcome == "locked"
                 or (outcome == "ask" and v["origin"] == "messaging" and target != "channel")
             )
+            # The host's own make-room delete says so whenever it waits, asked or locked.
+            if n.get("makes_room") and outcome in ("ask", "locked"):
+                assert (decision.reason, decision.message) == ("make_room", MESSAGES["make_room"]), (v, n)
             # Never looser than the turn's level.
             if turn["effective_level"] != "auto":
                 assert decision.outcome != "save_now"

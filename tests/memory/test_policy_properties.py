@@ -57,6 +57,7 @@ note_facts = st.builds(
     looks_secret=st.booleans(),
     saved_in_this_reply=st.integers(min_value=0, max_value=10),
     is_delete=st.booleans(),
+    makes_room=st.booleans(),
 )
 
 # The whole space is walked in test_policy.py; these properties sample it, so a modest count suffices.
@@ -169,6 +170,17 @@ def test_a_long_note_a_delete_or_a_sixth_save_never_saves_at_once(f: TurnFacts, 
     assert decide_note(f, replace(n, length=max(n.length, 501))).outcome != "save_now"
     assert decide_note(f, replace(n, is_delete=True)).outcome != "save_now"
     assert decide_note(f, replace(n, saved_in_this_reply=max(n.saved_in_this_reply, 5))).outcome != "save_now"
+
+
+@fast
+@given(any_facts, note_facts)
+def test_a_make_room_delete_is_decided_as_any_delete_and_says_why_whenever_it_waits(
+    f: TurnFacts, n: NoteFacts
+) -> None:
+    plain = decide_note(f, replace(n, is_delete=True, makes_room=False))
+    room = decide_note(f, replace(n, is_delete=True, makes_room=True))
+    assert (room.outcome, room.scope, room.requester_only) == (plain.outcome, plain.scope, plain.requester_only)
+    assert room.reason == ("make_room" if room.outcome in ("ask", "locked") else plain.reason)
 
 
 @fast

@@ -210,6 +210,8 @@ class Command(BaseCommand):
 
         def change(item: dict[str, Any]) -> str:
             new = "(forget)" if item["delete"] else item["summary"]
+            if item["makes_room_for"]:
+                new = f"(forget, to make room for {item['makes_room_for']['topic']})"
             old = item["current"]["summary"]
             return f"{old} → {new}" if old else new
 
