@@ -157,7 +157,7 @@ def seed(*, users: int, log=print) -> Seeded:
 
 def seed_recall(*, owner_ids: list[int], at, log=print) -> int:
     """The recall rows of the seeded notes, as ``recall.index`` keeps them (one per index line and topic
-    file, embedded by the configured embedder, the on-device model by default). Distinct passages are
+    file part, embedded by the configured embedder, the on-device model by default). Distinct passages are
     embedded once and copied to every row that has that text, server-side. Returns the number of rows."""
     from django.db import connection
 
@@ -175,13 +175,16 @@ def seed_recall(*, owner_ids: list[int], at, log=print) -> int:
         for item in scope_passages(owner, Scope.user()).values():
             text = passage(item.topic, item.kind, item.text)
             texts[text] = None
-            rows.append((owner, "user", "", item.topic, item.kind, item.path, item.text, SOURCE_IMPORT, at, text))
+            rows.append((owner, "user", "", item.topic, item.kind, item.part, item.path, item.text, SOURCE_IMPORT,
+                         at, text))
     embedder = current_embedder()
     table = NoteVector._meta.db_table
-    columns = ["owner_id", "scope_kind", "scope_key", "topic", "kind", "path", "text", "source", "updated_at"]
+    columns = ["owner_id", "scope_kind", "scope_key", "topic", "kind", "part", "path", "text", "source",
+               "updated_at"]
     with connection.cursor() as cursor:
         cursor.execute("CREATE TEMP TABLE seed_passages (owner_id bigint, scope_kind text, scope_key text, topic "
-                       "text, kind text, path text, text text, source text, updated_at timestamptz, passage text)")
+                       "text, kind text, part smallint, path text, text text, source text, updated_at timestamptz, "
+                       "passage text)")
         cursor.execute("CREATE TEMP TABLE seed_vectors (passage text PRIMARY KEY, embedding vector)")
     _copy("seed_passages", [*columns, "passage"], rows)
     if embedder is None:

@@ -13,6 +13,8 @@ pick thresholds), odd positions the held-out half. Figures are printed for both 
 A query hits@k when one of its expected topics is among the first k notes that pass the relevance gate
 (nothing passing is a miss); an off-topic message is a false injection when any note passes the gate.
 Every figure goes through ``localai_memory.recall.ranking.rank_notes``, the function recall ships with.
+With an embedder it also prints the long-files probe (``long_files_probe``): every topic file made long, so
+its facts start past the model's 128 tokens, embedded as one passage and as the app's parts.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from localai_memory.recall.ranking import (
     gate_for,
     importance_of,
     is_personal,
+    passage_text,
     rank_notes,
 )
 from localai_memory.recall.ranking import (
@@ -138,7 +141,8 @@ def prepare(name: str, embedder: Embedder | None, data: dict, cases: list[Case])
 
 def postgres_lexical_scores(data: dict, cases: list[Case]) -> list[dict[str, float]]:
     """Each case's full-text rank per topic, from PostgreSQL through ``recall.service.lexical_scores`` (the
-    query recall runs with ``no_embedder``), over recall rows of the set's notes (index line and topic file).
+    query recall runs with ``no_embedder``), over recall rows of the set's notes (index line and each part of
+    the topic file, as ``recall.index`` stores them), made one rank per note by ``service.lexical_rank``.
 
     Uses an embedded PostgreSQL of its own under ``.localai/bench-recall-quality``
     (``LOCALAI_MEMORY_DATA_DIR``), started as the app starts it, never ``DATABASE_URL``; the set's five users
@@ -156,6 +160,7 @@ def postgres_lexical_scores(data: dict, cases: list[Case]) -> list[dict[str, flo
     from localai_memory.notes.paths import Scope
     from localai_memory.recall import service
     from localai_memory.recall.models import DETAILS, LINE, NoteVector
+    from localai_memory.recall.ranking import details_parts
 
     call_command("migrate", verbosity=0)
     now = datetime.fromisoformat(data["now"])
@@ -170,13 +175,14 @@ def postgres_lexical_scores(data: dict, cases: list[Case]) -> list[dict[str, flo
             base = {"owner": owner, "scope_kind": "user", "scope_key": "", "topic": note["topic"],
                     "source": note["source"], "updated_at": now - timedelta(days=note["age_days"])}
             rows.append(NoteVector(kind=LINE, path="Memory/index.md", text=note["summary"], **base))
-            if note.get("details"):
-                rows.append(NoteVector(kind=DETAILS, path=f"Memory/{note['topic']}.md", text=note["details"], **base))
+            if note.get("details", "").strip():
+                rows += [NoteVector(kind=DETAILS, part=part, path=f"Memory/{note['topic']}.md", text=text, **base)
+                         for part, text in enumerate(details_parts(note["details"]))]
         NoteVector.objects.bulk_create(rows)
     scores = []
     for case in cases:
         found = service.lexical_scores(owner_id=owners[case.user], scopes=[Scope.user()], query=case.query)
-        scores.append({topic: sum(ranks.values()) for (_, _, topic), ranks in found.items()})
+        scores.append({topic: service.lexical_rank(ranks) for (_, _, topic), ranks in found.items()})
     return scores
 
 
@@ -334,6 +340,46 @@ def keyword_probe(prepared: Prepared, embedder: Embedder, data: dict, config: Re
     return found, total
 
 
+#: What the long-files probe puts before every topic file's own text: ~110 words about nobody in particular, so
+#: the note's facts start past the first 128 tokens the on-device model reads of a passage.
+FILLER = (
+    "This page came over from an older notebook app, where it sat in a folder with other pages of the same "
+    "kind. The app kept every page as plain text, one paragraph after another, with the newest edits at the "
+    "bottom and no headings. When the pages were moved here, spelling was left as it was and nothing was "
+    "summarised, so some paragraphs repeat what others already say, and a few are out of date.\n\n"
+    "The part below is what the page says now. Older versions of the page are kept in the history of the "
+    "file, and can be restored from there at any time if something was lost in the move or written over by "
+    "mistake later on."
+)
+
+
+def long_files_probe(prepared: Prepared, embedder: Embedder, data: dict, cases: list[Case],
+                     config: RecallConfig) -> dict[str, dict[str, float]]:
+    """Every topic file made long (``FILLER`` before its own text), embedded as one passage, as recall did
+    before (the model reads its first 128 tokens), and as the app embeds it now (``ranking.note_passages``:
+    one passage per part). Figures over all queries, as ``evaluate`` gives them."""
+    now = datetime.fromisoformat(data["now"])
+    figures = {}
+    for name in ("one passage", "parts"):
+        candidates: dict[str, list[Candidate]] = {}
+        for user in data["users"]:
+            rows = []
+            for note in user["notes"]:
+                details = f"{FILLER}\n\n{note['details']}" if note.get("details") else ""
+                if name == "parts":
+                    passages = note_passages_for(note["topic"], note["summary"], details)
+                else:
+                    passages = [passage_text(note["topic"], text) for text in (note["summary"], details) if text]
+                rows.append(Candidate(
+                    id=note["topic"], text=f"{note['topic']}: {note['summary']}\n{details}",
+                    updated_at=now - timedelta(days=note["age_days"]), scope="user", source=note["source"],
+                    importance=importance_of(note["source"]), vectors=embedder.embed(passages),
+                    model_id=embedder.model_id))
+            candidates[user["id"]] = rows
+        figures[name] = evaluate(replace(prepared, candidates=candidates), data, cases, config)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sweep", action="store_true", help="tune the cosine gate on the tune half")
@@ -361,6 +407,10 @@ def main() -> None:
         for half in ("tune", "held", None):
             print(line(name, half or "all", evaluate(prepared, data, cases, config, half)))
         if embedder is not None:
+            for how, m in long_files_probe(prepared, embedder, data, cases, config).items():
+                print(f"{name:<10} long files embedded as {how}: hit@1 {m['hit@1']:.3f}  hit@3 {m['hit@3']:.3f}  "
+                      f"off-topic injected {m['false_injection'] * 100:5.1f}%  "
+                      f"(paraphrase-only hit@1 {m['paraphrase_hit@1']:.3f})")
             found, total = keyword_probe(prepared, embedder, data, config)
             print(f"{name:<10} one-word searches (a capitalised word of a note): {found}/{total} "
                   f"({found / total:.0%}) bring in their note")

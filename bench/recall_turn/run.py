@@ -335,8 +335,8 @@ def main() -> None:
         t0 = time.perf_counter()
         got = service.owner_notes(owner_id=ids[u], scopes=[scope])
         for note in got:
-            for _, _, v in note.vectors:
-                float(v @ vectors[0])
+            for passage in note.vectors:
+                float(passage.vector @ vectors[0])
         numpy_ms.append((time.perf_counter() - t0) * 1000)
 
     print("\nlatency of one turn's memory block (index block + recall), in this process:")

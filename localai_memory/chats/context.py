@@ -165,6 +165,9 @@ class RecalledNote:
     summary: str | None
     details: str | None
     line_shown: bool = True  # its index line is in the memory block already
+    #: Where the part of the topic file that matched starts (0: its start): a file too long for the block
+    #: is shown from there, so a fact deep in a long file reaches the model.
+    details_from: int = 0
 
 
 @dataclass(frozen=True)
@@ -176,21 +179,26 @@ class RecallBlock:
 def recall_block(notes: list[RecalledNote]) -> RecallBlock:
     """The fenced section of recalled notes: each topic's details (and its line when the memory block had
     no room for it), best first, neutralised, within RECALL_MAX_BYTES. A topic whose line is in the block
-    and that has no details adds nothing. "" when nothing is added."""
+    and that has no details adds nothing. A topic file longer than the room left for it is shown from the
+    part that matched (``RecalledNote.details_from``), after a line saying the start is left out.
+    "" when nothing is added."""
     budget = RECALL_MAX_BYTES
     sections: list[str] = []
     shown: set[tuple[str, str, str]] = set()
     for note in notes:
-        details = [line for line in (neutralise(raw) for raw in (note.details or "").splitlines()) if line]
+        details = _detail_lines(note.details or "")
         if not details and note.line_shown:
             continue
         where = note.scope.topic_path(note.topic) if details else note.scope.index_path
         lines = [f"# {note.topic} ({SCOPE_WORDS[note.kind]}, {where})"]
         if note.summary:
             lines.append(neutralise(f"- {note.topic}: {note.summary}"))
+        room = min(budget, RECALL_NOTE_MAX_BYTES)
+        if note.details_from > 0 and sum(len(line.encode()) + 1 for line in lines + details) > room:
+            details = [f"(the start of {where} is left out: ask context_read for {note.topic})",
+                       *_detail_lines((note.details or "")[note.details_from:])]
         lines += details
         kept: list[str] = []
-        room = min(budget, RECALL_NOTE_MAX_BYTES)
         for line in lines:
             size = len(line.encode()) + 1
             if size > room:
@@ -208,6 +216,10 @@ def recall_block(notes: list[RecalledNote]) -> RecallBlock:
         return RecallBlock("")
     body = "\n".join(sections)
     return RecallBlock(f"{RECALL_HEADER}\n{RECALL_FENCE_OPEN}\n{body}\n{FENCE_CLOSE}", shown)
+
+
+def _detail_lines(text: str) -> list[str]:
+    return [line for line in (neutralise(raw) for raw in text.splitlines()) if line]
 
 
 def topic_count(indexes: list[IndexShown]) -> int:

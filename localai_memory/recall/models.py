@@ -1,4 +1,9 @@
-"""The recall copy of every note: one row per passage (an index line, a topic file) with its embedding.
+"""The recall copy of every note: one row per passage (an index line, a topic file's part) with its embedding.
+
+A topic file is one passage when it is short (up to ~80 words) and several ``part``s (0, 1, …) when it is
+longer (``ranking.details_parts``): the embedder reads only the first 128 tokens of a text, so a fact in the
+third paragraph of a long file would otherwise be invisible to recall by meaning. The parts join back into
+the file exactly; an index line is always part 0.
 
 These rows are derived from the notes store and rebuilt from it at any time (``index.owner_reindex``); only
 ``recall.index`` writes them, inside the transaction of the note write that changed them. A row without an
@@ -7,8 +12,8 @@ embeds it later. Each vector carries the ``model_id`` and ``dim`` that made it, 
 are never compared: a model switch re-embeds the rows instead of mixing them.
 
 Recall reads one owner's rows of the allowed scopes through the B-tree of ``recall_one_row_per_passage``
-(owner, scope_kind, scope_key, …) and ranks them exactly. There is deliberately no approximate vector index
-on this table: a global HNSW/IVF scan filtered by owner afterwards returns short or empty results.
+(owner, scope_kind, scope_key, topic, kind, part) and ranks them exactly. There is deliberately no approximate
+vector index on this table: a global HNSW/IVF scan filtered by owner afterwards returns short or empty results.
 
 ``search`` is the passage's PostgreSQL full-text vector (``topic: text`` with the ``english`` configuration),
 a stored generated column: PostgreSQL computes it on every insert and update (COPY included, as long as the
@@ -58,7 +63,10 @@ class NoteVector(models.Model):
     topic = models.CharField(max_length=40)
     kind = models.CharField(max_length=10, choices=Kind.choices)
     path = models.CharField(max_length=200, help_text="The file the passage comes from.")
-    text = models.TextField(help_text="The index line's summary, or the topic file's text.")
+    part = models.PositiveSmallIntegerField(
+        default=0, db_default=0,
+        help_text="Which passage of the topic file, from 0 (a short file has one; an index line is 0).")
+    text = models.TextField(help_text="The index line's summary, or the topic file's text (this part of it).")
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.USER)
     updated_at = models.DateTimeField()
     embedding = VectorField(null=True, blank=True)
@@ -73,7 +81,7 @@ class NoteVector(models.Model):
     class Meta:
         constraints = [
             # Also the index recall filters by: owner first, then the scope, then the passage.
-            models.UniqueConstraint(fields=["owner", "scope_kind", "scope_key", "topic", "kind"],
+            models.UniqueConstraint(fields=["owner", "scope_kind", "scope_key", "topic", "kind", "part"],
                                     name="recall_one_row_per_passage"),
             models.CheckConstraint(
                 condition=(models.Q(embedding__isnull=True, model_id="", dim__isnull=True)
@@ -90,4 +98,5 @@ class NoteVector(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.owner_id}:{self.scope_kind}:{self.scope_key}/{self.topic} ({self.kind})"
+        part = f" part {self.part}" if self.part else ""
+        return f"{self.owner_id}:{self.scope_kind}:{self.scope_key}/{self.topic} ({self.kind}{part})"

@@ -111,12 +111,12 @@ def importance_of(source: str) -> float:
 class Candidate:
     """One note a turn may read: its index line (plus topic details if any) and where it came from.
 
-    ``vectors`` holds one row per embedded passage (the index line, the topic file…), all made by
-    ``model_id``; the note's similarity is its best passage's. ``source`` is who wrote it: ``"user"`` and
+    ``vectors`` holds one row per embedded passage (the index line, each part of the topic file), all made
+    by ``model_id``; the note's similarity is its best passage's. ``source`` is who wrote it: ``"user"`` and
     ``"import"`` do not decay, anything else (``"model"``…) decays with age. ``lexical`` is the note's
     full-text rank for this turn's query when the caller ranked its rows in PostgreSQL (``recall.service
-    .lexical_scores``; 0 when it shares no word with the query): lexical ranking then uses it instead of
-    counting shared content words in memory.
+    .lexical_rank``: its index line's plus its best part's; 0 when it shares no word with the query):
+    lexical ranking then uses it instead of counting shared content words in memory.
     """
 
     id: Hashable
@@ -320,17 +320,119 @@ def passage_text(topic: str, text: str) -> str:
 
 
 def note_passages(topic: str, summary: str, details: str = "") -> list[str]:
-    """The texts to embed for one note: its index line, and its topic file when that has details, each as
-    ``passage_text``. On bench/recall the right note ranked first (before gating) for 0.80 of the queries
-    with the line alone, 0.88 with one combined passage, 0.90 with these two (0.91 with the "my" prefix).
-    One more passage per sentence of the topic file did not help there: the file's passage already holds
-    every sentence of a short file, and more passages gave off-topic messages more to match (gate fitted
-    on one half, scored on the other: hit@1 0.82 against 0.85, false injection 1.5 % against 0.7 %). The
-    on-device model reads the first 128 tokens (~90 words) of each passage; a longer topic file would need
-    passages of about that size."""
-    details = details.strip()
+    """The texts to embed for one note: its index line, and each passage of its topic file
+    (``details_parts``: one for a file of up to ~80 words), each as ``passage_text``. The app stores one
+    recall row per text (``recall.index.scope_passages``). On bench/recall, whose topic files are all short,
+    the right note ranked first (before gating) for 0.80 of the queries with the line alone, 0.88 with one
+    combined passage, 0.90 with these two (0.91 with the "my" prefix). One more passage per sentence of a
+    short file did not help there: the file's passage already holds every sentence, and more passages gave
+    off-topic messages more to match (gate fitted on one half, scored on the other: hit@1 0.82 against
+    0.85, false injection 1.5 % against 0.7 %). So a file is split only where the model would stop reading
+    it (128 tokens), into passages of about that size."""
     line = passage_text(topic, summary)
-    return [line, passage_text(topic, details)] if details else [line]
+    if not details.strip():
+        return [line]
+    return [line, *(passage_text(topic, part) for part in details_parts(details))]
+
+
+# --- a topic file's passages ------------------------------------------------------------------------------
+
+#: A topic file's passage holds at most this many words and punctuation marks (``text_pieces``). The
+#: on-device model reads 128 tokens, ``[CLS]`` and ``[SEP]`` among them (``embedders.DEFAULT_MAX_TOKENS``),
+#: and its tokenizer makes about 1.07 tokens of a piece (p90 1.22 per text, measured on bench/recall's notes
+#: and queries), where a word alone is 1.2 tokens (p90 1.5; a dated line such as "- 2025-06-01: …" 2.0).
+#: 96 pieces leave room for the ``my <topic>: `` prefix and the wordpieces of rare words, and hold about 80
+#: words of prose (fewer of dated lines, whose dashes and digits are pieces of their own).
+PASSAGE_MAX_PIECES = 96
+
+_PIECE = re.compile(r"[^\W_]+|[^\w\s]|_", re.UNICODE)
+_WORD_SLICE = re.compile(r"\s*\S+\s*")
+_HEADING = re.compile(r"[ \t]{0,3}#")
+
+
+def text_pieces(text: str) -> int:
+    """The words and punctuation marks of ``text``: what a passage is measured in, close to what the
+    on-device tokenizer counts (it splits every punctuation mark off a word)."""
+    return len(_PIECE.findall(text))
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    text: str
+    pieces: int
+    opens: bool  # the first line of a paragraph (after a blank line, or a markdown heading)
+
+
+def _units(text: str, max_pieces: int) -> list[_Unit]:
+    """``text`` as lines (blank lines go with the line after them, so a paragraph added at the end leaves
+    the passage before it as it was), and a line longer than a passage as its words. The units join back
+    into ``text`` exactly."""
+    units: list[_Unit] = []
+    blank = ""  # blank lines before the next line
+    for line in text.splitlines(keepends=True):
+        if not line.strip():
+            blank += line
+            continue
+        opens = bool(blank) or not units or bool(_HEADING.match(line))
+        line, blank = blank + line, ""
+        pieces = text_pieces(line)
+        if pieces <= max_pieces:
+            units.append(_Unit(line, pieces, opens))
+            continue
+        for n, word in enumerate(_WORD_SLICE.findall(line)):
+            units.append(_Unit(word, text_pieces(word), opens and n == 0))
+    if blank and units:  # blank lines at the end of the file
+        last = units[-1]
+        units[-1] = _Unit(last.text + blank, last.pieces, last.opens)
+    return units
+
+
+def details_parts(text: str, *, max_pieces: int = PASSAGE_MAX_PIECES) -> list[str]:
+    """A topic file's text as the passages recall embeds, in order; they join back into ``text`` exactly.
+
+    A file of at most ``max_pieces`` words and punctuation marks (``text_pieces``; about 80 words) is one
+    passage, the whole text. A longer one is cut between lines, from the top: a passage takes lines while
+    they fit, and once it is half full a new paragraph (after a blank line, or at a ``#`` heading) starts
+    the next one, so a passage holds one subject where the file has them apart; a line longer than a
+    passage is cut between its words. A last passage that is the end of a paragraph begun in the passage
+    before, and less than a quarter of a passage (~20 words), is evened out with that passage (the cut
+    moves to where the two are closest in size), so the words "…and so on." do not make a passage of their
+    own. A short last paragraph does: a fact of its own, like the one-line topic files of bench/recall,
+    matches best alone (bench/recall/README.md, "Long files").
+
+    Pure and deterministic, and filled from the top: an edit re-cuts only its own passage and the ones
+    after it (and not even those while its passage keeps its lines), so a write re-embeds the passages
+    whose text changed (``recall.index.scopes_sync``). A line added at the top (``recent-chats``, newest
+    first) moves every cut: those passages are embedded again (15 to 20 for a full 8 KiB file).
+    """
+    if text_pieces(text) <= max_pieces:
+        return [text]
+    groups: list[list[_Unit]] = [[]]
+    size = 0
+    for unit in _units(text, max_pieces):
+        if groups[-1] and (size + unit.pieces > max_pieces or (unit.opens and size >= max_pieces / 2)):
+            groups.append([])
+            size = 0
+        groups[-1].append(unit)
+        size += unit.pieces
+    if len(groups) > 1 and not groups[-1][0].opens and size < max_pieces / 4:
+        groups[-2:] = _share_evenly(groups[-2] + groups[-1], max_pieces)
+    return ["".join(unit.text for unit in group) for group in groups]
+
+
+def _share_evenly(units: list[_Unit], max_pieces: int) -> list[list[_Unit]]:
+    """The units of two passages cut in two where the halves are closest in size (both within a passage)."""
+    total = sum(unit.pieces for unit in units)
+    best: tuple[float, int] | None = None
+    before = 0
+    for cut in range(1, len(units)):
+        before += units[cut - 1].pieces
+        if before <= max_pieces and total - before <= max_pieces:
+            gap = abs(total - 2 * before)
+            if best is None or gap < best[0]:
+                best = (gap, cut)
+    cut = best[1] if best is not None else len(units) - 1
+    return [units[:cut], units[cut:]]
 
 
 # --- the gate, weights and result -------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 """Recall for a chat turn, semantic search, and the duplicate check: reads of one owner's recall rows.
 
 Every read filters by owner and by the scopes the caller may read *first* (the B-tree of
-``recall_one_row_per_passage``), fetches that owner's few hundred passages with their vectors, and ranks them
-exactly with ``ranking.rank_notes`` (relevance gate, relevance/recency/importance blend). Nothing here
-decides which scopes may be read: the caller passes what ``memory.policy`` allowed. When meaning cannot be
-used the ranking is lexical and the result says why (``no_embedder``, ``no_vectors``, ``low_coverage``,
-``dim_mismatch``, ``query_embed_failed``): PostgreSQL full text ranks the same filtered rows
-(``lexical_scores``), and ``rank_notes`` gates and blends those ranks as it does cosines.
+``recall_one_row_per_passage``), fetches that owner's few hundred passages with their vectors (an index
+line, and each part of a topic file: one for a short file), and ranks them exactly with
+``ranking.rank_notes`` (relevance gate, relevance/recency/importance blend): a note counts by its best
+passage, so a fact deep in a long file is found, and a note is one result however many of its parts match.
+Nothing here decides which scopes may be read: the caller passes what ``memory.policy`` allowed. When
+meaning cannot be used the ranking is lexical and the result says why (``no_embedder``, ``no_vectors``,
+``low_coverage``, ``dim_mismatch``, ``query_embed_failed``): PostgreSQL full text ranks the same filtered
+rows (``lexical_scores``), and ``rank_notes`` gates and blends those ranks as it does cosines.
 
 ``turn_recall`` is the hook registered in ``chats.services.recall_hooks``: it builds the recall query from
 the new message and a short window of the user's earlier *typed* messages, puts the best topics' details in
@@ -22,7 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import psycopg
@@ -68,20 +70,48 @@ _UNSET: Any = object()
 # --- the candidates of one owner --------------------------------------------------------------------------
 
 
+#: A passage of a note: ``(LINE, 0)`` for its index line, ``(DETAILS, n)`` for part n of its topic file.
+PassageKey = tuple[str, int]
+
+
+class PassageVector(NamedTuple):
+    """The stored embedding of one passage of a note, and the model that made it."""
+
+    kind: str
+    part: int
+    model_id: str
+    vector: np.ndarray
+
+
+def lexical_rank(ranks: Mapping[PassageKey, float]) -> float:
+    """A note's full-text rank from its passages' (``lexical_scores``): its index line's plus its best topic
+    file part's. For a note with a short file (one part) that is the sum recall always ranked by; a long
+    file counts by its best part, not by how many of its parts share a word with the message."""
+    line = details = 0.0
+    for (kind, _), rank in ranks.items():
+        if kind == LINE:
+            line = rank
+        elif rank > details:
+            details = rank
+    return line + details
+
+
 @dataclass
 class Note:
-    """One topic of one scope with its passages (index line, topic file) and their vectors."""
+    """One topic of one scope with its passages (index line, its topic file's parts) and their vectors."""
 
     scope: Scope
     topic: str
     summary: str | None = None
-    details: str | None = None
+    details: str | None = None  # the whole topic file
     source: str = SOURCE_USER
     updated_at: datetime | None = None
-    #: (kind, model_id, vector) per passage that has an embedding.
-    vectors: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
-    #: Full-text rank per passage kind for this turn's query, when recall ranked lexically (``lexical_scores``).
-    lexical: dict[str, float] | None = None
+    #: The topic file's passages in order (``ranking.details_parts``; joined, they are ``details``).
+    parts: list[str] = field(default_factory=list)
+    #: The passages that have an embedding.
+    vectors: list[PassageVector] = field(default_factory=list)
+    #: Full-text rank per passage for this turn's query, when recall ranked lexically (``lexical_scores``).
+    lexical: dict[PassageKey, float] | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -97,21 +127,45 @@ class Note:
         head = f"{self.topic}: {self.summary or ''}".strip()
         return f"{head}\n{self.details.strip()}" if self.details else head
 
+    @property
+    def passages(self) -> list[PassageKey]:
+        """The note's passages in order: its index line (if it has one), then its topic file's parts."""
+        line: list[PassageKey] = [(LINE, 0)] if self.summary is not None else []
+        return line + [(DETAILS, n) for n in range(len(self.details_parts))]
+
+    @property
+    def details_parts(self) -> list[str]:
+        return self.parts or ([self.details] if self.details else [])
+
+    def passage_text(self, passage: PassageKey) -> str:
+        """The text of one passage: ``topic: summary`` for the line, else that part of the topic file."""
+        kind, part = passage
+        if kind == LINE:
+            return f"{self.topic}: {self.summary or ''}"
+        parts = self.details_parts
+        return parts[part] if part < len(parts) else ""
+
+    def details_offset(self, passage: PassageKey) -> int:
+        """Where ``passage`` starts in ``details`` (0 for the index line and the first part)."""
+        kind, part = passage
+        return 0 if kind == LINE else sum(len(text) for text in self.details_parts[:part])
+
     def candidate(self, model_id: str | None) -> Candidate:
         """The ranking's view: the vectors of ``model_id`` if it has any, else those of another model (so
         coverage sees them) — never a mix of two models."""
-        mine = [v for _, m, v in self.vectors if m == model_id]
-        other_model = next((m for _, m, _ in self.vectors if m != model_id), None)
+        mine = [p.vector for p in self.vectors if p.model_id == model_id]
+        other_model = next((p.model_id for p in self.vectors if p.model_id != model_id), None)
         if mine:
             vectors, used = np.stack(mine), model_id
         elif other_model is not None:
-            vectors, used = np.stack([v for _, m, v in self.vectors if m == other_model]), other_model
+            vectors = np.stack([p.vector for p in self.vectors if p.model_id == other_model])
+            used = other_model
         else:
             vectors, used = None, None
         return Candidate(id=self.key, text=self.text, updated_at=self.updated_at or timezone.now(),
                          scope=self.scope.kind, source=self.source, importance=importance_of(self.source),
                          vectors=vectors, model_id=used,
-                         lexical=None if self.lexical is None else sum(self.lexical.values()))
+                         lexical=None if self.lexical is None else lexical_rank(self.lexical))
 
 
 def _vector_from_send(raw: Any) -> np.ndarray | None:
@@ -160,7 +214,7 @@ def turn_notes_read(owner_id: int, scopes: dict[str, Scope]) -> TurnRead:
 
 def _owner_notes_sql(owner_id: int, scopes: Sequence[Scope]) -> tuple[str, list[Any]]:
     where, params = _scope_filter(scopes)
-    sql = (f"SELECT scope_kind, scope_key, topic, kind, text, source, updated_at, model_id, "
+    sql = (f"SELECT scope_kind, scope_key, topic, kind, part, text, source, updated_at, model_id, "
            f"vector_send(embedding) FROM {NoteVector._meta.db_table} WHERE owner_id = %s AND ({where})")
     return sql, [owner_id, *params]
 
@@ -168,7 +222,8 @@ def _owner_notes_sql(owner_id: int, scopes: Sequence[Scope]) -> tuple[str, list[
 def _notes_from_rows(rows: Sequence[Sequence[Any]], scopes: Sequence[Scope]) -> list[Note]:
     by_scope = {(s.kind, s.key): s for s in scopes}
     notes: dict[tuple[str, str, str], Note] = {}
-    for kind, key, topic, passage_kind, text, source, updated_at, model_id, raw in rows:
+    parts: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+    for kind, key, topic, passage_kind, part, text, source, updated_at, model_id, raw in rows:
         note = notes.get((kind, key, topic))
         if note is None:
             note = notes[(kind, key, topic)] = Note(scope=by_scope[(kind, key)], topic=topic, source=source,
@@ -177,12 +232,18 @@ def _notes_from_rows(rows: Sequence[Sequence[Any]], scopes: Sequence[Scope]) -> 
             note.summary = text
             note.source = source  # who wrote the index line is who wrote the note
         else:
-            note.details = text
+            parts.setdefault((kind, key, topic), []).append((part, text))
         if note.updated_at is None or updated_at > note.updated_at:
             note.updated_at = updated_at
         vector = _vector_from_send(raw)
         if vector is not None:
-            note.vectors.append((passage_kind, model_id, vector))
+            note.vectors.append(PassageVector(passage_kind, part, model_id, vector))
+    for note_key, texts in parts.items():
+        note = notes[note_key]
+        if len(texts) > 1:
+            texts.sort()
+        note.parts = [text for _, text in texts]
+        note.details = "".join(note.parts)
     order = {kind: n for n, kind in enumerate(SCOPE_KINDS)}
     return sorted(notes.values(), key=lambda n: (order[n.scope.kind], n.scope.key, n.topic))
 
@@ -208,9 +269,11 @@ def filler_lexemes() -> tuple[str, ...]:
 
 
 def lexical_scores(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | str,
-                   config: RecallConfig = DEFAULT_CONFIG) -> dict[tuple[str, str, str], dict[str, float]]:
+                   config: RecallConfig = DEFAULT_CONFIG,
+                   ) -> dict[tuple[str, str, str], dict[PassageKey, float]]:
     """PostgreSQL full-text ranks of the owner's notes of ``scopes`` for ``query``, by note key and passage
-    kind (``line``, ``details``); a note that shares no word with the query is absent.
+    (``(LINE, 0)``, ``(DETAILS, part)``); a note that shares no word with the query is absent, and so is a
+    passage. ``lexical_rank`` makes one note's rank of them.
 
     Words are lexemes of ``TEXT_SEARCH_CONFIG`` (stemmed: "cooking" meets "cook"), without stop words and
     ``filler_lexemes``. A passage matches when its ``search`` vector holds any word of the newest message
@@ -231,7 +294,7 @@ def lexical_scores(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery
         "WITH words AS (SELECT ts_delete(to_tsvector(%s::regconfig, %s), %s::text[]) AS newest,"
         " ts_delete(to_tsvector(%s::regconfig, %s), %s::text[]) AS earlier),"
         f" q AS (SELECT {newest} AS newest, {earlier} AS earlier FROM words)"
-        " SELECT scope_kind, scope_key, topic, kind,"
+        " SELECT scope_kind, scope_key, topic, kind, part,"
         " coalesce(ts_rank(search, q.newest), 0) + %s * coalesce(ts_rank(search, q.earlier), 0)"
         f" FROM {NoteVector._meta.db_table}, q"
         f" WHERE owner_id = %s AND ({where}) AND (search @@ q.newest OR search @@ q.earlier)"
@@ -239,11 +302,11 @@ def lexical_scores(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery
     filler = list(filler_lexemes())
     params = [TEXT_SEARCH_CONFIG, query.text, filler, TEXT_SEARCH_CONFIG, "\n".join(query.context), filler,
               config.context_weight, owner_id, *scope_params]
-    scores: dict[tuple[str, str, str], dict[str, float]] = {}
+    scores: dict[tuple[str, str, str], dict[PassageKey, float]] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for kind, key, topic, passage_kind, rank in cursor.fetchall():
-            scores.setdefault((kind, key, topic), {})[passage_kind] = float(rank)
+        for kind, key, topic, passage_kind, part, rank in cursor.fetchall():
+            scores.setdefault((kind, key, topic), {})[(passage_kind, part)] = float(rank)
     return scores
 
 
@@ -256,7 +319,7 @@ def notes_coverage(notes: Sequence[Note], *, model_id: str | None, dim: int | No
         if not note.vectors:
             continue
         with_vectors += 1
-        if any(m == model_id and (dim is None or v.shape[0] == dim) for _, m, v in note.vectors):
+        if any(p.model_id == model_id and (dim is None or p.vector.shape[0] == dim) for p in note.vectors):
             matching += 1
     return VectorCoverage(total=len(notes), with_vectors=with_vectors, matching=matching)
 
@@ -415,9 +478,11 @@ def recall_contribution(*, owner_id: int, scopes: Sequence[Scope], query: Recall
     outcome = recall_notes(owner_id=owner_id, scopes=scopes, query=query, embedder=embedder,
                            query_vectors=query_vectors, now=now, notes=notes)
     shown_lines = _index_lines_shown(owner_id, scopes, outcome)
+    query_text = query.text if query is not None else ""
     notes = [context.RecalledNote(kind=r.note.scope.kind, scope=r.note.scope, topic=r.note.topic,
                                   summary=r.note.summary, details=r.note.details,
-                                  line_shown=(r.note.scope.kind, r.note.topic) in shown_lines)
+                                  line_shown=(r.note.scope.kind, r.note.topic) in shown_lines,
+                                  details_from=_details_from(r.note, outcome, query_text))
              for r in outcome.items]
     block = context.recall_block(notes)
     report = {
@@ -472,10 +537,12 @@ def check_query(raw: object) -> str:
     return raw.strip()
 
 
-def _best_line(note: Note, query: str, where: str) -> str:
-    if where == "index":
+def _best_line(note: Note, query: str, passage: PassageKey) -> str:
+    """The line of ``passage`` that shows best why the note matched: the index line, or the line of that
+    part of the topic file holding the query (or most of its words; else the part's first line)."""
+    if passage[0] == LINE:
         return f"{note.topic}: {note.summary or ''}"
-    lines = [line.strip() for line in (note.details or "").splitlines() if line.strip()]
+    lines = [line.strip() for line in note.passage_text(passage).splitlines() if line.strip()]
     if not lines:
         return ""
     wanted = set(content_terms(query))
@@ -483,31 +550,42 @@ def _best_line(note: Note, query: str, where: str) -> str:
     return max(lines, key=lambda line: (needle in line.lower(), len(wanted & set(content_terms(line)))))
 
 
-def _where(note: Note, recalled: ScoredNote, outcome: RecallOutcome, query: str) -> str:
-    """Which passage of the note matched best: its index line or its topic file."""
-    if note.details is None:
-        return "index"
-    if note.summary is None:
-        return "details"
-    if outcome.query_vectors is not None and recalled.cosine is not None:
+def _best_passage(note: Note, outcome: RecallOutcome, query: str) -> PassageKey:
+    """Which passage of the note matched ``query`` best: its index line or a part of its topic file.
+
+    By meaning when the outcome ranked by meaning (against the newest message), else by the full-text rank
+    PostgreSQL gave each passage, else by the query's content words it holds. A tie goes to the index line,
+    then to the earlier part."""
+    passages = note.passages
+    if len(passages) <= 1:
+        return passages[0] if passages else (LINE, 0)
+    if outcome.query_vectors is not None:
         q = np.asarray(outcome.query_vectors, dtype=np.float32)[0]
-        sims = {kind: float(v @ q) for kind, model, v in note.vectors if model == outcome.model_id}
+        sims = {(p.kind, p.part): float(p.vector @ q) for p in note.vectors if p.model_id == outcome.model_id}
         if sims:
-            return "details" if sims.get(DETAILS, -2) > sims.get(LINE, -2) \
-                else "index"
-    if note.lexical:  # ranked by full text: the passage PostgreSQL ranked higher
-        return "details" if note.lexical.get(DETAILS, 0.0) > note.lexical.get(LINE, 0.0) else "index"
+            return max(passages, key=lambda passage: sims.get(passage, -2.0))
+    if note.lexical:  # ranked by full text: the passage PostgreSQL ranked highest
+        lexical = note.lexical
+        return max(passages, key=lambda passage: lexical.get(passage, 0.0))
     wanted = set(content_terms(query))
-    in_line = len(wanted & set(content_terms(f"{note.topic} {note.summary}")))
-    in_details = len(wanted & set(content_terms(note.details)))
-    return "details" if in_details > in_line else "index"
+    return max(passages, key=lambda passage: len(wanted & set(content_terms(note.passage_text(passage)))))
+
+
+def _details_from(note: Note, outcome: RecallOutcome, query: str) -> int:
+    """Where in a long topic file the part that matched starts (0: the file's start, or a short file), so
+    the memory block can show that part when the whole file does not fit (``chats.context.recall_block``)."""
+    if len(note.parts) < 2:
+        return 0
+    return note.details_offset(_best_passage(note, outcome, query))
 
 
 def search(*, owner_id: int, scopes: Sequence[Scope], query: str, limit: int = SEARCH_LIMIT,
            now: datetime | None = None) -> dict[str, Any]:
     """Semantic search of the owner's notes in ``scopes``: the notes that pass the relevance gate, best
     first, with their score (the recall blend), similarity (cosine; None when matched by words) and where
-    they matched. Without usable vectors it is recall's lexical ranking (PostgreSQL full text), and
+    they matched (``in``: the index line or the topic file; ``line``: the index line, or the line of the
+    file's best matching part that holds the query's words). One result per note, however many of its
+    passages match. Without usable vectors it is recall's lexical ranking (PostgreSQL full text), and
     ``mode``/``degraded`` say so. Raises InvalidInput for an empty or oversized query."""
     query = check_query(query)
     config = replace(DEFAULT_CONFIG, max_items=max(1, min(int(limit), 50)))
@@ -516,10 +594,11 @@ def search(*, owner_id: int, scopes: Sequence[Scope], query: str, limit: int = S
     results = []
     for recalled in outcome.items:
         note = recalled.note
-        where = _where(note, recalled.scored, outcome, query)
+        passage = _best_passage(note, outcome, query)
         results.append({
             "scope": note.scope.kind, "key": note.scope.key, "topic": note.topic, "path": note.path,
-            "summary": note.summary, "details": note.details, "in": where, "line": _best_line(note, query, where),
+            "summary": note.summary, "details": note.details, "in": "index" if passage[0] == LINE else "details",
+            "line": _best_line(note, query, passage),
             "score": round(recalled.score, 4),
             "similarity": None if recalled.scored.cosine is None else round(recalled.scored.cosine, 4),
             "matched_by": recalled.scored.matched_by,
@@ -593,14 +672,14 @@ def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
     if embedder is None:  # lexical: compare the lines that share a full-text word with the proposal
         matched = lexical_scores(owner_id=owner_id, scopes=[scope], query=summary)
         # None sharing one: a summary of stop words only can still repeat a line word for word.
-        notes = [n for n in notes if LINE in matched.get(n.key, {})] or notes
+        notes = [n for n in notes if (LINE, 0) in matched.get(n.key, {})] or notes
     model_id = embedder.model_id if embedder is not None else None
     # Remembered: when the note is saved in this turn, its line passage is this same text.
     vectors, _ = index.embed_query_texts([index.passage(topic, LINE, summary)], embedder=embedder) \
         if embedder is not None else (None, None)
     candidates = []
     for note in notes:
-        line_vectors = [v for kind, m, v in note.vectors if kind == LINE and m == model_id]
+        line_vectors = [p.vector for p in note.vectors if p.kind == LINE and p.model_id == model_id]
         candidates.append(Candidate(id=note.topic, text=note.summary or "", updated_at=timezone.now(),
                                     vectors=line_vectors[0] if line_vectors else None,
                                     model_id=model_id if line_vectors else None))

@@ -135,7 +135,8 @@ def test_there_is_no_approximate_vector_index_to_lose_rows():
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'recall_notevector'")
         definitions = [row[0].lower() for row in cursor.fetchall()]
     assert not [d for d in definitions if "hnsw" in d or "ivfflat" in d]
-    assert any("(owner_id, scope_kind, scope_key, topic, kind)" in d for d in definitions)
+    # recall reads through the unique B-tree: owner and scope first, then the passage (a topic file's part last)
+    assert any("(owner_id, scope_kind, scope_key, topic, kind, part)" in d for d in definitions)
 
 
 def test_a_users_recall_never_returns_another_users_notes(owner, outsider):
