@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from django.db import connections
@@ -83,11 +84,12 @@ class _Background:
         done = threading.Event()
         if self._pid != os.getpid():
             return True  # nothing was ever queued in this process
+        deadline = time.monotonic() + timeout
         try:
             self._queue.put([done.set], timeout=timeout)
         except queue.Full:
             return False
-        return done.wait(timeout)
+        return done.wait(max(0.0, deadline - time.monotonic()))
 
     def _start(self) -> None:
         if self._pid == os.getpid():
@@ -102,22 +104,35 @@ class _Background:
     def _loop(self) -> None:
         while True:
             try:
-                work = self._queue.get(timeout=self.IDLE_SECONDS)
-            except queue.Empty:
-                connections.close_all()  # idle: give the connection back, as the end of a request would
-                work = self._queue.get()
-            try:
+                try:
+                    work = self._queue.get(timeout=self.IDLE_SECONDS)
+                except queue.Empty:
+                    connections.close_all()  # idle: give the connection back, as the end of a request would
+                    work = self._queue.get()
+                _check_connections()
                 _run_all(work)
                 _drop_broken_connections()
             except BaseException:  # the thread must outlive anything, or later work would wait forever
                 log.exception("after-response thread: a batch failed")
 
 
-def _drop_broken_connections() -> None:
-    """Close a connection that failed and can no longer be used (the server restarted), so the next batch
-    opens a new one; a working connection stays open for it."""
+def _check_connections() -> None:
+    """Before a batch, as before a request: a kept connection is checked again before its first query
+    (``CONN_HEALTH_CHECKS``; ``core.postgresql`` makes that a look at its socket), so one the server ended
+    while the thread was busy is replaced instead of failing the batch."""
     for connection in connections.all(initialized_only=True):
-        if connection.errors_occurred:
+        connection.health_check_done = False
+
+
+def _drop_broken_connections() -> None:
+    """After a batch: close a connection that failed and can no longer be used, or that a failed batch left
+    outside autocommit, so the next batch opens a new one; a working connection stays open for it."""
+    for connection in connections.all(initialized_only=True):
+        left_a_transaction = (connection.connection is not None
+                              and connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"])
+        if left_a_transaction:
+            connection.close()
+        elif connection.errors_occurred:
             if not connection.is_usable():
                 connection.close()
             connection.errors_occurred = False

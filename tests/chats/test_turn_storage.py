@@ -191,6 +191,27 @@ def test_served_the_thread_keeps_its_connection_while_work_comes_and_gives_it_ba
 
 
 @pytest.mark.django_db(transaction=True)
+def test_served_a_kept_connection_the_server_ended_is_replaced_before_the_next_batch(served):
+    from django.db import connection
+
+    served.IDLE_SECONDS = 60  # the thread keeps its connection between the two batches
+    backends: list[int] = []
+
+    def backend() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.append(cursor.fetchone()[0])
+
+    _answered(backend)
+    assert after_response_module.drain(10)
+    with connection.cursor() as cursor:  # a restart of the server, as far as that connection can tell
+        cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [backends[0]])
+    _answered(backend)
+    assert after_response_module.drain(10)
+    assert len(backends) == 2 and backends[1] != backends[0]  # the second batch ran, on a new connection
+
+
+@pytest.mark.django_db(transaction=True)
 def test_served_an_openai_turn_stores_its_chat_log_from_the_thread(served, owner, client_for, model):
     from tests.chats.test_chats_api import bearer
 

@@ -98,7 +98,7 @@ class Command(BaseCommand):
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGTERM)
             # gunicorn lets a stopping worker finish its requests, then its queued bookkeeping
-            deadline = time.monotonic() + gunicorn_conf.graceful_timeout + gunicorn_conf.DRAIN_SECONDS + 5
+            deadline = time.monotonic() + gunicorn_conf.graceful_timeout + 5
             for proc in procs.values():
                 try:
                     proc.wait(timeout=max(0.1, deadline - time.monotonic()))
