@@ -644,7 +644,7 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
     with transaction.atomic():
         made = len(result.proposals)
         outcome = _propose_episode_file(work, summary_line=summary_line, details=details, current=current,
-                                        result=result, now=now)
+                                        result=result, now=now, added=added)
         if outcome == "proposed" and len(result.proposals) > made:
             result.summaries += len(items)
         for chat_work, _ in items:
@@ -657,10 +657,11 @@ def _episodes_entry(owner_id: int, scope: Scope) -> IndexEntry | None:
 
 
 def _propose_episode_file(work: _ChatWork, *, summary_line: str, details: str, current: IndexEntry | None,
-                          result: PassResult, now: datetime) -> str:
-    """Propose ``details`` as the whole ``recent-chats`` file of the work's scope. Returns the outcome a
-    watermark records: proposed, refused, already_saved, waits_for_room (the index is full and a make-room
-    suggestion keeps it) or cap (full, and dropped)."""
+                          result: PassResult, now: datetime, added: list[tuple[str, str]]) -> str:
+    """Propose ``details`` as the whole ``recent-chats`` file of the work's scope (the file as it is with
+    ``added``, the (day, summary) lines of this pass, in). Returns the outcome a watermark records: proposed,
+    refused, already_saved, too_large (the owner's own lines leave no room in the file), waits_for_room (the
+    index is full and a make-room suggestion keeps the added lines) or cap (full, and dropped)."""
     owner_id, scope = work.chat.owner_id, work.scope
     note, reason = _decide(work, f"{summary_line}\n{details}", is_delete=False)
     if note.outcome == "refuse":
@@ -676,8 +677,14 @@ def _propose_episode_file(work: _ChatWork, *, summary_line: str, details: str, c
     except AlreadySaved:
         return "already_saved"
     except CapExceeded:
-        fact = {"topic": EPISODES_TOPIC, "summary": summary_line, "details": details}
+        # The lines this pass adds, not the whole file: once there is room they go into the file as it is then.
+        fact = {"topic": EPISODES_TOPIC, "summary": summary_line, "details": details,
+                "added": [list(line) for line in added]}
         return "waits_for_room" if _propose_room(work, result, now=now, fact=fact) else "cap"
+    except InvalidInput as exc:
+        if exc.code != "topic_too_large":
+            raise
+        return "too_large"  # the owner's own lines fill the file: these chats' lines are dropped, theirs stay
     if not getattr(proposal, "duplicate", False):
         result.proposals.append(proposal.pk)
     return "proposed"
@@ -718,9 +725,12 @@ def consolidation_room_made(proposal: Proposal) -> None:
                      wants_summary=False)
     result, now = PassResult(status="done"), timezone.now()
     if fact["topic"] == EPISODES_TOPIC:
-        _propose_episode_file(work, summary_line=str(fact.get("summary") or EPISODES_SUMMARY),
-                              details=str(fact.get("details") or ""), current=_episodes_entry(owner_id, scope),
-                              result=result, now=now)
+        added = [(str(day), str(line)) for day, line in fact.get("added") or []]
+        current_file = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC) or ""
+        details = ("\n".join(episode_lines(current_file, added)) + "\n" if added
+                   else str(fact.get("details") or ""))
+        _propose_episode_file(work, summary_line=str(fact.get("summary") or EPISODES_SUMMARY), details=details,
+                              current=_episodes_entry(owner_id, scope), result=result, now=now, added=added)
     else:
         _propose_candidates(work, [Candidate(action="add", topic=str(fact["topic"]),
                                              summary=str(fact.get("summary") or ""),

@@ -192,7 +192,7 @@ def line_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: in
     ) if proposal_ids else {}
 
     latest: dict[str, tuple[datetime, int, Author]] = {}
-    lines_seen: set[str] = set()
+    first_line_change: dict[str, tuple[datetime, int]] = {}
     people: set[str] = set()
 
     def saw(topic: str, change_id: int, at: datetime, source: str, proposal_id: int | None) -> None:
@@ -208,10 +208,19 @@ def line_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: in
         for topic in wanted & (old.keys() | new.keys()):
             if old.get(topic) != new.get(topic):
                 saw(topic, *change)
-                lines_seen.add(topic)
+                first_line_change[topic] = (change[1], change[0])  # the rows come newest first
     for path, *change in file_rows:
         saw(topic_of[path], *change)
-    return {topic: NoteWritten(author=author, at=at, model_only=topic in lines_seen and topic not in people)
+    # The files' history was cut at ``lookback``: for a line first seen before that cut, a person's earlier
+    # edit of its file could be out of sight, so it is not known to be the model's alone.
+    files_from = (file_rows[-1][2], file_rows[-1][1]) if len(file_rows) == lookback else None
+
+    def model_only(topic: str) -> bool:
+        first = first_line_change.get(topic)
+        return (first is not None and topic not in people
+                and (files_from is None or first >= files_from))
+
+    return {topic: NoteWritten(author=author, at=at, model_only=model_only(topic))
             for topic, (at, _, author) in latest.items()}
 
 

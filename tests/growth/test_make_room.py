@@ -327,3 +327,37 @@ def test_the_summary_of_chats_that_did_not_fit_is_suggested_once_the_room_is_mad
 
     [episode] = suggestions(owner)
     assert episode.topic == EPISODES_TOPIC and episode.details.endswith(": Planned a weekend trip to Porto\n")
+
+
+def test_chats_summarised_meanwhile_are_kept_when_the_room_is_made(owner, model, make_chat):
+    """The kept summary goes into recent-chats as the file is when the room is made, not as it was."""
+    fill(owner, {"old-guess": 45})
+    make_chat(owner, "Help me plan a weekend trip to Porto with trains and museums.", ago=timedelta(hours=2))
+    model.script(reply(facts_reply(summary="Planned a weekend trip to Porto")))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+    # Meanwhile the owner made room by hand and keeps a line of their own in recent-chats.
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="typed-00", delete=True, source="files")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=EPISODES_TOPIC,
+                               summary="what recent chats were about", details="- 2026-01-02: Sorted my taxes\n",
+                               source="files")
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    [episode] = suggestions(owner)
+    lines = episode.details.splitlines()
+    assert lines[0].endswith(": Planned a weekend trip to Porto") and lines[1] == "- 2026-01-02: Sorted my taxes"
+
+
+def test_a_recent_chats_file_the_owner_filled_with_their_own_lines_ends_the_pass_cleanly(owner, model, make_chat):
+    own = "".join(f"- my own line {n:03d}: {'x' * 60}\n" for n in range(102))  # 8,160 bytes of the owner's lines
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=EPISODES_TOPIC,
+                               summary="what recent chats were about", details=own, source="files")
+    chat = make_chat(owner, "Help me plan a weekend trip to Porto with trains and museums.", ago=timedelta(hours=2))
+    model.script(reply(facts_reply(summary="Planned a weekend trip to Porto")))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert ChatWatermark.objects.get(chat=chat).summary_outcome == "too_large"
+    assert suggestions(owner) == []
+    assert notes_selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic=EPISODES_TOPIC) == own

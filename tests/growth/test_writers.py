@@ -96,6 +96,21 @@ def test_a_details_change_past_the_lines_lookback_is_not_proof_the_model_alone_w
     assert written.author == "model" and not written.model_only  # who wrote the line is past the lookback
 
 
+def test_a_person_s_edit_of_the_details_past_the_files_lookback_is_not_taken_for_the_models_alone(owner):
+    with days_ago(60):
+        write(owner, "units", "uses metric units", details="Celsius.", source="model")
+    with days_ago(55):
+        edit_details(owner, "units", "Celsius, but miles when running.")  # a person's edit ...
+    with days_ago(50):
+        write(owner, "diet", "vegetarian", details="No meat.", source="model")
+        edit_details(owner, "diet", "No meat, some fish.", source="model")  # ... out of a two-change window
+
+    written = line_writers(owner_id=owner.pk, scope=YOURS, topics=["units", "diet"], lookback=2)
+
+    assert not written["units"].model_only  # its line is older than what the files' window shows
+    assert written["diet"].model_only
+
+
 def test_an_accepted_suggestion_is_the_models_from_consolidation_an_imports_from_import_else_the_users(owner):
     accept(owner, "grown", "grown from chats", details="From a chat.", source="consolidation")
     accept(owner, "imported", "imported from a file", source="import")
