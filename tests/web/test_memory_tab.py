@@ -215,3 +215,35 @@ def test_notes_of_a_messaging_conversation_have_their_own_tab(web):
     page.get_by_role("navigation", name="Whose notes").get_by_role("link", name="Conversations").click()
     expect(page.locator(".notes-list")).to_contain_text("dinner — family dinner on Sundays")
     web.accessible("memory tab, conversations")
+
+
+def test_each_note_says_who_changed_it_last_and_when(web):
+    """At a glance: which notes the assistant saved by itself, and which are the person's own."""
+    from datetime import timedelta
+
+    import time_machine
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import file_write, note_upsert
+
+    web.register("alice")
+    owner = get_user_model().objects.get(username="alice")
+    with time_machine.travel(timezone.now() - timedelta(days=3), tick=False):
+        note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="units", summary="uses metric units",
+                    details="Celsius.", source="model", automatic=True)
+        note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="style", summary="short answers",
+                    details="No bullet lists.", source="model", automatic=True)
+    page = web.page
+    add_note(web, "home", "lives in Rome")
+    # A person's edit of only the details makes the note theirs, though its line is the assistant's.
+    file_write(owner_id=owner.pk, path="Memory/style.md", content="No bullet lists, ever.", version=1)
+    page.reload()
+
+    notes = page.locator(".notes-list li")
+    expect(notes.filter(has_text="units — uses metric units")).to_contain_text(
+        "Last changed by the assistant, on its own, 3 days ago")
+    expect(notes.filter(has_text="home — lives in Rome")).to_contain_text("Last changed by you, just now")
+    expect(notes.filter(has_text="style — short answers")).to_contain_text("Last changed by you, just now")
+    web.accessible("memory tab with who changed each note")

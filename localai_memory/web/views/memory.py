@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -11,11 +12,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from bridges import selectors as bridge_selectors
 from localai_memory.agents import selectors as agent_selectors
 from localai_memory.core.errors import ApplicationError, Conflict
+from localai_memory.growth.selectors import line_writers
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
 from localai_memory.memory.models import MessagingSave, SaveMode
@@ -105,6 +108,25 @@ def _tabs(owner_id: int) -> list[Tab]:
     return tabs
 
 
+#: Who last changed a note, as the Memory tab says it (``growth.selectors.line_writers`` authors).
+WRITER_WORDS = {"user": "you", "model": "the assistant, on its own", "import": "an import"}
+
+
+def _add_writers(owner_id: int, tab: Tab) -> None:
+    """Each shown note's ``written``: who changed it last and when, so a person sees at a glance which notes
+    the assistant saved by itself. A note whose history is too old to tell gets none."""
+    for scope in tab.scopes:
+        if not scope["index"]:
+            continue
+        written = line_writers(owner_id=owner_id, scope=Scope(scope["kind"], scope["key"]),
+                               topics=[entry["topic"] for entry in scope["index"]])
+        for entry in scope["index"]:
+            if (last := written.get(entry["topic"])) is not None:
+                ago = ("just now" if timezone.now() - last.at < timedelta(minutes=1)
+                       else f"{timesince(last.at)} ago")
+                entry["written"] = {"by": WRITER_WORDS[last.author], "at": last.at, "ago": ago}
+
+
 def conversation_titles(owner_id: int) -> dict[str, str]:
     """The conversations of the owner's bots by their notes key: "Family group (Telegram bot “Home”)"."""
     titles: dict[str, str] = {}
@@ -123,6 +145,7 @@ def memory_tab(request: HttpRequest) -> HttpResponse:
     tabs = _tabs(request.user.pk)
     wanted = request.GET.get("tab", "yours")
     current = next((t for t in tabs if t.key == wanted), tabs[0])
+    _add_writers(request.user.pk, current)
     level, sentence = status_line(state, labels)
     return page(request, "web/memory_tab.html", {
         "deleted": _deleted_note(request),
