@@ -30,5 +30,10 @@ test: install browser
 migrate: install
 	$(PY) manage.py migrate
 
+# mypy's Django plugin imports the settings, which would start the embedded PostgreSQL and Redis when
+# DATABASE_URL / REDIS_URL are unset: throwaway URLs (never connected to) keep it to reading the settings.
+LINT_ENV := DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=lint
+
 lint: install
 	$(VENV)/bin/ruff check localai_memory bridges tests bench
+	$(LINT_ENV) $(VENV)/bin/mypy

@@ -7,6 +7,8 @@ admin never shows credentials and its actions call the services.
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from . import services
 from .models import Binding, Conversation, PairingRequest, Sender
@@ -22,17 +24,17 @@ class BindingAdmin(admin.ModelAdmin):
                        "state_changed_at", "last_connected_at", "bot_identity", "created_at", "updated_at")
     actions = ("turn_on", "turn_off")
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # credentials are entered through the API or the web, where they are checked
 
     @admin.action(description="Turn the selected bindings on")
-    def turn_on(self, request, queryset) -> None:  # type: ignore[no-untyped-def]
+    def turn_on(self, request: HttpRequest, queryset: QuerySet[Binding]) -> None:
         for binding in queryset:
             services.binding_set_enabled(binding=binding, enabled=True)
         self.message_user(request, "Turned on.", messages.SUCCESS)
 
     @admin.action(description="Turn the selected bindings off")
-    def turn_off(self, request, queryset) -> None:  # type: ignore[no-untyped-def]
+    def turn_off(self, request: HttpRequest, queryset: QuerySet[Binding]) -> None:
         for binding in queryset:
             services.binding_set_enabled(binding=binding, enabled=False)
         self.message_user(request, "Turned off.", messages.SUCCESS)

@@ -229,7 +229,10 @@ def _chat(binding: Binding, conversation: Conversation) -> Chat:
         if chat_id is None:
             return None
         return (Chat.objects.select_related("agent")
-                .filter(pk=chat_id, owner_id=binding.owner_id, agent_id=binding.agent_id).first())
+                # agent_id None matches a chat without an agent (IS NULL); the stubs want a value.
+                .filter(pk=chat_id, owner_id=binding.owner_id,
+                        agent_id=binding.agent_id)  # type: ignore[misc]
+                .first())
 
     chat = current(conversation.chat_id)
     if chat is not None:
@@ -331,12 +334,12 @@ def _close(notice: Notice) -> None:
 def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer: Answer,
             proposal_id: int | None, *, tapped: bool) -> Reply:
     """A yes or no: confirm or drop the conversation's waiting proposals this sender may answer."""
-    notices = Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION)
+    questions = Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION)
     if proposal_id is not None:
-        notices = notices.filter(proposal_id=proposal_id)
+        questions = questions.filter(proposal_id=proposal_id)
     else:
-        notices = notices.filter(closed_at__isnull=True)
-    notices = list(notices.order_by("created_at", "id"))
+        questions = questions.filter(closed_at__isnull=True)
+    notices = list(questions.order_by("created_at", "id"))
     if not notices:
         text = "That question does not belong to this chat." if tapped else "There is nothing to answer here."
         return Reply([] if tapped else [Outbound(text)], answered=text if tapped else None, settled=tapped)

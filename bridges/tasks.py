@@ -40,8 +40,8 @@ def announce_proposal_expired(proposal: Proposal) -> None:
                 binding_id=binding.pk, credentials=credentials, conversation_id=announcement.conversation_id,
                 outbound=announcement.outbound)
         except (Revoked, CredentialsUnreadable) as exc:
-            code = getattr(exc, "code", "token_revoked")
-            reason = getattr(exc, "reason", None) or getattr(exc, "message", str(exc))
+            # Revoked says why in ``reason``; CredentialsUnreadable is an ApplicationError with a ``message``.
+            code, reason = (exc.code, exc.reason) if isinstance(exc, Revoked) else (exc.code, exc.message)
             services.binding_report_revoked(binding_id=binding.pk, code=code, reason=reason)
         core.notice_close(notice)
 

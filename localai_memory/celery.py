@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init
@@ -30,17 +31,18 @@ def _guard_closed_broker_connection() -> None:
     from kombu.transport import redis as kombu_redis
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    original = kombu_redis.Channel._connparams
+    channel: Any = kombu_redis.Channel  # _connparams is private to kombu: its stubs do not have it
+    original = channel._connparams
     if getattr(original, "_localai_guard", False):
         return
 
-    def _connparams(self, asynchronous=False):  # type: ignore[no-untyped-def]
+    def _connparams(self: Any, asynchronous: bool = False) -> Any:
         if self.connection.client is None:
             raise RedisConnectionError("the broker connection was already closed")
         return original(self, asynchronous=asynchronous)
 
     _connparams._localai_guard = True  # type: ignore[attr-defined]
-    kombu_redis.Channel._connparams = _connparams
+    channel._connparams = _connparams
 
 
 _guard_closed_broker_connection()

@@ -15,6 +15,7 @@ this module holds what must be the same everywhere:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 #: seconds a stopping worker gets, from the stop, to finish the requests it is answering (a chat turn waits
 #: for the model) and then its queued after-response work (usually milliseconds)
@@ -26,7 +27,7 @@ if os.path.isdir("/dev/shm"):
     worker_tmp_dir = "/dev/shm"
 
 
-def worker_exit(server, worker) -> None:  # type: ignore[no-untyped-def]
+def worker_exit(server: Any, worker: Any) -> None:  # gunicorn's Arbiter and Worker (gunicorn is untyped)
     from localai_memory.core.after_response import drain
 
     if not drain(DRAIN_SECONDS):

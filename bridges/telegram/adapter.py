@@ -44,7 +44,7 @@ def classify(exc: BaseException) -> BaseException | None:
     return None
 
 
-def build_application(binding_id: int, token: str) -> Application:  # type: ignore[type-arg]
+def build_application(binding_id: int, token: str) -> Application:
     """The bot of one binding: handlers for text messages and Yes/No taps, and an error handler."""
     base_url, file_url = api_urls()
     app = (Application.builder().token(token).base_url(base_url).base_file_url(file_url).updater(None)
@@ -206,7 +206,7 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
         raise Revoked(REVOKED_REASON.format(platform="Telegram")) from exc
 
 
-async def _poll(app: Application, stop: asyncio.Event) -> None:  # type: ignore[type-arg]
+async def _poll(app: Application, stop: asyncio.Event) -> None:
     """Long polling with getUpdates: each update is processed before the next offset confirms it."""
     timeout = int(getattr(settings, "BRIDGES_TELEGRAM_POLL_TIMEOUT", 25))
     offset: int | None = None

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
 
 from .models import ApiToken
 
@@ -12,5 +14,5 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_filter = ["created_at"]
     readonly_fields = ["user", "prefix", "key_hash", "created_at", "last_used_at"]
 
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

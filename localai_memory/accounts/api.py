@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
@@ -24,7 +26,8 @@ class AuthThrottle(AnonRateThrottle):
 
     def get_rate(self) -> str | None:
         # DRF binds THROTTLE_RATES once at import; read the setting each time so a changed setting applies.
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        # The DRF stubs type the rates as numbers; they are strings such as "20/min".
+        return cast("str | None", api_settings.DEFAULT_THROTTLE_RATES.get(self.scope))
 
 
 class CredentialsSerializer(serializers.Serializer):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
 from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -12,11 +15,16 @@ from localai_memory.core.db import fetch_one, unflushed_commit_cte
 
 from .models import ApiToken, hash_key
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL is Django's own
+    from drf_spectacular.openapi import AutoSchema
+    from rest_framework.request import Request
+
 
 class TokenAuthentication(authentication.BaseAuthentication):
     keywords = ("token", "bearer")
 
-    def authenticate(self, request):  # type: ignore[override]
+    def authenticate(self, request: Request) -> tuple[User, ApiToken] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower().decode(errors="replace") not in self.keywords:
             return None
@@ -28,11 +36,11 @@ class TokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         return user_for_key(key)
 
-    def authenticate_header(self, request) -> str:  # type: ignore[override]
+    def authenticate_header(self, request: Request) -> str:
         return 'Token realm="api"'
 
 
-def user_for_key(key: str):
+def user_for_key(key: str) -> tuple[User, ApiToken]:
     """The (user, token) pair for an API key, or AuthenticationFailed."""
     token = fetch_one(ApiToken, join="user", key_hash=hash_key(key))
     if token is None or not token.user.is_active:
@@ -45,7 +53,7 @@ def user_for_key(key: str):
     return token.user, token
 
 
-def _note_use(token_pk: int, now) -> None:  # type: ignore[no-untyped-def]
+def _note_use(token_pk: int, now: datetime) -> None:
     """Record when the token was last used (shown in the admin), at most once a minute, after the response
     is sent: a request does not wait for it (one round trip less on a chat turn, which usually comes more
     than a minute after the one before). Bookkeeping, not data anyone saved: it commits without waiting for
@@ -66,7 +74,7 @@ class TokenScheme(OpenApiAuthenticationExtension):
     target_class = "localai_memory.accounts.authentication.TokenAuthentication"
     name = "tokenAuth"
 
-    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
         return {"type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "An API token from POST /api/auth/token, sent as `Token <key>` (or `Bearer <key>`)."}
 
@@ -77,5 +85,5 @@ class SessionScheme(OpenApiAuthenticationExtension):
     target_class = "localai_memory.accounts.authentication.SessionAuthentication"
     name = "cookieAuth"
 
-    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
         return {"type": "apiKey", "in": "cookie", "name": "sessionid"}

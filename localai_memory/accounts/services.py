@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -11,7 +13,10 @@ from localai_memory.core.errors import Conflict, InvalidInput
 
 from .models import ApiToken, hash_key
 
-User = get_user_model()
+if TYPE_CHECKING:  # the type of AUTH_USER_MODEL, which is Django's own
+    from django.contrib.auth.models import User
+else:
+    User = get_user_model()
 
 
 @transaction.atomic

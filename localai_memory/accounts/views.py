@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.views import LoginView
@@ -18,7 +20,7 @@ class MemoryLoginView(LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
 
-    def get_context_data(self, **kwargs):  # type: ignore[no-untyped-def]
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context["open_signup"] = settings.OPEN_SIGNUP
         return context

@@ -3,7 +3,7 @@ rules as the API (no agent rule looser than the owner's level; deleting keeps th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
@@ -30,7 +30,7 @@ class AgentAdminForm(forms.ModelForm):
         fields = ["owner", "name", "instructions", "tools", "addons", "grants", "memory", "memory_save"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = cast("dict[str, Any]", super().clean())  # a ModelForm's clean() returns cleaned_data
         for field, clean in _CLEANERS.items():
             if field in data:
                 try:

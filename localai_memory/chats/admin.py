@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
 
 from .models import Chat, Message
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
+
+
+_MESSAGE_FIELDS = ("created_at", "role", "content", "typed_by_user", "sender_id", "memory")
 
 
 class MessageInline(admin.TabularInline):
     model = Message
-    fields = ["created_at", "role", "content", "typed_by_user", "sender_id", "memory"]
-    readonly_fields = fields
+    fields = _MESSAGE_FIELDS
+    readonly_fields = _MESSAGE_FIELDS
     extra = 0
     can_delete = False
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 

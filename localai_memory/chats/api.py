@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -273,7 +273,8 @@ class ChatCompletionsApi(ApiView):
         return Response(payload, headers=headers)
 
 
-def _stream(completion_id: str, created: int, model: str, text: str, headers: dict[str, str]) -> HttpResponse:
+def _stream(completion_id: str, created: int, model: str, text: str, headers: dict[str, str],
+            ) -> StreamingHttpResponse:
     """The finished reply as server-sent events, for clients that ask to stream."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 from django.db import DatabaseError, connection, transaction
@@ -117,7 +117,8 @@ def _pipelined(sql: str, params: list[Any], extra: Mapping[str, TurnRead],
         for name, read in extra.items():
             others[name] = cursors.enter_context(psycopg.Cursor(raw))
             others[name].execute(read.sql, read.params, binary=read.binary)
-        found_paths, texts, *values = main.fetchone()
+        # One row: the aggregate subquery always has one, and the settings are LEFT JOINed to it.
+        found_paths, texts, *values = cast("tuple[Any, ...]", main.fetchone())
         rows = {name: cursor.fetchall() for name, cursor in others.items()}
     results: dict[str, Any] = {}
     for name, read in extra.items():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 
 from .errors import NotFound
@@ -15,12 +16,12 @@ def owned_or_404(queryset: models.QuerySet[M], *, owner_field: str = "owner", ow
     """The one row of ``queryset`` matching ``lookup`` and owned by ``owner``, or NotFound."""
     try:
         return queryset.get(**{owner_field: owner}, **lookup)
-    except (queryset.model.DoesNotExist, ValueError, TypeError):
+    except (ObjectDoesNotExist, ValueError, TypeError):  # get() raises only queryset.model.DoesNotExist
         raise _not_found(queryset.model) from None
 
 
-def owned_row_or_404(model: type[M], *, join: str | None = None, owner_field: str = "owner_id", owner: object,
-                     **lookup: object) -> M:
+def owned_row_or_404(model: type[M], *, join: str | None = None, owner_field: str = "owner_id", owner: Any,
+                     **lookup: Any) -> M:
     """``owned_or_404`` for the reads every chat turn makes: one row by a unique key with its ``join`` attached,
     through ``core.db.fetch_one`` (no queryset compiler)."""
     from .db import fetch_one

@@ -121,7 +121,8 @@ def _check_connections() -> None:
     (``CONN_HEALTH_CHECKS``; ``core.postgresql`` makes that a look at its socket), so one the server ended
     while the thread was busy is replaced instead of failing the batch."""
     for connection in connections.all(initialized_only=True):
-        connection.health_check_done = False
+        # Django's attribute (BaseDatabaseWrapper.__init__), which django-stubs 5.2 does not declare.
+        connection.health_check_done = False  # type: ignore[attr-defined]
 
 
 def _drop_broken_connections() -> None:
@@ -179,5 +180,6 @@ class AfterResponseMiddleware:
             _state.queue = None
         if queue:
             # Django runs a response's resource closers from close(), the WSGI server's "sent" signal.
-            response._resource_closers.append(lambda: _hand_over(queue))
+            # (``_resource_closers`` is private to Django: the stubs do not declare it.)
+            response._resource_closers.append(lambda: _hand_over(queue))  # type: ignore[attr-defined]
         return response

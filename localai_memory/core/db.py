@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.db import connections, models
 
@@ -61,12 +61,19 @@ def fetch_one(model: type[M], *, join: str | None = None, using: str = "default"
     own = len(shape.own)
     instance = model.from_db(using, shape.own, values[:own])
     if join is not None:
-        foreign_key = model._meta.get_field(join)
+        foreign_key, related_model = _foreign_key(model, join)
         related = None
         if values[own + shape.joined_pk] is not None:
-            related = foreign_key.related_model.from_db(using, shape.joined, values[own:])
+            related = related_model.from_db(using, shape.joined, values[own:])
         foreign_key.set_cached_value(instance, related)
     return instance
+
+
+def _foreign_key(model: type[models.Model], name: str,
+                 ) -> tuple[models.ForeignKey[Any, Any], type[models.Model]]:
+    """The foreign key ``name`` of ``model`` and the model it points at (by now a class, never a name)."""
+    foreign_key = cast("models.ForeignKey[Any, Any]", model._meta.get_field(name))
+    return foreign_key, cast("type[models.Model]", foreign_key.related_model)
 
 
 @dataclass(frozen=True)
@@ -89,13 +96,13 @@ def _shape(model: type[models.Model], join: str | None, keys: tuple[str, ...], c
     source = f"{quote(model._meta.db_table)} m"
     joined: list[Any] = []
     if join is not None:
-        foreign_key = model._meta.get_field(join)
-        related = foreign_key.related_model
+        foreign_key, related = _foreign_key(model, join)
         joined = list(related._meta.concrete_fields)
         source += (f" LEFT JOIN {quote(related._meta.db_table)} j "
                    f"ON j.{quote(foreign_key.target_field.column)} = m.{quote(foreign_key.column)}")
     columns = [f"m.{quote(f.column)}" for f in fields] + [f"j.{quote(f.column)}" for f in joined]
-    key_fields = [model._meta.pk if key == "pk" else model._meta.get_field(key) for key in keys]
+    key_fields = [model._meta.pk if key == "pk"
+                  else cast("models.Field[Any, Any]", model._meta.get_field(key)) for key in keys]
     condition = " AND ".join(f"m.{quote(field.column)} = %s" for field in key_fields)
     converters = []
     for index, field in enumerate(fields + joined):

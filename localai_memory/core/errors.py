@@ -149,8 +149,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         code = next((c for cls, c in codes.items() if isinstance(exc, cls)), "error")
         response = Response({"error": {"code": code, "message": _renderable(_flatten(exc.detail))}},
                             status=exc.status_code)
-        if isinstance(exc, drf_exceptions.Throttled) and exc.wait:
-            response["Retry-After"] = str(int(exc.wait) + 1)
+        if isinstance(exc, drf_exceptions.Throttled):
+            # Throttled sets ``wait`` in __init__; the DRF stubs do not declare it.
+            wait: float | None = exc.wait  # type: ignore[attr-defined]
+            if wait:
+                response["Retry-After"] = str(int(wait) + 1)
         auth_header = getattr(exc, "auth_header", None)
         if isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):
             response["WWW-Authenticate"] = auth_header or 'Token realm="api"'

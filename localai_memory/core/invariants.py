@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
@@ -324,10 +324,15 @@ def owner_path(model: type[models.Model], depth: int = 0) -> str | None:
     for f in fks:
         if f.null or f.related_model is user_model or f.related_model is model:
             continue
-        parent = owner_path(f.related_model, depth + 1)
+        parent = owner_path(_target(f), depth + 1)
         if parent is not None:
             return f"{f.name}__{parent}"
     return None
+
+
+def _target(foreign_key: models.ForeignKey[Any, Any]) -> type[models.Model]:
+    """The model ``foreign_key`` points at: a class once the app registry is ready (never ``"self"``)."""
+    return cast("type[models.Model]", foreign_key.related_model)
 
 
 def _model(label: str) -> type[models.Model] | None:
@@ -352,7 +357,7 @@ def _two_owners(using: str, limit: int = DEFAULT_LIMIT + 1) -> Iterator[Violatio
         for f in model._meta.concrete_fields:
             if not isinstance(f, models.ForeignKey) or f.name == first_hop or f.attname == first_hop:
                 continue
-            target_path = owner_path(f.related_model)
+            target_path = owner_path(_target(f))
             if target_path is None:
                 continue
             rows = (model._default_manager.using(using).filter(**{f"{f.name}__isnull": False})

@@ -7,6 +7,7 @@ to exhaust Python's recursion limit. Both are refused here as a 400 ``parse_erro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import parsers
@@ -45,7 +46,8 @@ def _encodable(text: str) -> bool:
 class JSONParser(parsers.JSONParser):
     """DRF's strict JSON parser, plus: no lone surrogates, no nesting past MAX_DEPTH."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
 
 from .models import ChatWatermark, ConsolidationRun
 
@@ -13,10 +15,10 @@ class ConsolidationRunAdmin(admin.ModelAdmin):
     list_filter = ("trigger", "status")
     search_fields = ("owner__username",)
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -25,8 +27,8 @@ class ChatWatermarkAdmin(admin.ModelAdmin):
     list_display = ("chat", "owner", "facts_through", "summarised_at", "summary_outcome", "private_seen")
     search_fields = ("owner__username",)
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

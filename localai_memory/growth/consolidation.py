@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import redis
 from django.conf import settings
@@ -53,6 +53,21 @@ from localai_memory.recall.ranking import content_terms, is_duplicate
 from .models import ChatWatermark, ConsolidationRun
 from .parsing import Candidate, ParsedReply, parse_reply
 from .selectors import line_writers, note_author, owner_context
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _ChatActivity(TypedDict):
+    """What ``_chats_with_work`` annotates each chat with."""
+
+    last_typed: int  # the id of its last message the user typed (never None: the others are filtered out)
+    last_at: datetime | None  # when its last message was written
+
+
+if TYPE_CHECKING:
+    _ActiveChat = WithAnnotations[Chat, _ChatActivity]
+
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +305,7 @@ class _ChatWork:
     wants_summary: bool
 
 
-def _chats_with_work(owner_id: int) -> list[Chat]:
+def _chats_with_work(owner_id: int) -> list[_ActiveChat]:
     typed = Q(messages__role=Role.USER, messages__typed_by_user=True)
     return list(
         Chat.objects.filter(owner_id=owner_id)
@@ -408,7 +423,7 @@ def _notes_listing(work: _ChatWork) -> str:
     lines: list[str] = []
     scopes = chat_scopes(chat=work.chat)
     for kind in ("channel", "agent", "user"):
-        scope = scopes.get(kind)  # type: ignore[call-overload]
+        scope = scopes.get(kind)
         if scope is None or kind not in work.decision.read_scopes:
             continue
         for entry in notes_selectors.index_entries(owner_id=work.chat.owner_id, scope=scope):
@@ -561,7 +576,7 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             known.append(RankCandidate(id=f"p{proposal.pk}", text=candidate.summary, updated_at=now))
 
 
-def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: dict[str, str]) -> bool:
+def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: dict[str, Any]) -> bool:
     """A scope's index is full and ``fact`` ({topic, summary, details}) did not fit: suggest forgetting the
     note the model saved longest ago, if that was ``ROOM_AFTER_DAYS`` or more ago and nobody changed it since.
     Never a note a person typed or imported or confirmed from a chat turn, never ``recent-chats``; one such
@@ -636,7 +651,9 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
     """One proposal that adds a dated line per finished chat to the scope's ``recent-chats`` topic."""
     work = items[0][0]
     current_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC) or ""
-    added = [((chat_work.chat.last_at or now).date().isoformat(), summary) for chat_work, summary in items]
+    # The pass's chats, from _chats_with_work: each knows when its last message was written.
+    added = [((cast("_ActiveChat", chat_work.chat).last_at or now).date().isoformat(), summary)
+             for chat_work, summary in items]
     lines = episode_lines(current_details, added)
     current = _episodes_entry(owner_id, scope)
     summary_line = current.summary if current else EPISODES_SUMMARY

@@ -62,7 +62,7 @@ def _scope_of_path(path: str) -> Scope:
     parts = path.split("/")
     if len(parts) == 2:
         return Scope.user()
-    return Scope("agent" if parts[1] == "agents" else "channel", parts[2])  # type: ignore[arg-type]
+    return Scope("agent" if parts[1] == "agents" else "channel", parts[2])
 
 
 def owner_scopes(*, owner_id: int) -> list[Scope]:

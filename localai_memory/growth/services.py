@@ -44,7 +44,7 @@ def memory_leftovers(*, owner_id: int) -> dict[str, int]:
         "proposals": Proposal.objects.filter(owner_id=owner_id).count(),
     }
     for model in _derived_models():
-        counts[model._meta.label_lower] = model.objects.filter(owner_id=owner_id).count()
+        counts[model._meta.label_lower] = model._default_manager.filter(owner_id=owner_id).count()
     return {what: count for what, count in counts.items() if count}
 
 
@@ -60,6 +60,6 @@ def memory_clear(*, owner_id: int) -> dict[str, int]:
     deleted: dict[str, int] = {}
     deleted["proposals"] = Proposal.objects.filter(owner_id=owner_id).delete()[0]
     for model in _derived_models():
-        deleted[model._meta.label_lower] = model.objects.filter(owner_id=owner_id).delete()[0]
+        deleted[model._meta.label_lower] = model._default_manager.filter(owner_id=owner_id).delete()[0]
     deleted.update(memory_erase(owner_id=owner_id))
     return deleted

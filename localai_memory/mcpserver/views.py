@@ -7,6 +7,8 @@ session to DELETE, which the protocol answers with 405.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -16,6 +18,9 @@ from localai_memory.accounts.authentication import user_for_key
 from localai_memory.chats.selectors import read_memory_state
 
 from .server import serve
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL is Django's own
 
 _SKIPPED_HEADERS = {b"content-length", b"connection", b"transfer-encoding"}
 
@@ -27,7 +32,7 @@ def _error(status: int, code: str, message: str, **headers: str) -> JsonResponse
     return response
 
 
-def _user(request: HttpRequest):  # type: ignore[no-untyped-def]
+def _user(request: HttpRequest) -> User | None:
     parts = request.META.get("HTTP_AUTHORIZATION", "").split()
     if len(parts) != 2 or parts[0].lower() not in ("bearer", "token"):
         return None

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 
 from .models import MemorySettings, Proposal
@@ -21,11 +23,11 @@ class ProposalAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in Proposal._meta.fields]
     actions = ["expire_now"]
 
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
     @admin.action(description="Expire now")
-    def expire_now(self, request, queryset) -> None:
+    def expire_now(self, request: HttpRequest, queryset: QuerySet[Proposal]) -> None:
         now = timezone.now()
         count = queryset.filter(status=Proposal.Status.PENDING).update(status=Proposal.Status.EXPIRED,
                                                                         decided_at=now, decided_by="admin",

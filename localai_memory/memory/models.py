@@ -72,7 +72,9 @@ class Proposal(models.Model):
     topic = models.CharField(max_length=40)
     summary = models.CharField(max_length=300, blank=True)
     details = models.TextField(blank=True)
-    delete = models.BooleanField(default=False)
+    # Shadows Model.delete(): on a Proposal, ``delete`` is this flag and the instance cannot delete itself
+    # (delete rows through a queryset).
+    delete = models.BooleanField(default=False)  # type: ignore[assignment]
     old_summary = models.CharField(max_length=300, blank=True, help_text="The line as it was when proposed.")
     old_details = models.TextField(blank=True)
     correction = models.BooleanField(default=False, help_text="Changes a note the user typed.")

@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q, QuerySet
@@ -286,7 +286,10 @@ def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
     from localai_memory.chats.models import Chat
     from localai_memory.chats.selectors import turn_facts
 
-    chat = Chat.objects.select_related("agent").filter(pk=proposal.chat_id, owner_id=proposal.owner_id).first()
+    # chat_id None matches no chat (the stubs want a value for pk): then the answer is not allowed.
+    chat = (Chat.objects.select_related("agent")
+            .filter(pk=proposal.chat_id, owner_id=proposal.owner_id)  # type: ignore[misc]
+            .first())
     allowed = False
     if chat is not None:
         facts = turn_facts(chat=chat, sender=sender)
@@ -408,7 +411,8 @@ def proposal_confirm_read(*, owner_id: int, proposal_id: object, actor: str) -> 
         except ApplicationError as exc:
             refusal = exc
         else:
-            proposal = Proposal.objects.get(owner_id=owner_id, pk=proposal_id)
+            # proposal_confirm found the row by this id, so it is one the lookup takes.
+            proposal = Proposal.objects.get(owner_id=owner_id, pk=cast("int | str", proposal_id))
             if change is not None:
                 change = ChangeSet.objects.prefetch_related("files", "reverted_by").get(pk=change.pk)
     if refusal is not None:

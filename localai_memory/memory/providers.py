@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,7 @@ def _tools(obj: Any, name: str) -> list[dict[str, Any]]:
                 or tool_name in {t["function"]["name"] for t in tools}):
             log.warning("memory provider %s offers a tool that is not used: %r", name, tool_name)
             continue
+        function = cast("Mapping[str, Any]", function)  # a name that is a str came from a Mapping
         tools.append({"type": "function", "function": {
             "name": tool_name, "description": _text(function.get("description"), 1024),
             "parameters": function.get("parameters") if isinstance(function.get("parameters"), Mapping)

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 
 from . import services
 from .models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[override]
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -67,7 +69,7 @@ class TrashEntryAdmin(ReadOnlyAdmin):
     actions = ["restore"]
 
     @admin.action(description="Restore from the Trash")
-    def restore(self, request, queryset) -> None:
+    def restore(self, request: HttpRequest, queryset: QuerySet[TrashEntry]) -> None:
         from localai_memory.core.errors import ApplicationError
 
         for entry in queryset.filter(restored_at__isnull=True):

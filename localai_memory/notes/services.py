@@ -12,6 +12,7 @@ import io
 import zipfile
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import cast
 
 from django.db import connection, transaction
 from django.dispatch import Signal
@@ -126,7 +127,7 @@ def apply_changes(
                 # Deleted since it was loaded, or never there (e.g. another user's path): nothing to edit.
                 raise NotFound(f"{path} does not exist (any more); leave out the version to create it.",
                                code="file_not_found", details={"path": path, "version": None, "content": None})
-            if expected is not None and existing.version != expected:
+            if expected is not None and existing is not None and existing.version != expected:
                 raise Conflict(
                     f"{path} changed since version {expected}; reload it and apply your edit again.",
                     code="stale_version",
@@ -211,8 +212,9 @@ def file_delete(*, owner_id: int, path: str, version: int | None = None, actor: 
     if version is not None and existing.version != version:
         raise Conflict(f"{parsed.path} changed since version {version}.", code="stale_version",
                        details={"path": parsed.path, "version": existing.version, "content": existing.content})
-    return _trash(owner_id=owner_id, paths=[parsed.path], kind=TrashEntry.Kind.FILE, label=parsed.path,
-                  source=source, actor=actor)
+    # Not None: the file is there and the owner lock keeps it there.
+    return cast(TrashEntry, _trash(owner_id=owner_id, paths=[parsed.path], kind=TrashEntry.Kind.FILE,
+                                   label=parsed.path, source=source, actor=actor))
 
 
 def _trash(*, owner_id: int, paths: Iterable[str], kind: str, label: str, source: str, actor: str,

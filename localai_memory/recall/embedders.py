@@ -92,7 +92,8 @@ class EmbeddingError(RuntimeError):
 class Embedder(Protocol):
     """What recall needs from a provider. ``embed`` returns L2-normalised rows, one per text, in order."""
 
-    model_id: str
+    @property
+    def model_id(self) -> str: ...
 
     @property
     def dim(self) -> int: ...

@@ -479,12 +479,12 @@ def recall_contribution(*, owner_id: int, scopes: Sequence[Scope], query: Recall
                            query_vectors=query_vectors, now=now, notes=notes)
     shown_lines = _index_lines_shown(owner_id, scopes, outcome)
     query_text = query.text if query is not None else ""
-    notes = [context.RecalledNote(kind=r.note.scope.kind, scope=r.note.scope, topic=r.note.topic,
-                                  summary=r.note.summary, details=r.note.details,
-                                  line_shown=(r.note.scope.kind, r.note.topic) in shown_lines,
-                                  details_from=_details_from(r.note, outcome, query_text))
-             for r in outcome.items]
-    block = context.recall_block(notes)
+    recalled = [context.RecalledNote(kind=r.note.scope.kind, scope=r.note.scope, topic=r.note.topic,
+                                     summary=r.note.summary, details=r.note.details,
+                                     line_shown=(r.note.scope.kind, r.note.topic) in shown_lines,
+                                     details_from=_details_from(r.note, outcome, query_text))
+                for r in outcome.items]
+    block = context.recall_block(recalled)
     report = {
         "count": len(outcome.items),
         "topics": [r.note.topic for r in outcome.items],
@@ -624,7 +624,8 @@ def owner_scopes(*, owner_id: int) -> list[Scope]:
     scopes = {Scope.user()}
     for kind, key in keys:
         try:
-            scopes.add(Scope(kind, key))
+            # A str from the database, not a ScopeKind: Scope checks it (InvalidInput).
+            scopes.add(Scope(kind, key))  # type: ignore[arg-type]
         except InvalidInput:
             continue
     order = {kind: n for n, kind in enumerate(SCOPE_KINDS)}

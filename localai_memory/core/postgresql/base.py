@@ -21,6 +21,12 @@ from psycopg import OperationalError, pq
 
 
 class DatabaseWrapper(PostgreSQLDatabaseWrapper):
+    # Django's own attributes, which django-stubs 5.2 does not declare: the pool (a cached property of the
+    # PostgreSQL backend) and the health-check flags BaseDatabaseWrapper sets in __init__ and connect().
+    pool: object | None
+    health_check_enabled: bool
+    health_check_done: bool
+
     def close_if_health_check_failed(self) -> None:
         """Django's check before a kept connection's first use in a request, made locally when it can be."""
         if self.pool or self.connection is None or not self.health_check_enabled or self.health_check_done:

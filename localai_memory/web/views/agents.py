@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -24,7 +24,7 @@ from localai_memory.agents.models import Agent, AgentMemory
 from localai_memory.core.errors import ApplicationError
 from localai_memory.memory.selectors import memory_state
 
-from .common import not_found_as_404, page
+from .common import AuthenticatedHttpRequest, not_found_as_404, page
 
 AS_BEFORE = "as_before"
 MEMORY_CHOICES = [
@@ -42,7 +42,7 @@ SAVE_RULES = [
     ("always", "Always confirm", "Every note this agent proposes waits for your confirmation."),
     ("never", "Never", "This agent never saves a note."),
 ]
-MEMORY_LABELS = {value: label for value, label, _ in MEMORY_CHOICES}
+MEMORY_LABELS: dict[str, str] = {value: label for value, label, _ in MEMORY_CHOICES}
 SAVE_LABELS = {value: label for value, label, _ in SAVE_RULES}
 DELETE_CHOICES = [
     ("keep", "Keep", "The notes stay. They show on the Memory tab under Deleted agents until you delete them."),
@@ -58,7 +58,7 @@ def memory_label(agent: Agent) -> str:
 
 @login_required
 @require_GET
-def agent_list(request: HttpRequest) -> HttpResponse:
+def agent_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     agents = list(agent_selectors.agent_list(owner_id=request.user.pk))
     rows = [{"agent": a, "memory": memory_label(a), "rule": SAVE_LABELS.get(a.memory_save or "use_mine")}
             for a in agents]
@@ -67,8 +67,8 @@ def agent_list(request: HttpRequest) -> HttpResponse:
                                                    download.isalnum() else None}, section="agents")
 
 
-def _form_context(request: HttpRequest, agent: Agent | None, values: dict[str, Any] | None = None,
-                  error: str | None = None) -> dict[str, Any]:
+def _form_context(request: AuthenticatedHttpRequest, agent: Agent | None,
+                  values: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:
     state = memory_state(user_id=request.user.pk)
     if values is None:
         if agent is None:
@@ -90,7 +90,7 @@ def _with(items: list[str], name: str, present: bool) -> list[str]:
     return [*items, name] if present else items
 
 
-def _posted(request: HttpRequest) -> dict[str, Any]:
+def _posted(request: AuthenticatedHttpRequest) -> dict[str, Any]:
     return {
         "name": request.POST.get("name", ""),
         "instructions": request.POST.get("instructions", "").replace("\r\n", "\n"),
@@ -103,7 +103,7 @@ def _posted(request: HttpRequest) -> dict[str, Any]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def agent_new(request: HttpRequest) -> HttpResponse:
+def agent_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     if request.method == "POST":
         values = _posted(request)
         try:
@@ -123,7 +123,7 @@ def agent_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_http_methods(["GET", "POST"])
-def agent_edit(request: HttpRequest, agent_id: int) -> HttpResponse:
+def agent_edit(request: AuthenticatedHttpRequest, agent_id: int) -> HttpResponse:
     agent = agent_selectors.access_agent(request.user.pk, agent_id)
     if request.method == "POST":
         values = _posted(request)
@@ -148,7 +148,7 @@ def agent_edit(request: HttpRequest, agent_id: int) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_http_methods(["GET", "POST"])
-def agent_delete(request: HttpRequest, agent_id: int) -> HttpResponse:
+def agent_delete(request: AuthenticatedHttpRequest, agent_id: int) -> HttpResponse:
     agent = agent_selectors.access_agent(request.user.pk, agent_id)
     files = agent_selectors.agent_note_count(owner_id=request.user.pk, agent_id=agent.pk)
     if request.method == "POST":
@@ -178,7 +178,7 @@ def _export_key(user_id: int, token: str) -> str:
 
 @login_required
 @require_GET
-def agent_notes_download(request: HttpRequest, token: str) -> HttpResponse:
+def agent_notes_download(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     """The zip of a deleted agent's notes (Export then delete), for 15 minutes after the delete."""
     item = cache.get(_export_key(request.user.pk, token))
     if not item:
@@ -191,7 +191,7 @@ def agent_notes_download(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_GET
-def agent_export(request: HttpRequest, agent_id: int) -> HttpResponse:
+def agent_export(request: AuthenticatedHttpRequest, agent_id: int) -> HttpResponse:
     agent = agent_selectors.access_agent(request.user.pk, agent_id)
     response = JsonResponse(agent_selectors.agent_export(agent=agent), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = (f'attachment; filename="agent-{agent.pk}-'
@@ -204,12 +204,12 @@ IMPORT_MAX_BYTES = 256 * 1024
 
 @login_required
 @require_POST
-def agent_import(request: HttpRequest) -> HttpResponse:
+def agent_import(request: AuthenticatedHttpRequest) -> HttpResponse:
     upload = request.FILES.get("file")
     if upload is None:
         messages.error(request, "Choose an agent file to import.")
         return redirect("/agents/")
-    if upload.size > IMPORT_MAX_BYTES:
+    if cast(int, upload.size) > IMPORT_MAX_BYTES:  # an uploaded file always has its size
         messages.error(request, f"An agent file is at most {IMPORT_MAX_BYTES // 1024} KiB.")
         return redirect("/agents/")
     try:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
@@ -21,7 +21,7 @@ from bridges.models import PLATFORM_MODES, Mode, Platform
 from localai_memory.agents import selectors as agent_selectors
 from localai_memory.core.errors import ApplicationError
 
-from .common import int_or_404, not_found_as_404, page
+from .common import AuthenticatedHttpRequest, int_or_404, not_found_as_404, page
 
 BRIDGES = "/bridges/"
 CREDENTIAL_LABELS = {
@@ -35,7 +35,7 @@ CREDENTIAL_LABELS = {
 
 @login_required
 @require_GET
-def bridges_page(request: HttpRequest) -> HttpResponse:
+def bridges_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     bindings = []
     for binding in bridge_selectors.binding_list(owner_id=request.user.pk):
         bindings.append({
@@ -53,7 +53,7 @@ def bridges_page(request: HttpRequest) -> HttpResponse:
     }, section="bridges")
 
 
-def _credentials(request: HttpRequest, platform: str) -> dict[str, Any]:
+def _credentials(request: AuthenticatedHttpRequest, platform: str) -> dict[str, Any]:
     keys = bridge_services.CREDENTIAL_KEYS.get(platform, ())
     return {key: request.POST.get(key, "").strip() for key in keys if request.POST.get(key, "").strip()}
 
@@ -61,7 +61,7 @@ def _credentials(request: HttpRequest, platform: str) -> dict[str, Any]:
 @login_required
 @not_found_as_404
 @require_POST
-def binding_new(request: HttpRequest) -> HttpResponse:
+def binding_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     platform = request.POST.get("platform", "")
     raw_agent = request.POST.get("agent", "")
     try:
@@ -79,7 +79,7 @@ def binding_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def binding_switch(request: HttpRequest, binding_id: int) -> HttpResponse:
+def binding_switch(request: AuthenticatedHttpRequest, binding_id: int) -> HttpResponse:
     binding = bridge_selectors.access_binding(request.user, binding_id)
     enabled = request.POST.get("enabled") == "on"
     binding = bridge_services.binding_set_enabled(binding=binding, enabled=enabled)
@@ -90,7 +90,7 @@ def binding_switch(request: HttpRequest, binding_id: int) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def binding_delete(request: HttpRequest, binding_id: int) -> HttpResponse:
+def binding_delete(request: AuthenticatedHttpRequest, binding_id: int) -> HttpResponse:
     binding = bridge_selectors.access_binding(request.user, binding_id)
     bridge_services.binding_delete(binding=binding)
     messages.success(request, f"Disconnected “{binding.name}”. Its conversations' notes stay in Files.")
@@ -100,7 +100,7 @@ def binding_delete(request: HttpRequest, binding_id: int) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def pairing_approve(request: HttpRequest, binding_id: int, pairing_id: int) -> HttpResponse:
+def pairing_approve(request: AuthenticatedHttpRequest, binding_id: int, pairing_id: int) -> HttpResponse:
     binding = bridge_selectors.access_binding(request.user, binding_id)
     pairing = bridge_selectors.access_pairing(request.user, binding, pairing_id)
     try:
@@ -116,7 +116,7 @@ def pairing_approve(request: HttpRequest, binding_id: int, pairing_id: int) -> H
 @login_required
 @not_found_as_404
 @require_POST
-def pairing_deny(request: HttpRequest, binding_id: int, pairing_id: int) -> HttpResponse:
+def pairing_deny(request: AuthenticatedHttpRequest, binding_id: int, pairing_id: int) -> HttpResponse:
     binding = bridge_selectors.access_binding(request.user, binding_id)
     pairing = bridge_selectors.access_pairing(request.user, binding, pairing_id)
     try:
@@ -131,7 +131,7 @@ def pairing_deny(request: HttpRequest, binding_id: int, pairing_id: int) -> Http
 @login_required
 @not_found_as_404
 @require_POST
-def sender_permission(request: HttpRequest, sender_id: int) -> HttpResponse:
+def sender_permission(request: AuthenticatedHttpRequest, sender_id: int) -> HttpResponse:
     sender = bridge_selectors.access_sender(request.user, sender_id)
     try:
         sender = bridge_services.sender_update(sender=sender, can_confirm=request.POST.get("can_confirm") == "on")
@@ -146,7 +146,7 @@ def sender_permission(request: HttpRequest, sender_id: int) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def sender_unpair(request: HttpRequest, sender_id: int) -> HttpResponse:
+def sender_unpair(request: AuthenticatedHttpRequest, sender_id: int) -> HttpResponse:
     sender = bridge_selectors.access_sender(request.user, sender_id)
     sender = bridge_services.sender_unpair(sender=sender)
     messages.success(request, f"Unpaired {sender.label}.")

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -28,7 +28,7 @@ from localai_memory.core.errors import ApplicationError, NotFound, UpstreamError
 from localai_memory.memory import proposals as proposal_services
 from localai_memory.notes import selectors as notes_selectors
 
-from .common import int_or_404, is_htmx, not_found_as_404, page
+from .common import AuthenticatedHttpRequest, int_or_404, is_htmx, not_found_as_404, page
 from .inbox import ProposalView, proposal_views
 
 #: Where each level that can turn memory off is fixed, for the "memory is off" line.
@@ -153,7 +153,7 @@ def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
 
 @login_required
 @require_GET
-def chat_list(request: HttpRequest) -> HttpResponse:
+def chat_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     chats = list(chat_selectors.chat_list(owner_id=request.user.pk)[:200])
     agents = list(agent_selectors.agent_list(owner_id=request.user.pk))
     return page(request, "web/chats.html", {"chats": chats, "agents": agents}, section="chats")
@@ -162,7 +162,7 @@ def chat_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def chat_new(request: HttpRequest) -> HttpResponse:
+def chat_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     raw = request.POST.get("agent", "")
     agent_id = int_or_404(raw) if raw else None
     try:
@@ -175,7 +175,7 @@ def chat_new(request: HttpRequest) -> HttpResponse:
     return redirect(f"/chats/{chat.pk}/")
 
 
-def _chat_context(request: HttpRequest, chat: Chat, **extra: Any) -> dict[str, Any]:
+def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -> dict[str, Any]:
     rows = list(chat_selectors.chat_messages(chat=chat))
     status = chat_selectors.memory_status(chat=chat)
     memory = status["memory"]
@@ -200,7 +200,7 @@ def _chat_context(request: HttpRequest, chat: Chat, **extra: Any) -> dict[str, A
 @login_required
 @not_found_as_404
 @require_GET
-def chat_page(request: HttpRequest, chat_id: int) -> HttpResponse:
+def chat_page(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     chat = chat_selectors.access_chat(request.user.pk, chat_id)
     return page(request, "web/chat.html", _chat_context(request, chat), section="chats")
 
@@ -208,7 +208,7 @@ def chat_page(request: HttpRequest, chat_id: int) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def chat_send(request: HttpRequest, chat_id: int) -> HttpResponse:
+def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     chat = chat_selectors.access_chat(request.user.pk, chat_id)
     if chat.origin != "web":
         messages.error(request, "This conversation comes from a messaging app or a run; answer it there.")
@@ -237,7 +237,7 @@ def chat_send(request: HttpRequest, chat_id: int) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def chat_memory_switch(request: HttpRequest, chat_id: int) -> HttpResponse:
+def chat_memory_switch(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     """The Memory row of the Tools menu: off makes this chat private."""
     chat = chat_selectors.access_chat(request.user.pk, chat_id)
     wanted = request.POST.get("memory")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -16,6 +16,16 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from localai_memory.core.errors import ApplicationError, NotFound
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # AUTH_USER_MODEL is Django's own
+
+
+class AuthenticatedHttpRequest(HttpRequest):
+    """The request of a page here: every page is ``login_required``, so its user is signed in (for the type
+    checker; Django never makes one of these)."""
+
+    user: User
 
 
 def is_htmx(request: HttpRequest) -> bool:
@@ -32,8 +42,8 @@ def pending_count(user_id: int) -> int:
         return 0
 
 
-def page(request: HttpRequest, template: str, context: dict[str, Any] | None = None, *, section: str,
-         status: int = 200) -> HttpResponse:
+def page(request: AuthenticatedHttpRequest, template: str, context: dict[str, Any] | None = None, *,
+         section: str, status: int = 200) -> HttpResponse:
     """Render a full page with the main nav (``section`` is the highlighted entry)."""
     ctx = {"nav_section": section, "nav_pending": pending_count(request.user.pk)}
     ctx.update(context or {})

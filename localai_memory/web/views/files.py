@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -18,7 +18,7 @@ from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import NoteFile
 from localai_memory.notes.paths import ROOT, parse_path
 
-from .common import back, flash_error, int_or_404, not_found_as_404, page
+from .common import AuthenticatedHttpRequest, back, flash_error, int_or_404, not_found_as_404, page
 
 
 def _path_or_404(raw: str | None) -> str:
@@ -102,7 +102,7 @@ class SaveResult:
     status: int = 200
 
 
-def save_file(request: HttpRequest, path: str) -> SaveResult:
+def save_file(request: AuthenticatedHttpRequest, path: str) -> SaveResult:
     """Write the edited text with the version it started from; a stale version warns instead of overwriting."""
     content = request.POST.get("content", "").replace("\r\n", "\n")
     raw_version = request.POST.get("version", "")
@@ -123,7 +123,7 @@ def save_file(request: HttpRequest, path: str) -> SaveResult:
 
 @login_required
 @require_GET
-def files_home(request: HttpRequest) -> HttpResponse:
+def files_home(request: AuthenticatedHttpRequest) -> HttpResponse:
     files = list(notes_selectors.file_list(owner_id=request.user.pk))
     tree = build_tree(files, agent_names(request.user.pk))
     trash_count = notes_selectors.trash_list(owner_id=request.user.pk).count()
@@ -134,7 +134,7 @@ def files_home(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_http_methods(["GET", "POST"])
-def file_open(request: HttpRequest) -> HttpResponse:
+def file_open(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = _path_or_404(request.GET.get("path"))
     if request.method == "POST":
         result = save_file(request, path)
@@ -147,7 +147,7 @@ def file_open(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def file_new(request: HttpRequest) -> HttpResponse:
+def file_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Create a file (never overwrites: a path that exists is refused)."""
     raw = request.POST.get("path", "").strip()
     if raw and not raw.startswith(ROOT + "/"):
@@ -166,7 +166,7 @@ def file_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_GET
-def file_history(request: HttpRequest) -> HttpResponse:
+def file_history(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = _path_or_404(request.GET.get("path"))
     versions = list(notes_selectors.file_history(owner_id=request.user.pk, path=path))
     try:
@@ -182,7 +182,7 @@ def file_history(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def file_restore_version(request: HttpRequest) -> HttpResponse:
+def file_restore_version(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = _path_or_404(request.POST.get("path"))
     version = int_or_404(request.POST.get("version"))
     try:
@@ -202,7 +202,7 @@ def file_restore_version(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def file_delete(request: HttpRequest) -> HttpResponse:
+def file_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = _path_or_404(request.POST.get("path"))
     raw_version = request.POST.get("version", "")
     try:
@@ -217,7 +217,7 @@ def file_delete(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def trash(request: HttpRequest) -> HttpResponse:
+def trash(request: AuthenticatedHttpRequest) -> HttpResponse:
     entries = list(notes_selectors.trash_list(owner_id=request.user.pk))
     return page(request, "web/trash.html", {"entries": entries}, section="files")
 
@@ -225,7 +225,7 @@ def trash(request: HttpRequest) -> HttpResponse:
 @login_required
 @not_found_as_404
 @require_POST
-def trash_restore(request: HttpRequest, entry_id: int) -> HttpResponse:
+def trash_restore(request: AuthenticatedHttpRequest, entry_id: int) -> HttpResponse:
     entry = notes_selectors.access_trash(owner_id=request.user.pk, entry_id=entry_id)
     try:
         notes_services.trash_restore(owner_id=request.user.pk, entry_id=entry.pk)

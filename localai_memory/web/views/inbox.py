@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -25,7 +25,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 
-from .common import back, flash_error, int_or_404, is_htmx, not_found_as_404, page
+from .common import AuthenticatedHttpRequest, back, flash_error, int_or_404, is_htmx, not_found_as_404, page
 from .files import agent_names
 from .memory import conversation_titles
 
@@ -127,7 +127,7 @@ def proposal_views(owner_id: int, proposals: list[Proposal]) -> list[ProposalVie
 
 @login_required
 @require_GET
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
     pending = list(proposal_services.proposal_list(owner_id=request.user.pk, status="pending")
                    .select_related("change_set").order_by("expires_at", "id"))
     expired = list(proposal_services.proposal_list(owner_id=request.user.pk, status="expired")
@@ -138,7 +138,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
     }, section="inbox")
 
 
-def _card(request: HttpRequest, proposal_id: int, *, status: int = 200, error: str | None = None) -> HttpResponse:
+def _card(request: AuthenticatedHttpRequest, proposal_id: int, *, status: int = 200,
+          error: str | None = None) -> HttpResponse:
     proposal = proposal_services.access_proposal(request.user.pk, proposal_id)
     view = proposal_views(request.user.pk, [proposal])[0]
     following = request.POST.get("next", "")
@@ -149,7 +150,7 @@ def _card(request: HttpRequest, proposal_id: int, *, status: int = 200, error: s
                    "nav_section": "chats" if following.startswith("/chats/") else "inbox"}, status=status)
 
 
-def _answer(request: HttpRequest, proposal_id: int, answer, done: str) -> HttpResponse:
+def _answer(request: AuthenticatedHttpRequest, proposal_id: int, answer, done: str) -> HttpResponse:
     """Confirm or drop one proposal from its card or the inbox; the service decides, the page only tells."""
     proposal = proposal_services.access_proposal(request.user.pk, proposal_id)
     try:
@@ -170,21 +171,21 @@ def _answer(request: HttpRequest, proposal_id: int, answer, done: str) -> HttpRe
 @login_required
 @not_found_as_404
 @require_POST
-def proposal_confirm(request: HttpRequest, proposal_id: int) -> HttpResponse:
+def proposal_confirm(request: AuthenticatedHttpRequest, proposal_id: int) -> HttpResponse:
     return _answer(request, proposal_id, proposal_services.proposal_confirm, "Saved to memory")
 
 
 @login_required
 @not_found_as_404
 @require_POST
-def proposal_reject(request: HttpRequest, proposal_id: int) -> HttpResponse:
+def proposal_reject(request: AuthenticatedHttpRequest, proposal_id: int) -> HttpResponse:
     return _answer(request, proposal_id, proposal_services.proposal_reject, "Not saved")
 
 
 @login_required
 @not_found_as_404
 @require_POST
-def change_undo(request: HttpRequest, change_id: int) -> HttpResponse:
+def change_undo(request: AuthenticatedHttpRequest, change_id: int) -> HttpResponse:
     """Undo a change set: an automatic note within its 30 minutes, or a note you confirmed."""
     change = notes_selectors.access_change(owner_id=request.user.pk, change_id=int_or_404(change_id))
     error = None

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.timesince import timesince
@@ -29,7 +29,7 @@ from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, parse_path
 
-from .common import back, flash_error, not_found_as_404, page
+from .common import AuthenticatedHttpRequest, back, flash_error, not_found_as_404, page
 from .files import editor_context, save_file
 
 MEMORY_TAB = "/settings/memory/"
@@ -138,7 +138,7 @@ def conversation_titles(owner_id: int) -> dict[str, str]:
 
 @login_required
 @require_GET
-def memory_tab(request: HttpRequest) -> HttpResponse:
+def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
     state = memory_state(user_id=request.user.pk)
     providers = memory_providers()
     labels = {p.name: p.label for p in providers}
@@ -163,7 +163,7 @@ def memory_tab(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_switch(request: HttpRequest) -> HttpResponse:
+def memory_switch(request: AuthenticatedHttpRequest) -> HttpResponse:
     value = request.POST.get("enabled")
     if value not in ("on", "off"):
         messages.error(request, "Choose On or Off.")
@@ -176,7 +176,7 @@ def memory_switch(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_provider(request: HttpRequest) -> HttpResponse:
+def memory_provider(request: AuthenticatedHttpRequest) -> HttpResponse:
     try:
         state = memory_services.provider_pick(user_id=request.user.pk, provider=request.POST.get("provider", ""))
     except ApplicationError as exc:
@@ -188,7 +188,7 @@ def memory_provider(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_saving(request: HttpRequest) -> HttpResponse:
+def memory_saving(request: AuthenticatedHttpRequest) -> HttpResponse:
     save_mode = request.POST.get("save_mode")
     if save_mode is None:
         messages.error(request, "Choose how a note is saved.")
@@ -204,7 +204,7 @@ def memory_saving(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_messaging(request: HttpRequest) -> HttpResponse:
+def memory_messaging(request: AuthenticatedHttpRequest) -> HttpResponse:
     choice = request.POST.get("messaging_save")
     if choice is None:
         messages.error(request, "Choose how a note from a messaging app is saved.")
@@ -220,7 +220,7 @@ def memory_messaging(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_growing(request: HttpRequest) -> HttpResponse:
+def memory_growing(request: AuthenticatedHttpRequest) -> HttpResponse:
     """The two switches of memory that grows: suggestions from chats, and proposals from MCP clients."""
     memory_services.settings_update(user_id=request.user.pk,
                                     consolidation_enabled="consolidation_enabled" in request.POST,
@@ -231,7 +231,7 @@ def memory_growing(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_synthesize(request: HttpRequest) -> HttpResponse:
+def memory_synthesize(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Synthesize now: one consolidation pass in the background (a slow model must not hold the page)."""
     from localai_memory.growth.models import ConsolidationRun
     from localai_memory.growth.tasks import consolidate_user_task
@@ -248,7 +248,7 @@ def memory_synthesize(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def memory_export(request: HttpRequest) -> HttpResponse:
+def memory_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     body = memory_services.memory_export_all(user_id=request.user.pk)
     response = HttpResponse(body, content_type="application/zip")
     stamp = timezone.now().strftime("%Y-%m-%d")
@@ -258,7 +258,7 @@ def memory_export(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def memory_forget(request: HttpRequest) -> HttpResponse:
+def memory_forget(request: AuthenticatedHttpRequest) -> HttpResponse:
     files = notes_selectors.file_list(owner_id=request.user.pk)
     if request.method == "POST":
         entry, addon = memory_services.memory_forget_all(user_id=request.user.pk)
@@ -274,7 +274,7 @@ def memory_forget(request: HttpRequest) -> HttpResponse:
     return page(request, "web/memory_forget.html", {"file_count": files.count()}, section="memory")
 
 
-def _scope_of(request: HttpRequest) -> Scope:
+def _scope_of(request: AuthenticatedHttpRequest) -> Scope:
     raw = request.POST.get("scope", "user")
     try:
         if raw == "user":
@@ -287,7 +287,7 @@ def _scope_of(request: HttpRequest) -> Scope:
 
 @login_required
 @require_POST
-def memory_note_add(request: HttpRequest) -> HttpResponse:
+def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Add (or replace) a note by hand: its index line and, optionally, its details."""
     scope = _note_scope(request)
     try:
@@ -304,7 +304,7 @@ def memory_note_add(request: HttpRequest) -> HttpResponse:
     return back(request, MEMORY_TAB)
 
 
-def _note_scope(request: HttpRequest) -> Scope:
+def _note_scope(request: AuthenticatedHttpRequest) -> Scope:
     """The form's scope, if it is the user's own: their notes, one of their agents', or a conversation's."""
     scope = _scope_of(request)
     if scope.kind == "agent":
@@ -317,7 +317,7 @@ def _note_scope(request: HttpRequest) -> Scope:
 
 @login_required
 @require_POST
-def memory_note_delete(request: HttpRequest) -> HttpResponse:
+def memory_note_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Delete one note (its index line and topic file) as one change: the files go to the Trash, and the tab
     offers an Undo. Works while memory is off too: the notes stay yours to read, edit and delete."""
     scope = _note_scope(request)
@@ -336,7 +336,7 @@ def memory_note_delete(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _deleted_note(request: HttpRequest) -> dict | None:
+def _deleted_note(request: AuthenticatedHttpRequest) -> dict | None:
     """The note just deleted on this tab (``?deleted=<change id>``), with what its Undo needs; None if the change
     is not the user's or was not a deletion from this tab."""
     raw = request.GET.get("deleted", "")
@@ -351,7 +351,7 @@ def _deleted_note(request: HttpRequest) -> dict | None:
 @login_required
 @not_found_as_404
 @require_http_methods(["GET", "POST"])
-def memory_note(request: HttpRequest) -> HttpResponse:
+def memory_note(request: AuthenticatedHttpRequest) -> HttpResponse:
     """View and edit one note file from the Memory tab (the same editor as Files, with the version check)."""
     path = parse_or_404(request.GET.get("path"))
     if request.method == "POST":
@@ -372,7 +372,7 @@ def parse_or_404(raw: str | None) -> str:
 
 @login_required
 @require_POST
-def memory_folder_delete(request: HttpRequest) -> HttpResponse:
+def memory_folder_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Move the notes of a deleted agent or of a conversation to the Trash (restorable from Files)."""
     raw = request.POST.get("folder", "")
     parts = raw.split("/")

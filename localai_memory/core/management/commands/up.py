@@ -16,11 +16,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from localai_memory import gunicorn_conf
 
@@ -28,7 +29,7 @@ from localai_memory import gunicorn_conf
 class Command(BaseCommand):
     help = "Migrate, then run the web app, the Celery worker and beat, and the messaging bridges."
 
-    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--workers", type=int, default=2, help="web worker processes")
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true", help="do not start Celery worker and beat")
         parser.add_argument("--no-bridges", action="store_true", help="do not start the messaging bridges")
 
-    def handle(self, *args, **options) -> None:  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         login_hint = self._first_user()

@@ -191,8 +191,9 @@ class Command(BaseCommand):
 
     def do_trash(self, **_: Any) -> None:
         entries = list(notes_selectors.trash_list(owner_id=self.user.pk))
-        data = [{"id": e.pk, "label": e.label, "kind": e.kind, "created_at": e.created_at.isoformat(),
-                 "files": [f.path for f in e.files.all()]} for e in entries]
+        data: list[dict[str, Any]] = [{"id": e.pk, "label": e.label, "kind": e.kind,
+                                       "created_at": e.created_at.isoformat(),
+                                       "files": [f.path for f in e.files.all()]} for e in entries]
         if not data and not self.as_json:
             self.stdout.write("The Trash is empty.")
             return
