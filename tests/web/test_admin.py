@@ -32,3 +32,19 @@ def test_every_registered_model_list_opens_with_its_search_and_filters(client, o
         assert response.status_code == 200, url
         if model_admin.search_fields:
             assert client.get(url, {"q": "rome"}).status_code == 200, url
+
+
+def test_an_admin_deletes_one_proposal_from_its_page(client, operator):
+    """A proposal's ``delete`` field (a note to forget) hides ``Model.delete()``: the admin's own Delete
+    button must still remove it."""
+    from localai_memory.memory.models import Proposal
+    from localai_memory.memory.proposals import proposal_create
+
+    proposal = proposal_create(owner_id=operator.pk, scope=Scope.user(), topic="home", summary="lives in Rome")
+    url = reverse("admin:memory_proposal_delete", args=[proposal.pk])
+    assert client.get(url).status_code == 200  # the confirmation page
+
+    response = client.post(url, {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not Proposal.objects.filter(pk=proposal.pk).exists()
