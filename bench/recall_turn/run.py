@@ -142,7 +142,7 @@ def main() -> None:
     from localai_memory.recall import index, service
     from localai_memory.recall.embedders import OnDeviceEmbedder
     from localai_memory.recall.models import NoteVector
-    from localai_memory.recall.ranking import Candidate, RecallQuery, passage_text, rank_notes
+    from localai_memory.recall.ranking import Candidate, RecallQuery, importance_of, passage_text, rank_notes
 
     call_command("migrate", verbosity=0)
     print(f"database: {connection.settings_dict['NAME']} via {connection.settings_dict['HOST'] or 'socket'}; "
@@ -240,8 +240,9 @@ def main() -> None:
             _, topic, summary, details = notes[k]
             rows = [line_vectors[k]] + ([detail_vectors[detail_index[k]]] if details else [])
             text = f"{topic}: {summary}" + (f"\n{details.strip()}" if details else "")
+            source = "model" if k % 3 == 0 else "user"
             own.append(Candidate(id=("user", "", topic), text=text, updated_at=now - timedelta(days=k % 60),
-                                 source="model" if k % 3 == 0 else "user", vectors=np.stack(rows),
+                                 source=source, importance=importance_of(source), vectors=np.stack(rows),
                                  model_id=model_id))
         return [key[2] for key in rank_notes(own, query=query, now=now, query_vectors=vectors,
                                              query_model_id=model_id).ids]
