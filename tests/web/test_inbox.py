@@ -122,3 +122,31 @@ def test_a_note_proposed_in_a_messaging_app_waits_in_the_inbox_with_where_it_cam
     web.go("/settings/memory/?tab=conversations")
     expect(page.locator(".notes-list")).to_contain_text("dinner — family dinner on Sundays")
     expect(page.locator(".scope h3")).to_have_text("Family group (Telegram bot “Family bot”)")
+
+
+def test_a_note_to_forget_says_forget_it_or_keep_it(web, model):
+    """A proposal to forget a note is answered with Forget it / Keep it, not Save / Don't save."""
+    web.register("alice")
+    page = web.page
+    web.go("/settings/memory/")
+    add_note(web, "home", "lives in Rome")
+    add_note(web, "diet", "vegetarian")
+    for topic in ("home", "diet"):
+        model.script(tool_calls(("propose_change", {"kind": "memory", "topic": topic, "delete": True})),
+                     reply("I'll forget it once you confirm."))
+        new_chat(web)
+        send(web, f"Forget my {topic}.")
+        expect(page.get_by_role("article", name=f"Forget the note “{topic}”?")).to_be_visible()
+    web.go("/inbox/")
+    home = page.get_by_role("article", name="Forget the note “home”?")
+    expect(home.get_by_role("button", name="Save", exact=True)).to_have_count(0)
+    web.accessible("inbox with a note to forget")
+    home.get_by_role("button", name="Forget it").click()
+    expect(home).to_contain_text("Forgotten.")
+    diet = page.get_by_role("article", name="Forget the note “diet”?")
+    diet.get_by_role("button", name="Keep it").click()
+    expect(diet).to_contain_text("Kept.")
+    web.go("/settings/memory/")
+    notes = page.locator(".notes-list")
+    expect(notes).to_contain_text("diet — vegetarian")
+    expect(notes).not_to_contain_text("home — lives in Rome")
