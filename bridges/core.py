@@ -116,9 +116,12 @@ def pairing_text(code: str | None, expires_at: datetime | None) -> str:
             f"(valid for {minutes} minutes). Until then nothing you write is passed on.")
 
 
-def question_text(*, summary: str, topic: str, scope: str, requester_can_answer: bool) -> str:
+def question_text(*, summary: str, topic: str, scope: str, requester_can_answer: bool, delete: bool = False) -> str:
     where = _SCOPE_WORDS.get(scope, "memory")
-    text = f"I can save a note to {where}: \u201c{summary}\u201d ({topic}). Reply yes to save it or no to drop it."
+    if delete:
+        text = f"I can forget the note \u201c{topic}\u201d in {where}. Reply yes to forget it or no to keep it."
+    else:
+        text = f"I can save a note to {where}: \u201c{summary}\u201d ({topic}). Reply yes to save it or no to drop it."
     if not requester_can_answer:
         text += (" You cannot confirm notes here yourself, so it waits for the owner or for someone the owner "
                  "allows to confirm changes.")
@@ -307,10 +310,10 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
             turn_facts(chat=chat, sender=turn_sender), requester_only=proposal.requester_only or proposal.locked,
             answerer_paired=sender.paired, answerer_can_confirm=sender.can_confirm, answerer_is_requester=True,
             scope=proposal.scope_kind)  # type: ignore[arg-type]
-        text_ = question_text(summary=proposal.summary or f"forget {proposal.topic}", topic=proposal.topic,
-                              scope=proposal.scope_kind, requester_can_answer=can_answer)
-        reply.messages.append(Outbound(text_, buttons=(Button("Yes, save it", "yes", proposal.pk),
-                                                        Button("No, drop it", "no", proposal.pk))))
+        text_ = question_text(summary=proposal.summary, topic=proposal.topic, scope=proposal.scope_kind,
+                              requester_can_answer=can_answer, delete=proposal.delete)
+        yes, no = ("Yes, forget it", "No, keep it") if proposal.delete else ("Yes, save it", "No, drop it")
+        reply.messages.append(Outbound(text_, buttons=(Button(yes, "yes", proposal.pk), Button(no, "no", proposal.pk))))
     return reply
 
 
@@ -346,19 +349,24 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
     turn_sender = _turn_sender(sender)
     lines: list[str] = []
     outcomes: list[str] = []
+    forgets = set(Proposal.objects.filter(owner_id=binding.owner_id, delete=True,
+                                          pk__in=[n.proposal_id for n in notices]).values_list("pk", flat=True))
     for notice in notices:
         assert notice.proposal_id is not None
+        forget = notice.proposal_id in forgets
         try:
             if answer == "yes":
                 proposals_services.proposal_confirm(owner_id=binding.owner_id, proposal_id=notice.proposal_id,
                                                     actor=_actor(binding, sender), sender=turn_sender)
-                lines.append(f"Saved: \u201c{notice.summary}\u201d ({notice.topic}).")
-                outcomes.append("Saved.")
+                lines.append(f"Forgotten: the note \u201c{notice.topic}\u201d." if forget
+                             else f"Saved: \u201c{notice.summary}\u201d ({notice.topic}).")
+                outcomes.append("Forgotten." if forget else "Saved.")
             else:
                 proposals_services.proposal_reject(owner_id=binding.owner_id, proposal_id=notice.proposal_id,
                                                    actor=_actor(binding, sender), sender=turn_sender)
-                lines.append(f"Dropped: \u201c{notice.summary}\u201d ({notice.topic}). Nothing was saved.")
-                outcomes.append("Dropped.")
+                lines.append(f"Kept: the note \u201c{notice.topic}\u201d. Nothing was forgotten." if forget
+                             else f"Dropped: \u201c{notice.summary}\u201d ({notice.topic}). Nothing was saved.")
+                outcomes.append("Kept." if forget else "Dropped.")
             _close(notice)
         except Forbidden:
             lines.append(NOT_ALLOWED_TEXT)

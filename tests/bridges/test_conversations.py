@@ -257,3 +257,33 @@ def test_a_note_a_memory_addon_saved_at_once_is_announced_without_an_undo(bot, o
     assert "Saved by your memory add-on: \u201cvegan, no honey\u201d (diet)." in said.text
     assert "undo" not in said.text.lower()
     assert notes_of(owner, dm_scope(bot, alice)) == ""
+
+
+def test_a_note_to_forget_is_asked_as_forget_or_keep_and_yes_forgets_it(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    bot.dm(alice, "Remember that I am vegan.", expect=2)
+    bot.dm(alice, "yes")
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
+    propose(model, {"kind": "memory", "topic": "diet", "delete": True}, text="I can drop that.")
+
+    asked = bot.dm(alice, "Forget what I eat.", expect=2)
+
+    assert "I can forget the note \u201cdiet\u201d" in asked.text
+    assert "Reply yes to forget it or no to keep it" in asked.text and "save" not in asked.text.lower()
+    answered = bot.dm(alice, "yes")
+    assert "Forgotten: the note \u201cdiet\u201d." in answered.text
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
+
+
+def test_no_to_a_note_to_forget_keeps_it(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="diet", summary="vegan, no honey",
+                source="files")
+    propose(model, {"kind": "memory", "topic": "diet", "delete": True}, text="I can drop that.")
+    bot.dm(alice, "Forget what I eat.", expect=2)
+
+    answered = bot.dm(alice, "no")
+
+    assert "Kept: the note \u201cdiet\u201d. Nothing was forgotten." in answered.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
