@@ -136,6 +136,8 @@ def saved_text(*, summary: str, topic: str, scope: str) -> str:
 NOT_ALLOWED_TEXT = ("You cannot confirm notes in this chat, so the note waits for the owner. The owner can allow "
                     "you to confirm changes from the chat.")
 EXPIRED_TEXT = "That note was not saved: a proposal waits 24 hours for an answer, and this one expired."
+EXPIRED_FORGET_TEXT = ("That note was not forgotten: a proposal waits 24 hours for an answer, and this one "
+                       "expired.")
 UNDO_CLOSED_TEXT = ("Too late to undo here: a note can be undone for 30 minutes after it was saved. The owner "
                     "can restore an earlier version from Files.")
 ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
@@ -373,7 +375,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             outcomes.append("You cannot confirm this note.")
         except Gone:
             _close(notice)
-            lines.append(EXPIRED_TEXT)
+            lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)
             outcomes.append("Expired.")
         except NotFound:
             _close(notice)
@@ -440,8 +442,12 @@ def expiry_announcements(proposal: Proposal) -> list[tuple[Notice, Announcement]
     result = []
     for notice in notices:
         conversation = notice.conversation
-        text = (f"The note \u201c{notice.summary}\u201d ({notice.topic}) was not saved: nobody answered within "
-                "24 hours. Ask again if you still want it saved.")
+        if proposal.delete:
+            text = (f"The note \u201c{notice.topic}\u201d was not forgotten: nobody answered within 24 hours. "
+                    "Ask again if you still want it forgotten.")
+        else:
+            text = (f"The note \u201c{notice.summary}\u201d ({notice.topic}) was not saved: nobody answered within "
+                    "24 hours. Ask again if you still want it saved.")
         result.append((notice, Announcement(conversation.binding_id, conversation.external_id, Outbound(text))))
     return result
 

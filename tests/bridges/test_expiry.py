@@ -56,3 +56,33 @@ def test_an_announcement_that_cannot_be_sent_is_tried_again_at_the_next_sweep(te
 
     assert not any("nobody answered" in t for t in first)
     assert any("nobody answered" in t for t in telegram_bot.server.sent_texts())
+
+
+def _ask_to_forget(bot, owner, model, alice) -> None:
+    from localai_memory.notes.services import note_upsert
+    from tests.bridges.conftest import dm_scope
+
+    pair(bot, alice, can_confirm=True)
+    note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="diet", summary="vegan", source="files")
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "delete": True})),
+                 reply("I can drop that."))
+    bot.dm(alice, "Forget what I eat", expect=2)
+
+
+def test_an_expired_note_to_forget_is_announced_as_not_forgotten(telegram_bot, owner, model, alice):
+    _ask_to_forget(telegram_bot, owner, model, alice)
+
+    with time_machine.travel(timezone.now() + timedelta(hours=25)):
+        sweep_proposals()
+
+    assert any("The note \u201cdiet\u201d was not forgotten: nobody answered within 24 hours" in t
+               for t in telegram_bot.server.sent_texts())
+
+
+def test_a_late_yes_to_a_note_to_forget_says_it_was_not_forgotten(telegram_bot, owner, model, alice):
+    _ask_to_forget(telegram_bot, owner, model, alice)
+
+    with time_machine.travel(timezone.now() + timedelta(hours=25)):
+        late = telegram_bot.dm(alice, "yes")
+
+    assert "That note was not forgotten: a proposal waits 24 hours for an answer" in late.text
