@@ -119,9 +119,11 @@ def new_web(browser: Browser, live_server, transactional_db, settings, request):
     settings.OPEN_SIGNUP = True
     opened: list[tuple[Web, object]] = []
 
-    def make(suffix: str = "", *, viewport: dict | None = None) -> Web:
+    def make(suffix: str = "", *, viewport: dict | None = None, timezone_id: str | None = None,
+             locale: str | None = None) -> Web:
         context = browser.new_context(base_url=live_server.url, accept_downloads=True,
-                                      viewport=viewport or {"width": 1200, "height": 900})
+                                      viewport=viewport or {"width": 1200, "height": 900},
+                                      timezone_id=timezone_id, locale=locale)
         page = context.new_page()
         page.set_default_timeout(10_000)
         name = _artifact_name(request) + (f"-{suffix}" if suffix else "")

@@ -185,3 +185,26 @@ def test_a_model_that_fails_keeps_the_message_and_says_so(web, model):
     page.get_by_role("button", name="Send").click()
     expect(page.get_by_role("alert")).to_contain_text("The model did not answer")
     expect(page.locator(".msg.user")).to_contain_text("Hello?")
+
+
+def test_times_are_shown_in_the_readers_own_time_zone(new_web, model):
+    """The server writes UTC; a reader in Berlin sees the Undo deadline in Berlin time, UTC in its tooltip."""
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    web = new_web(timezone_id="Europe/Berlin", locale="en-GB")
+    web.register("alice")
+    page = web.page
+    pick_save_level(web, "Save it and tell me")
+    model.script(tool_calls(PROPOSE_HOME), reply("Saved: you live in Rome."))
+    new_chat(web)
+    send(web, "Remember that I live in Rome.")
+
+    until = page.get_by_test_id("saved-line").locator("time")
+    utc = datetime.fromisoformat(until.get_attribute("datetime"))
+    berlin = utc.astimezone(ZoneInfo("Europe/Berlin"))
+    assert timedelta(minutes=29) < utc - datetime.now(tz=utc.tzinfo) <= timedelta(minutes=30)
+    expect(until).to_have_text(f"{berlin:%H:%M} CET")  # swapped in by htmx, then shown in local time
+    expect(until).to_have_attribute("title", f"{utc:%H:%M} UTC")
+    page.reload()
+    expect(page.get_by_test_id("saved-line").locator("time")).to_have_text(f"{berlin:%H:%M} CET")
