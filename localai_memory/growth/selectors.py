@@ -203,8 +203,9 @@ def line_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: in
             people.add(topic)
 
     wanted = set(topics)
+    parsed: dict[str, dict[str, str]] = {}  # one change's "before" is usually the next older one's "after"
     for before, after, *change in index_rows:
-        old, new = _lines_of(before), _lines_of(after)
+        old, new = _lines_of(before, parsed), _lines_of(after, parsed)
         for topic in wanted & (old.keys() | new.keys()):
             if old.get(topic) != new.get(topic):
                 saw(topic, *change)
@@ -243,14 +244,22 @@ def _author_of(source: str, proposal_source: str | None) -> Author:
     return "user"
 
 
-def _lines_of(text: str | None) -> dict[str, str]:
+def _lines_of(text: str | None, parsed: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """Each topic's line in an index text (``- topic: …``), to tell which lines a change touched. A quick
+    split, not ``parse_index``: the index was valid when it was written, and this runs over hundreds of
+    them; a line that is not an entry is skipped."""
     if not text:
         return {}
-    try:
-        entries = parse_index(text)
-    except InvalidInput:
-        return {}
-    return {entry.topic: entry.line() for entry in entries}
+    if parsed is not None and text in parsed:
+        return parsed[text]
+    lines: dict[str, str] = {}
+    for line in text.splitlines():
+        colon = line.find(":")
+        if line.startswith("- ") and colon > 2:
+            lines.setdefault(line[2:colon].strip(), line.rstrip())
+    if parsed is not None:
+        parsed[text] = lines
+    return lines
 
 
 @dataclass(frozen=True)
