@@ -7,7 +7,7 @@ wait on the worker's own log lines with a bound, never on a sleep.
 from __future__ import annotations
 
 import os
-import selectors
+import select
 import signal
 import subprocess
 import sys
@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
@@ -36,24 +36,36 @@ def test_database_url() -> str:
 class Worker:
     process: subprocess.Popen
     queue: str
+    #: bytes read from the worker's output and not yet returned as lines
+    pending: bytearray = field(default_factory=bytearray)
 
     def wait_for_line(self, needle: str, timeout: float = WAIT_SECONDS) -> list[str]:
-        """Read the worker's output until a line holds ``needle``; raise after ``timeout`` seconds."""
+        """Read the worker's output until a line holds ``needle``; raise after ``timeout`` seconds.
+
+        Reads the pipe's file descriptor itself: a buffered reader can hold lines the worker already wrote
+        while ``select`` waits for more (the worker's "ready." sat in such a buffer until the wait ran out)."""
         seen: list[str] = []
-        selector = selectors.DefaultSelector()
         assert self.process.stdout is not None
-        selector.register(self.process.stdout, selectors.EVENT_READ)
+        fd = self.process.stdout.fileno()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+        while True:
+            while b"\n" in self.pending:
+                raw, _, rest = bytes(self.pending).partition(b"\n")
+                self.pending = bytearray(rest)
+                line = raw.decode(errors="replace") + "\n"
+                seen.append(line)
+                if needle in line:
+                    return seen
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {needle!r} within {timeout} s:\n" + "".join(seen[-40:]) + self._stacks())
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
                 continue
-            line = self.process.stdout.readline()
-            if not line:
-                raise AssertionError("the worker stopped:\n" + "".join(seen[-40:]))
-            seen.append(line)
-            if needle in line:
-                return seen
-        raise AssertionError(f"no {needle!r} within {timeout} s:\n" + "".join(seen[-40:]) + self._stacks())
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError("the worker stopped:\n" + "".join(seen[-40:]) + self.pending.decode(errors="replace"))
+            self.pending += chunk
 
     def _stacks(self) -> str:
         """Where a worker that went quiet is stuck: SIGABRT makes its fault handler (``-X faulthandler``)
@@ -65,7 +77,8 @@ class Worker:
             rest, _ = self.process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             return "\n(the worker did not answer SIGABRT)"
-        return "\n--- the worker's threads when it was stopped ---\n" + (rest or "")[-6000:]
+        unread = self.pending.decode(errors="replace")
+        return "\n--- the worker's threads when it was stopped ---\n" + (unread + (rest or ""))[-6000:]
 
 
 def new_queue(name: str) -> str:
