@@ -247,3 +247,30 @@ def test_each_note_says_who_changed_it_last_and_when(web):
     expect(notes.filter(has_text="home — lives in Rome")).to_contain_text("Last changed by you, just now")
     expect(notes.filter(has_text="style — short answers")).to_contain_text("Last changed by you, just now")
     web.accessible("memory tab with who changed each note")
+
+
+def test_a_note_with_a_suggestion_waiting_says_so_and_links_to_the_inbox(web):
+    from django.contrib.auth import get_user_model
+
+    from localai_memory.memory.proposals import proposal_create
+    from localai_memory.notes.paths import Scope
+
+    web.register("alice")
+    owner = get_user_model().objects.get(username="alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome")
+    add_note(web, "diet", "vegetarian")
+    add_note(web, "work", "nurse")
+    proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Milan")
+    proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="diet", delete=True)
+    page.reload()
+
+    notes = page.locator(".notes-list li")
+    expect(notes.filter(has_text="home — lives in Rome")).to_contain_text(
+        "A suggestion to change it waits in your inbox")
+    expect(notes.filter(has_text="diet — vegetarian")).to_contain_text(
+        "A suggestion to forget it waits in your inbox")
+    expect(notes.filter(has_text="work — nurse")).not_to_contain_text("waits in your inbox")
+    web.accessible("memory tab with suggestions waiting")
+    notes.filter(has_text="diet — vegetarian").get_by_role("link", name="A suggestion to forget it").click()
+    expect(page.get_by_role("article", name="Forget the note “diet”?")).to_be_visible()
