@@ -157,17 +157,25 @@ def test_served_a_full_queue_makes_the_request_run_its_own_work(served):
     gate.set()
 
 
+def _backend_into(backends: list[int]):  # type: ignore[no-untyped-def]
+    """Work that notes which PostgreSQL backend (connection) the thread it runs on uses."""
+    from django.db import connection
+
+    def backend() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.append(cursor.fetchone()[0])
+
+    return backend
+
+
 @pytest.mark.django_db(transaction=True)
 def test_served_the_thread_keeps_its_connection_while_work_comes_and_gives_it_back_when_idle(served):
     """With ``CONN_MAX_AGE=0`` (the default) a connection per batch would cost a connect each time."""
     from django.db import connection
 
     backends: list[int] = []
-
-    def backend() -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            backends.append(cursor.fetchone()[0])
+    backend = _backend_into(backends)
 
     _answered(backend)
     assert after_response_module.drain(10)
@@ -196,11 +204,7 @@ def test_served_a_kept_connection_the_server_ended_is_replaced_before_the_next_b
 
     served.IDLE_SECONDS = 60  # the thread keeps its connection between the two batches
     backends: list[int] = []
-
-    def backend() -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            backends.append(cursor.fetchone()[0])
+    backend = _backend_into(backends)
 
     _answered(backend)
     assert after_response_module.drain(10)

@@ -59,6 +59,17 @@ def index(owner) -> str:
     return notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
 
 
+def room_for_lisbon(owner, model, make_chat) -> Proposal:
+    """A full index, a chat that says the owner moved to Lisbon, and the pass's one suggestion: forget the
+    model's old guess to make room for "home"."""
+    fill(owner, {"old-guess": 45})
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+    return room
+
+
 def test_a_full_index_gets_a_suggestion_to_forget_the_oldest_note_of_the_model(owner, model, make_chat):
     fill(owner, {"old-guess": 45, "older-guess": 60, "fresh-guess": 5})
     make_chat(owner, LISBON)
@@ -233,12 +244,8 @@ def test_confirming_the_room_suggests_the_note_that_did_not_fit_and_saves_nothin
 
 
 def test_under_save_it_and_tell_me_the_note_still_waits(owner, model, make_chat):
-    fill(owner, {"old-guess": 45})
     settings_update(user_id=owner.pk, save_mode="auto")
-    make_chat(owner, LISBON)
-    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
-    consolidate_user(owner_id=owner.pk)
-    [room] = suggestions(owner)
+    room = room_for_lisbon(owner, model, make_chat)
 
     proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
 
@@ -248,12 +255,8 @@ def test_under_save_it_and_tell_me_the_note_still_waits(owner, model, make_chat)
 
 
 def test_under_always_confirm_the_note_that_did_not_fit_waits_locked(owner, model, make_chat):
-    fill(owner, {"old-guess": 45})
     settings_update(user_id=owner.pk, save_mode="always")
-    make_chat(owner, LISBON)
-    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
-    consolidate_user(owner_id=owner.pk)
-    [room] = suggestions(owner)
+    room = room_for_lisbon(owner, model, make_chat)
 
     proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
 
@@ -262,11 +265,7 @@ def test_under_always_confirm_the_note_that_did_not_fit_waits_locked(owner, mode
 
 
 def test_turning_the_room_down_drops_the_note_that_needed_it(owner, model, make_chat):
-    fill(owner, {"old-guess": 45})
-    make_chat(owner, LISBON)
-    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
-    consolidate_user(owner_id=owner.pk)
-    [room] = suggestions(owner)
+    room = room_for_lisbon(owner, model, make_chat)
 
     proposals.proposal_reject(owner_id=owner.pk, proposal_id=room.pk, actor="you")
 
@@ -275,11 +274,7 @@ def test_turning_the_room_down_drops_the_note_that_needed_it(owner, model, make_
 
 
 def test_a_note_the_rules_now_refuse_is_not_suggested_when_the_room_is_made(owner, model, make_chat):
-    fill(owner, {"old-guess": 45})
-    make_chat(owner, LISBON)
-    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
-    consolidate_user(owner_id=owner.pk)
-    [room] = suggestions(owner)
+    room = room_for_lisbon(owner, model, make_chat)
     settings_update(user_id=owner.pk, save_mode="never")
 
     proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")

@@ -83,13 +83,18 @@ def test_dont_save_drops_the_proposal(web, model):
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
 
 
-def test_save_it_and_tell_me_shows_saved_to_memory_with_an_undo(web, model):
-    web.register("alice")
-    page = web.page
+def save_home_at_once(web, model) -> None:
+    """Under "Save it and tell me", a chat in which the model saves "home" at once."""
     pick_save_level(web, "Save it and tell me")
     model.script(tool_calls(PROPOSE_HOME), reply("Saved: you live in Rome."))
     new_chat(web)
     send(web, "Remember that I live in Rome.")
+
+
+def test_save_it_and_tell_me_shows_saved_to_memory_with_an_undo(web, model):
+    web.register("alice")
+    page = web.page
+    save_home_at_once(web, model)
     line = page.get_by_test_id("saved-line")
     expect(line).to_contain_text("Saved to memory: home — lives in Rome")
     expect(page.get_by_role("article")).to_have_count(0)  # no confirmation card
@@ -195,10 +200,7 @@ def test_times_are_shown_in_the_readers_own_time_zone(new_web, model):
     web = new_web(timezone_id="Europe/Berlin", locale="en-GB")
     web.register("alice")
     page = web.page
-    pick_save_level(web, "Save it and tell me")
-    model.script(tool_calls(PROPOSE_HOME), reply("Saved: you live in Rome."))
-    new_chat(web)
-    send(web, "Remember that I live in Rome.")
+    save_home_at_once(web, model)
 
     until = page.get_by_test_id("saved-line").locator("time")
     utc = datetime.fromisoformat(until.get_attribute("datetime"))
