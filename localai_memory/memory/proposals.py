@@ -387,15 +387,9 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
 
 
 def _tell_confirmed(proposal: Proposal) -> None:
-    """Each of ``confirm_listeners``, in the confirm's transaction, each behind its own savepoint."""
-    for listener in confirm_listeners:
-        try:
-            with transaction.atomic():
-                listener(proposal)
-        except (OperationalError, InterfaceError):
-            raise  # the database is gone: the confirm fails too, and nothing was saved
-        except Exception:  # the owner's confirm never fails for what follows it
-            log.exception("memory confirm listener %r failed on %r", listener, proposal)
+    """Each of ``confirm_listeners``, in the confirm's transaction, each behind its own savepoint: the owner's
+    confirm never fails for what follows it, unless the database is gone (then nothing was saved)."""
+    _call_listeners(confirm_listeners, proposal, savepoint=True)
 
 
 def proposal_confirm_read(*, owner_id: int, proposal_id: object, actor: str) -> tuple[Proposal, ChangeSet | None]:
@@ -483,14 +477,21 @@ def undo_windows_closed(*, since: datetime, until: datetime) -> list[ChangeSet]:
     return closed
 
 
-def _call_listeners(listeners: list[Callable[[Any], None]], item: Any) -> bool:
+def _call_listeners(listeners: list[Callable[[Any], None]], item: Any, *, savepoint: bool = False) -> bool:
+    """Each listener with ``item``; one that fails is logged and the rest still run (False then), behind a
+    savepoint of its own with ``savepoint``. A database that is gone ends it all: the caller's transaction
+    fails (a sweep retries next time; a confirm saved nothing)."""
     ok = True
     for listener in list(listeners):
         try:
-            listener(item)
+            if savepoint:
+                with transaction.atomic():
+                    listener(item)
+            else:
+                listener(item)
         except (OperationalError, InterfaceError):
-            raise  # the database is gone: end this sweep; the next one retries what was not announced
-        except Exception:  # one broken listener never stops the sweep
+            raise
+        except Exception:
             log.exception("memory listener %r failed on %r", listener, item)
             ok = False
     return ok

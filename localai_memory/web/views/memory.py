@@ -21,7 +21,8 @@ from localai_memory.core.errors import ApplicationError, Conflict
 from localai_memory.growth.selectors import line_writers
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
-from localai_memory.memory.models import MessagingSave, Proposal, SaveMode
+from localai_memory.memory.models import MessagingSave, SaveMode
+from localai_memory.memory.proposals import proposal_list
 from localai_memory.memory.providers import memory_providers
 from localai_memory.memory.selectors import MemoryState, memory_state
 from localai_memory.notes import selectors as notes_selectors
@@ -116,16 +117,14 @@ def _add_writers(owner_id: int, tab: Tab) -> None:
     """Each shown note's ``written``: who changed it last and when, so a person sees at a glance which notes
     the assistant saved by itself (a note whose history is too old to tell gets none); and ``waiting``: a
     suggestion to change or forget it that waits in the inbox ("change" or "forget")."""
-    now = timezone.now()
     for scope in tab.scopes:
         if not scope["index"]:
             continue
         written = line_writers(owner_id=owner_id, scope=Scope(scope["kind"], scope["key"]),
                                topics=[entry["topic"] for entry in scope["index"]])
-        waiting = {topic: "forget" if delete else "change" for topic, delete in (
-            Proposal.objects.filter(owner_id=owner_id, scope_kind=scope["kind"], scope_key=scope["key"],
-                                    status=Proposal.Status.PENDING, expires_at__gt=now)
-            .order_by("created_at").values_list("topic", "delete"))}
+        pending = proposal_list(owner_id=owner_id).filter(scope_kind=scope["kind"], scope_key=scope["key"])
+        waiting = {topic: "forget" if delete else "change"
+                   for topic, delete in pending.order_by("created_at").values_list("topic", "delete")}
         for entry in scope["index"]:
             if entry["topic"] in waiting:
                 entry["waiting"] = waiting[entry["topic"]]
