@@ -650,14 +650,12 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
                       now: datetime) -> None:
     """One proposal that adds a dated line per finished chat to the scope's ``recent-chats`` topic."""
     work = items[0][0]
-    current_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC) or ""
     # The pass's chats, from _chats_with_work: each knows when its last message was written.
     added = [((cast("_ActiveChat", chat_work.chat).last_at or now).date().isoformat(), summary)
              for chat_work, summary in items]
-    lines = episode_lines(current_details, added)
     current = _episodes_entry(owner_id, scope)
     summary_line = current.summary if current else EPISODES_SUMMARY
-    details = "\n".join(lines) + "\n"
+    details = _episode_file(owner_id, scope, added)
     with transaction.atomic():
         made = len(result.proposals)
         outcome = _propose_episode_file(work, summary_line=summary_line, details=details, current=current,
@@ -666,6 +664,12 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
             result.summaries += len(items)
         for chat_work, _ in items:
             ChatWatermark.objects.filter(pk=chat_work.mark.pk).update(summarised_at=now, summary_outcome=outcome)
+
+
+def _episode_file(owner_id: int, scope: Scope, added: list[tuple[str, str]]) -> str:
+    """The scope's ``recent-chats`` file as it is now, with ``added`` in (``episode_lines``)."""
+    current = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC) or ""
+    return "\n".join(episode_lines(current, added)) + "\n"
 
 
 def _episodes_entry(owner_id: int, scope: Scope) -> IndexEntry | None:
@@ -743,9 +747,7 @@ def consolidation_room_made(proposal: Proposal) -> None:
     result, now = PassResult(status="done"), timezone.now()
     if fact["topic"] == EPISODES_TOPIC:
         added = [(str(day), str(line)) for day, line in fact.get("added") or []]
-        current_file = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=EPISODES_TOPIC) or ""
-        details = ("\n".join(episode_lines(current_file, added)) + "\n" if added
-                   else str(fact.get("details") or ""))
+        details = _episode_file(owner_id, scope, added) if added else str(fact.get("details") or "")
         _propose_episode_file(work, summary_line=str(fact.get("summary") or EPISODES_SUMMARY), details=details,
                               current=_episodes_entry(owner_id, scope), result=result, now=now, added=added)
     else:
