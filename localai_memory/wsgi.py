@@ -27,9 +27,9 @@ def _load_everything_then_freeze() -> None:
 
     get_resolver().url_patterns  # noqa: B018 - imports every view module now, not on the first request
     _load_the_embedder()
-    from localai_memory.chats.llm import model_client
+    from localai_memory.chats.llm import model_client_warm
 
-    model_client()  # the keep-alive model client (~20 ms to build: certificates) now, not in the first turn
+    model_client_warm()  # the model client's TLS context (~20 ms: certificates) now, not in the first turn
     gc.collect()
     gc.freeze()
 

@@ -11,27 +11,12 @@ machine by itself: the floor under any proxy's overhead, memory or not.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import httpx
+from localai_memory.core import keepalive  # the app's model client (standard library only)
 
-_clients: dict[int, httpx.Client] = {}
-_lock = threading.Lock()
-
-
-def _client() -> httpx.Client:
-    """One keep-alive client per process, as the app's model client (``chats.llm``)."""
-    pid = os.getpid()
-    with _lock:
-        if pid not in _clients:
-            _clients.clear()
-            _clients[pid] = httpx.Client(limits=httpx.Limits(max_keepalive_connections=8), timeout=30)
-        return _clients[pid]
-
-
-_client()  # each gunicorn worker imports this module after the fork: build its client now, not in a timed call
+keepalive.tls_context()  # each gunicorn worker imports this module after the fork: build it now, not in a timed call
 
 
 def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -40,9 +25,9 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
         return [b"not found"]
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length)
-    upstream = _client().post(os.environ["BARE_HOP_MODEL_URL"].rstrip("/") + "/chat/completions", content=body,
-                              headers={"Content-Type": "application/json", "Accept": "application/json"})
-    start_response(f"{upstream.status_code} {upstream.reason_phrase}",
+    upstream = keepalive.post(os.environ["BARE_HOP_MODEL_URL"].rstrip("/") + "/chat/completions", body,
+                              {"Accept": "application/json"}, timeout=30, connect=10)
+    start_response(f"{upstream.status} {upstream.reason}",
                    [("Content-Type", upstream.headers.get("content-type", "application/json")),
                     ("Content-Length", str(len(upstream.content)))])
     return [upstream.content]

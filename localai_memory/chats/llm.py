@@ -1,4 +1,4 @@
-"""The model client: OpenAI chat completions over httpx to ``settings.LLM_BASE_URL``.
+"""The model client: OpenAI chat completions to ``settings.LLM_BASE_URL`` over kept connections (``core.keepalive``).
 
 Any OpenAI-compatible server works (LocalAI, Ollama, llama.cpp, vLLM, OpenAI). This module only speaks the
 protocol: it sends messages and tool definitions and returns the assistant message. It never decides what the
@@ -9,16 +9,15 @@ of two clear errors: ``model_unavailable`` (down, 5xx, refused, timed out) or ``
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
-import os
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from django.conf import settings
 
+from localai_memory.core import keepalive
 from localai_memory.core.errors import UpstreamError
 
 log = logging.getLogger(__name__)
@@ -64,23 +63,9 @@ class ModelReply:
         return message
 
 
-_clients: dict[int, httpx.Client] = {}
-_clients_lock = threading.Lock()
-
-
-def model_client() -> httpx.Client:
-    """One keep-alive client per process (a forked web worker makes its own): building a client per call
-    cost about 20 ms of CPU a model call."""
-    pid = os.getpid()
-    client = _clients.get(pid)
-    if client is None:
-        with _clients_lock:
-            client = _clients.get(pid)
-            if client is None:
-                client = httpx.Client(limits=httpx.Limits(max_keepalive_connections=8))
-                _clients.clear()
-                _clients[pid] = client
-    return client
+def model_client_warm() -> None:
+    """Build what the first model call would otherwise build (the TLS context: ~20 ms), as a worker starts."""
+    keepalive.tls_context()
 
 
 def chat_completion(
@@ -100,26 +85,30 @@ def chat_completion(
         headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"
     timeout = float(settings.LLM_TIMEOUT)
     try:
-        response = model_client().post(f"{base_url}/chat/completions", json=body, headers=headers,
-                                  timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
-    except httpx.TimeoutException:
+        response = keepalive.post(f"{base_url}/chat/completions", _json_bytes(body), headers,
+                                  timeout=timeout, connect=min(timeout, 10.0))
+    except TimeoutError:
         raise ModelUnavailable(f"The model server did not answer within {timeout:g} seconds. Your message is "
                                "kept; try again.", status=504) from None
-    except httpx.HTTPError as exc:
+    except (OSError, http.client.HTTPException) as exc:
         log.warning("model server %s unreachable: %s", base_url, exc)
         raise ModelUnavailable("The model server is not reachable. Your message is kept; try again once it "
                                "runs.") from None
-    if response.status_code >= 400:
-        detail = _error_text(response)
-        log.warning("model server answered %s: %s", response.status_code, detail)
-        raise ModelUnavailable(f"The model server answered {response.status_code}"
+    if response.status >= 400:
+        detail = _error_text(response.content)
+        log.warning("model server answered %s: %s", response.status, detail)
+        raise ModelUnavailable(f"The model server answered {response.status}"
                                f"{': ' + detail if detail else ''}. Your message is kept; try again.")
     return parse_completion(response.content)
 
 
-def _error_text(response: httpx.Response) -> str:
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _error_text(content: bytes) -> str:
     try:
-        payload = response.json()
+        payload = json.loads(content)
     except ValueError:
         return ""
     error = payload.get("error") if isinstance(payload, dict) else None

@@ -1,0 +1,218 @@
+"""A small keep-alive HTTP/1.1 client on the standard library's ``http.client``, for the model call.
+
+The model call sits in front of every chat reply, so its client's own cost is part of what memory adds to a
+turn. httpx, which the app used before, spends ~0.9 ms of CPU per POST on loopback; ``http.client`` with a kept
+connection ~0.4 ms (``bench/README.md``). This module adds what the app needs around it and nothing else:
+
+- **Kept connections**, one pool per process (a forked worker starts with an empty one) and per origin, used
+  last-in first-out so the warmest one answers. A connection idle longer than ``IDLE_SECONDS``, or one the
+  server has closed (its socket reads as ready while idle), is dropped before use.
+- **One retry, on a kept connection only**, when the server closed it while the request was on its way (reset,
+  broken pipe, or an empty answer). That is the race every keep-alive client has, not a server failure; a new
+  connection that fails is reported.
+- **Timeouts** like httpx's: ``connect`` for the TCP (and TLS) setup, ``timeout`` for each read and write.
+- **TLS** checked against ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when set, else certifi's bundle (what httpx
+  used), else the system's.
+- **Proxies** from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), as httpx honoured them: an
+  ``http://`` URL is sent to the proxy whole, an ``https://`` one through a ``CONNECT`` tunnel.
+
+Failures raise ``ConnectError`` (nothing was sent: refused, no route, TLS refused), ``TimeoutError`` or
+``OSError`` (``http.client.HTTPException`` for a reply that is not HTTP). The caller turns them into its error.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import os
+import select
+import ssl
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+#: A kept connection idle longer than this is closed rather than reused (httpx's default keep-alive expiry).
+IDLE_SECONDS = 5.0
+#: Kept connections per origin; more concurrent calls than this open extra ones, closed after use.
+MAX_IDLE_PER_ORIGIN = 8
+
+
+class ConnectError(OSError):
+    """The connection could not be made (refused, unreachable, the TLS handshake failed): nothing was sent."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    reason: str
+    headers: dict[str, str]  # lower-cased names
+    content: bytes
+
+
+@dataclass(frozen=True)
+class _Origin:
+    scheme: str
+    host: str
+    port: int
+    proxy: str | None  # the proxy URL this origin is reached through, if any
+
+
+class _Kept:
+    __slots__ = ("conn", "idle_since")
+
+    def __init__(self, conn: http.client.HTTPConnection, idle_since: float) -> None:
+        self.conn = conn
+        self.idle_since = idle_since
+
+
+_pools: dict[_Origin, list[_Kept]] = {}
+_pools_pid: int | None = None
+_lock = threading.Lock()
+_tls: ssl.SSLContext | None = None
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS context (building one loads a CA bundle: ~20 ms, so once)."""
+    global _tls
+    if _tls is None:
+        cafile = os.environ.get("SSL_CERT_FILE") or None
+        capath = os.environ.get("SSL_CERT_DIR") or None
+        if cafile is None and capath is None:
+            try:
+                import certifi
+            except ImportError:
+                pass
+            else:
+                cafile = certifi.where()
+        _tls = ssl.create_default_context(cafile=cafile, capath=capath)
+    return _tls
+
+
+def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float) -> Response:
+    """POST ``body`` to ``url`` over a kept connection and read the whole answer."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConnectError(f"not an http(s) URL: {url}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    origin = _Origin(parts.scheme, parts.hostname, port, _proxy_for(parts.scheme, parts.hostname))
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    head = {"Content-Type": "application/json", **headers}
+    if origin.proxy and origin.scheme == "http":
+        target = f"http://{parts.netloc}{target}"  # a plain-HTTP proxy is sent the whole URL
+        head.update(_proxy_auth(origin.proxy))
+    for _attempt in range(2):
+        kept = _take(origin)
+        conn = kept.conn if kept else _connect(origin, timeout=timeout, connect=connect)
+        try:
+            conn.request("POST", target, body=body, headers=head)
+            answer = conn.getresponse()
+            content = answer.read()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected) as exc:
+            conn.close()
+            if kept is None:
+                raise ConnectionError(f"the server closed the connection: {exc}") from exc
+            continue  # a kept connection the server closed meanwhile: once more on a new one
+        except BaseException:
+            conn.close()
+            raise
+        response = Response(answer.status, answer.reason, {k.lower(): v for k, v in answer.getheaders()}, content)
+        if answer.will_close:
+            conn.close()
+        else:
+            _give_back(origin, conn)
+        return response
+    raise ConnectionError("the server closed two connections in a row")  # pragma: no cover - the loop returns
+
+
+def _connect(origin: _Origin, *, timeout: float, connect: float) -> http.client.HTTPConnection:
+    host, port = origin.host, origin.port
+    tunnel = False
+    if origin.proxy:
+        proxy = urlsplit(origin.proxy)
+        host, port = proxy.hostname or "", proxy.port or 80
+        tunnel = origin.scheme == "https"
+    conn: http.client.HTTPConnection
+    if origin.scheme == "https":
+        conn = http.client.HTTPSConnection(host, port, timeout=connect, context=tls_context())
+        if tunnel:
+            conn.set_tunnel(origin.host, origin.port, headers=_proxy_auth(origin.proxy or ""))
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=connect)
+    try:
+        conn.connect()
+    except TimeoutError:
+        conn.close()
+        raise
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        raise ConnectError(f"could not connect to {origin.host}:{origin.port}: {exc}") from exc
+    assert conn.sock is not None
+    conn.sock.settimeout(timeout)
+    return conn
+
+
+def _take(origin: _Origin) -> _Kept | None:
+    """The most recently used kept connection to ``origin`` that is still open and fresh, if any."""
+    global _pools_pid
+    now = time.monotonic()
+    stale: list[_Kept] = []
+    found = None
+    with _lock:
+        if _pools_pid != os.getpid():  # a forked child must not share its parent's sockets
+            _pools.clear()
+            _pools_pid = os.getpid()
+        pool = _pools.get(origin, [])
+        while pool:
+            kept = pool.pop()
+            if now - kept.idle_since > IDLE_SECONDS or _closed_by_server(kept.conn):
+                stale.append(kept)
+                continue
+            found = kept
+            break
+    for kept in stale:
+        kept.conn.close()
+    return found
+
+
+def _give_back(origin: _Origin, conn: http.client.HTTPConnection) -> None:
+    with _lock:
+        if _pools_pid == os.getpid():
+            pool = _pools.setdefault(origin, [])
+            if len(pool) < MAX_IDLE_PER_ORIGIN:
+                pool.append(_Kept(conn, time.monotonic()))
+                return
+    conn.close()
+
+
+def _closed_by_server(conn: http.client.HTTPConnection) -> bool:
+    """An idle kept connection has nothing to read; if its socket is readable, the server closed it (or sent
+    something unasked), so it must not carry a request."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy URL the environment sets for ``scheme`` (``HTTP_PROXY``/``HTTPS_PROXY``), unless ``NO_PROXY``
+    exempts ``host``."""
+    proxy = urllib.request.getproxies_environment().get(scheme)
+    if not proxy or urllib.request.proxy_bypass_environment(host):  # type: ignore[attr-defined]  # not in typeshed
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _proxy_auth(proxy_url: str) -> dict[str, str]:
+    parts = urlsplit(proxy_url)
+    if parts.username is None:
+        return {}
+    secret = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return {"Proxy-Authorization": "Basic " + base64.b64encode(secret).decode("ascii")}
