@@ -290,3 +290,12 @@ def test_https_through_a_proxy_goes_through_a_connect_tunnel(tls_server, serve, 
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     assert call(server.url).status == 200
     assert tunnels and tunnels[0].decode().startswith(f"CONNECT 127.0.0.1:{server.port} HTTP/1.")
+
+
+def test_a_proxy_setting_changed_while_running_is_followed(serve, monkeypatch):
+    proxy, server = serve(), serve()
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+    assert call(server.url).status == 200
+    monkeypatch.delenv("HTTP_PROXY")
+    assert call(server.url).status == 200
+    assert len(proxy.requests) == 1 and len(server.requests) == 1
