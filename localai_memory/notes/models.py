@@ -97,10 +97,13 @@ class FileVersion(models.Model):
 
 
 class TrashEntry(models.Model):
-    """Files moved to the Trash together (one file, an agent's folder, or everything on Forget)."""
+    """Files moved to the Trash together (one file, one note, an agent's folder, or everything on Forget).
+
+    A note's entry holds its index line (under the index's path) and its topic file, if it had one."""
 
     class Kind(models.TextChoices):
         FILE = "file", "File"
+        NOTE = "note", "Note"
         FOLDER = "folder", "Folder"
         FORGET = "forget", "Forget everything"
         AGENT = "agent", "Deleted agent's notes"

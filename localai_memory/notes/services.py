@@ -271,25 +271,109 @@ def memory_erase(*, owner_id: int) -> dict[str, int]:
 
 @transaction.atomic
 def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> ChangeSet:
-    """Put a Trash entry's files back. Refuses (409) if any of its paths holds a file again."""
+    """Put a Trash entry's files back, as one change set, without losing anything written since.
+
+    - A file whose path is free again comes back as it was.
+    - An index that exists again (a note saved after Forget everything) is merged: its lines stay, the
+      Trash's lines for other topics come back in their old order. The merged index must fit the caps.
+    - A topic file that exists again is newer than the Trash's copy and stays; the summary names it.
+    - A note's entry (one note deleted) comes back as that note: its index line and its topic file, unless
+      a note of that topic exists again.
+
+    Refuses (409) when nothing could come back, or the merged index would pass the caps; writes nothing then.
+    """
     lock_owner(owner_id)
     entry = TrashEntry.objects.select_for_update().filter(owner_id=owner_id, pk=entry_id).first()
     if entry is None:
         raise NotFound("No such Trash entry.")
     if entry.restored_at is not None:
         raise Conflict("This Trash entry was restored already.", code="already_restored")
-    files = list(entry.files.all())
-    taken = list(NoteFile.objects.filter(owner_id=owner_id, path__in=[f.path for f in files])
-                 .values_list("path", flat=True))
-    if taken:
-        raise Conflict("These files exist again; move or delete them first: " + ", ".join(sorted(taken)),
-                       code="restore_conflict", details={"paths": sorted(taken)})
-    change_set = apply_changes(owner_id=owner_id, writes={f.path: f.content for f in files}, source=ChangeSet.Source.RESTORE,
-                        summary=f"Restored {entry.label} from the Trash", actor=actor, validate=False)
+    files = {f.path: f.content for f in entry.files.all()}
+    current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=list(files))}
+    kept: list[str] = []
+    if entry.kind == TrashEntry.Kind.NOTE:
+        writes = _note_back(files, current)
+    else:
+        writes, kept = _files_back(files, current)
+    summary = f"Restored {entry.label} from the Trash"
+    if kept:
+        summary += "; kept the newer " + ", ".join(kept)
+    change_set = apply_changes(owner_id=owner_id, writes=writes, source=ChangeSet.Source.RESTORE,
+                               summary=summary[:300], actor=actor, validate=False)
     entry.restored_at = change_set.created_at
     entry.restored_by = change_set
     entry.save(update_fields=["restored_at", "restored_by"])
     return change_set
+
+
+def _files_back(files: dict[str, str], current: dict[str, str]) -> tuple[dict[str, str | None], list[str]]:
+    """What restoring ``files`` writes, given the ``current`` text of those that exist again, and which of
+    those stay as they are (newer topic files)."""
+    writes: dict[str, str | None] = {}
+    kept: list[str] = []
+    for path in sorted(files):
+        if path not in current:
+            writes[path] = files[path]
+        elif parse_path(path).topic is None:
+            merged = _merged_index(path, trashed=files[path], now=current[path])
+            if merged != current[path]:
+                writes[path] = merged
+        else:
+            kept.append(path)
+    if not writes:
+        raise Conflict("These files exist again; move or delete them first: " + ", ".join(sorted(current)),
+                       code="restore_conflict", details={"paths": sorted(current)})
+    return writes, kept
+
+
+def _merged_index(path: str, *, trashed: str, now: str) -> str:
+    """The index at ``path`` as it is ``now`` with the Trash's lines for topics it no longer has put back in
+    their old order (a topic in both keeps today's line). 409 when either text is not an index or the result
+    would pass the caps."""
+    old, new = _index_to_merge(path, trashed), _index_to_merge(path, now)
+    todays = {e.topic: e for e in new}
+    merged = [todays.pop(e.topic, e) for e in old]
+    return _index_within_caps(path, merged + [e for e in new if e.topic in todays])
+
+
+def _index_to_merge(path: str, text: str) -> list[IndexEntry]:
+    try:
+        return parse_index(text)
+    except InvalidInput as exc:
+        raise Conflict(f"{path} exists again and cannot be merged with the Trash's copy ({exc.message}); "
+                       "move or delete it first.", code="restore_conflict", details={"paths": [path]}) from None
+
+
+def _index_within_caps(path: str, entries: list[IndexEntry]) -> str:
+    """The index text of ``entries``, or 409 ``restore_over_cap`` when it would pass the caps."""
+    text = render_index(entries)
+    lines, size = index_size(text)
+    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+        raise Conflict(f"Restoring would give {path} {lines} lines ({size} bytes); an index holds at most "
+                       f"{INDEX_MAX_LINES} lines and {INDEX_MAX_BYTES} bytes. Delete some notes there first.",
+                       code="restore_over_cap", details={"paths": [path], "lines": lines, "bytes": size})
+    return text
+
+
+def _note_back(files: dict[str, str], current: dict[str, str]) -> dict[str, str | None]:
+    """What restoring one deleted note writes: its index line into the index as it is now, its topic file."""
+    index_path = next((p for p in files if parse_path(p).topic is None), None)
+    topic_path = next((p for p in files if parse_path(p).topic is not None), None)
+    line = parse_index(files[index_path]) if index_path else []
+    todays = _index_to_merge(index_path, current[index_path]) if index_path and index_path in current else []
+    present = [p for p in (topic_path,) if p in current]
+    if index_path and {e.topic for e in line} & {e.topic for e in todays}:
+        present.append(index_path)
+    if present:
+        label = line[0].topic if line else (topic_path or "")
+        raise Conflict(f"A note “{label}” exists again; delete or rename it first.", code="restore_conflict",
+                       details={"paths": sorted(present)})
+    writes: dict[str, str | None] = {}
+    if topic_path:
+        writes[topic_path] = files[topic_path]
+    if index_path:  # the line goes back at the end, as a new note's does
+        writes[index_path] = _index_within_caps(index_path, todays + line)
+    return writes
 
 
 @transaction.atomic
@@ -376,6 +460,7 @@ def note_upsert(
     entries = parse_index(index_file.content) if index_file else []
     topic_path = scope.topic_path(topic)
     writes: dict[str, str | None] = {}
+    gone: list[IndexEntry] = []  # the line a delete removes (it goes to the Trash)
     if delete:
         remaining = [e for e in entries if e.topic != topic]
         if len(remaining) == len(entries) and not NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists():
@@ -383,6 +468,7 @@ def note_upsert(
                            details={"entries": [e.as_dict() for e in entries]})
         writes[scope.index_path] = render_index(remaining) if remaining else None
         writes[topic_path] = None
+        gone = [e for e in entries if e.topic == topic]
         verb = "Forgot"
     else:
         line_summary = clean_summary(summary)
@@ -412,8 +498,18 @@ def note_upsert(
     writes = {p: c for p, c in writes.items() if current.get(p) != c}
     if not writes:
         raise Conflict(f"Memory already holds exactly this note ({topic}).", code="no_change")
-    return apply_changes(owner_id=owner_id, writes=writes, source=source, summary=f"{verb} {topic} in {scope.label}",
-                  actor=actor, automatic=automatic, undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
+    change = apply_changes(owner_id=owner_id, writes=writes, source=source,
+                           summary=f"{verb} {topic} in {scope.label}", actor=actor, automatic=automatic,
+                           undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
+    if delete:  # the note goes to the Trash: its line (under the index's path) and its topic file
+        trashed = TrashEntry.objects.create(owner_id=owner_id, kind=TrashEntry.Kind.NOTE,
+                                            label=f"“{topic}” in {scope.label}", created_at=change.created_at,
+                                            change_set=change)
+        kept = [TrashFile(entry=trashed, path=scope.index_path, content=render_index(gone))] if gone else []
+        if topic_path in current:
+            kept.append(TrashFile(entry=trashed, path=topic_path, content=current[topic_path]))
+        TrashFile.objects.bulk_create(kept)
+    return change
 
 
 def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:

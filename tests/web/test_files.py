@@ -95,7 +95,7 @@ def test_delete_moves_a_file_to_the_trash_and_restore_brings_it_back(web):
     expect(page.get_by_role("heading", name="Trash")).to_be_visible()
     web.accessible("trash")
     page.get_by_role("button", name="Restore Memory/diet.md").click()
-    expect(page.get_by_text("Restored Memory/diet.md.")).to_be_visible()
+    expect(page.get_by_text("Restored Memory/diet.md from the Trash.")).to_be_visible()
     expect(page.get_by_text("The Trash is empty")).to_be_visible()
     web.go("/files/open/?path=Memory/diet.md")
     expect(page.get_by_label("Text of Memory/diet.md")).to_have_value("Vegetarian.\n")

@@ -179,13 +179,33 @@ def test_forget_everything_asks_first_and_the_notes_come_back_from_the_trash(web
     page.get_by_role("button", name="Forget everything").click()
     expect(page.get_by_text("Your notes are in the Trash. You can restore them from Files → Trash.")).to_be_visible()
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
+    add_note(web, "pets", "a cat called Miso")  # memory stays on: a note saved after forgetting
     page.get_by_role("link", name="Files").click()
     page.get_by_role("link", name="Trash (1)").click()
     expect(page.locator("strong", has_text="Everything in Memory")).to_be_visible()
     page.get_by_role("button", name="Restore Everything in Memory").click()
-    expect(page.get_by_text("Restored Everything in Memory.")).to_be_visible()
+    expect(page.get_by_text("Restored Everything in Memory from the Trash.")).to_be_visible()
     web.go("/settings/memory/")
     expect(page.locator(".notes-list")).to_contain_text("home — lives in Rome")
+    expect(page.locator(".notes-list")).to_contain_text("pets — a cat called Miso")
+
+
+def test_a_note_deleted_on_the_tab_waits_in_the_trash_and_comes_back(web):
+    web.register("alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome", "Near the Pantheon since 2020.")
+    add_note(web, "diet", "vegetarian")
+    page.get_by_role("button", name="Delete the note home").click()
+    expect(page.get_by_text("Deleted the note “home”. Its files are in the Trash.")).to_be_visible()
+    web.go("/files/trash/")
+    expect(page.locator("strong", has_text="“home” in your notes")).to_be_visible()
+    expect(page.get_by_text("- home: lives in Rome -> home.md")).to_be_visible()
+    web.accessible("trash with a note")
+    page.get_by_role("button", name="Restore “home” in your notes").click()
+    expect(page.get_by_text("Restored “home” in your notes from the Trash.")).to_be_visible()
+    web.go("/settings/memory/")
+    expect(page.locator(".notes-list")).to_contain_text("home — lives in Rome")
+    expect(page.locator(".notes-list")).to_contain_text("diet — vegetarian")
 
 
 def test_with_files_off_on_the_server_the_tab_says_memory_is_off_and_why(web, settings):

@@ -228,9 +228,9 @@ def trash(request: AuthenticatedHttpRequest) -> HttpResponse:
 def trash_restore(request: AuthenticatedHttpRequest, entry_id: int) -> HttpResponse:
     entry = notes_selectors.access_trash(owner_id=request.user.pk, entry_id=entry_id)
     try:
-        notes_services.trash_restore(owner_id=request.user.pk, entry_id=entry.pk)
+        change = notes_services.trash_restore(owner_id=request.user.pk, entry_id=entry.pk)
     except Conflict as exc:
         flash_error(request, exc)
     else:
-        messages.success(request, f"Restored {entry.label}.")
+        messages.success(request, f"{change.summary}.")
     return redirect("/files/trash/")

@@ -1,0 +1,118 @@
+"""The Trash keeps every delete restorable: one note deleted on its own, and Forget everything even after new
+notes were saved since (restore merges, and never overwrites what was written after the delete)."""
+
+from __future__ import annotations
+
+import pytest
+
+from localai_memory.core.errors import Conflict
+from localai_memory.notes import selectors, services
+from localai_memory.notes.models import NoteFile, TrashEntry
+from localai_memory.notes.paths import Scope
+
+from .test_store import save
+
+pytestmark = pytest.mark.django_db
+
+
+def files_of(user) -> dict[str, str]:
+    return {f.path: f.content for f in NoteFile.objects.filter(owner=user)}
+
+
+def delete(user, topic, scope=None):
+    return services.note_upsert(owner_id=user.pk, scope=scope or Scope.user(), topic=topic, delete=True,
+                                source="files", actor="you")
+
+
+def test_a_deleted_note_waits_in_the_trash_with_its_line_and_file_and_comes_back_at_the_end(owner):
+    save(owner, "home", "lives in Rome", details="Since 2020, near the Pantheon.")
+    save(owner, "diet", "vegetarian")
+    delete(owner, "home")
+    save(owner, "tone", "short answers")
+
+    (entry,) = selectors.trash_list(owner_id=owner.pk)
+    assert (entry.kind, entry.label) == ("note", "“home” in your notes")
+    assert {f.path: f.content for f in entry.files.all()} == {
+        "Memory/index.md": "- home: lives in Rome -> home.md\n",
+        "Memory/home.md": "Since 2020, near the Pantheon.\n",
+    }
+    change = services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+
+    assert change.summary == "Restored “home” in your notes from the Trash"
+    assert files_of(owner) == {
+        "Memory/index.md": "- diet: vegetarian\n- tone: short answers\n- home: lives in Rome -> home.md\n",
+        "Memory/home.md": "Since 2020, near the Pantheon.\n",
+    }
+    assert list(selectors.trash_list(owner_id=owner.pk)) == []
+
+
+def test_a_note_without_details_comes_back_as_its_line(owner):
+    save(owner, "diet", "vegetarian")
+    delete(owner, "diet")
+    assert files_of(owner) == {}
+    services.trash_restore(owner_id=owner.pk, entry_id=TrashEntry.objects.get(owner=owner).pk)
+    assert files_of(owner) == {"Memory/index.md": "- diet: vegetarian\n"}
+
+
+def test_a_deleted_note_saved_again_since_is_not_overwritten_by_the_trash(owner):
+    save(owner, "home", "lives in Rome", details="old")
+    delete(owner, "home")
+    save(owner, "home", "lives in Lisbon", details="new")
+    entry = TrashEntry.objects.get(owner=owner)
+    with pytest.raises(Conflict) as refused:
+        services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+    assert refused.value.code == "restore_conflict" and "“home” exists again" in refused.value.message
+    assert files_of(owner) == {"Memory/index.md": "- home: lives in Lisbon -> home.md\n", "Memory/home.md": "new\n"}
+
+
+def test_undoing_the_delete_takes_the_note_out_of_the_trash(owner):
+    save(owner, "diet", "vegetarian")
+    change = delete(owner, "diet")
+    services.change_undo(owner_id=owner.pk, change_id=change.pk)
+    assert files_of(owner) == {"Memory/index.md": "- diet: vegetarian\n"}
+    assert list(selectors.trash_list(owner_id=owner.pk)) == []
+
+
+def test_forget_everything_comes_back_after_new_notes_and_keeps_them(owner):
+    save(owner, "home", "lives in Rome", details="Rome since 2020.")
+    save(owner, "diet", "vegetarian", details="No meat.")
+    save(owner, "tone", "short", scope=Scope.agent(7))
+    entry = services.memory_forget(owner_id=owner.pk)
+    save(owner, "diet", "vegan now", details="No animal products.")  # saved after forgetting: newer
+    save(owner, "pets", "a cat called Miso")
+
+    change = services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+
+    assert files_of(owner) == {
+        "Memory/index.md": ("- home: lives in Rome -> home.md\n- diet: vegan now -> diet.md\n"
+                            "- pets: a cat called Miso\n"),
+        "Memory/home.md": "Rome since 2020.\n",
+        "Memory/diet.md": "No animal products.\n",
+        "Memory/agents/7/index.md": "- tone: short\n",
+    }
+    assert change.summary == "Restored Everything in Memory from the Trash; kept the newer Memory/diet.md"
+
+
+def test_a_restore_that_would_pass_the_index_cap_is_refused_and_writes_nothing(owner):
+    for number in range(30):
+        save(owner, f"old-{number}", f"old fact {number}")
+    entry = services.memory_forget(owner_id=owner.pk)
+    for number in range(15):
+        save(owner, f"new-{number}", f"new fact {number}")
+    before = files_of(owner)
+    with pytest.raises(Conflict) as refused:
+        services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+    assert refused.value.code == "restore_over_cap"
+    assert "45 lines" in refused.value.message and "at most 40 lines" in refused.value.message
+    assert files_of(owner) == before
+    assert TrashEntry.objects.get(pk=entry.pk).restored_at is None
+
+
+def test_another_user_cannot_restore_my_note(owner, outsider):
+    save(owner, "diet", "vegetarian")
+    delete(owner, "diet")
+    entry = TrashEntry.objects.get(owner=owner)
+    with pytest.raises(Exception) as refused:
+        services.trash_restore(owner_id=outsider.pk, entry_id=entry.pk)
+    assert getattr(refused.value, "status", None) == 404
+    assert files_of(owner) == {} and files_of(outsider) == {}
