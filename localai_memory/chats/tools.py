@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
@@ -342,6 +343,18 @@ def _propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topi
 # --------------------------------------------------------------------------------------------------------
 
 
+def _revertible(ctx: ToolContext) -> QuerySet[ChangeSet]:
+    """The changes of this chat the model may take back: the notes it saved at once, and the ones the owner
+    confirmed from it in the last 30 minutes ("forget what I just told you" in Ask me first). In a messaging
+    chat a confirmed note is taken back only at a paired sender's request: anyone else in a group could ask."""
+    chat_changes = ChangeSet.objects.filter(owner_id=ctx.chat.owner_id, chat_id=ctx.chat.pk)
+    mine = Q(automatic=True, source=ChangeSet.Source.MODEL)
+    if ctx.chat.origin != "messaging" or ctx.facts.sender_paired:
+        mine |= Q(automatic=False, source=ChangeSet.Source.PROPOSAL,
+                  created_at__gt=timezone.now() - policy.UNDO_WINDOW)
+    return chat_changes.filter(mine)
+
+
 def _revert_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     raw_id = arguments.get("change_id")
     if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, int)):
@@ -349,18 +362,15 @@ def _revert_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
     decision = policy.decide_revert(ctx.facts)
     if not decision.allowed:
         return _refused(ctx, None, decision.reason, decision.message)
-    mine = ChangeSet.objects.filter(owner_id=ctx.chat.owner_id, chat_id=ctx.chat.pk, automatic=True,
-                                    source=ChangeSet.Source.MODEL)
-    if raw_id is not None:
-        change = mine.filter(pk=raw_id).first()
-    else:
-        change = mine.filter(reverted_by__isnull=True).order_by("-created_at", "-id").first()
+    change = _revertible(ctx).filter(**({"pk": raw_id} if raw_id is not None else {"reverted_by__isnull": True})) \
+        .order_by("-created_at", "-id").first()
     if change is None:
         return _refused(ctx, None, "nothing_to_revert",
-                        "There is no note this chat saved at once that could be reverted.")
+                        "There is no note saved in this chat in the last 30 minutes that could be reverted.")
+    until = change.undo_until if change.automatic else change.created_at + policy.UNDO_WINDOW
     try:
         undo = change_undo(owner_id=ctx.chat.owner_id, change_id=change.pk, actor=MODEL_ACTOR,
-                           source=ChangeSet.Source.UNDO, not_after=change.undo_until)
+                           source=ChangeSet.Source.UNDO, not_after=until)
     except ApplicationError as exc:
         return _refused(ctx, None, exc.code, exc.message)
     ctx.report["reverted"].append({"change_id": change.pk, "undo_change_id": undo.pk, "summary": change.summary})

@@ -212,6 +212,64 @@ def test_revert_change_cannot_touch_another_chats_change(api, owner, model):
     assert index_of(owner) == "- diet: vegan, no honey\n"
 
 
+def confirm_in_the_inbox(owner, body) -> int:
+    from localai_memory.memory.proposals import proposal_confirm
+
+    proposal_id = body["memory"]["proposed"][0]["proposal_id"]
+    return proposal_confirm(owner_id=owner.pk, proposal_id=proposal_id, actor="you").pk
+
+
+def test_ask_me_first_a_note_you_just_confirmed_is_taken_back_by_revert_change(api, owner, model):
+    note(owner, "diet", "vegetarian")
+    chat = new_chat(api)
+    propose(model, VEGAN)
+    change_id = confirm_in_the_inbox(owner, send(api, chat, "Remember that I am vegan."))
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+
+    model.script(tool_calls(("revert_change", {})), reply("Forgotten."))
+    body = send(api, chat, "Actually, forget what I just told you.")
+
+    [result] = tool_results(model.last_request)
+    assert result["status"] == "reverted" and result["change_id"] == change_id
+    assert index_of(owner) == "- diet: vegetarian\n"
+    assert body["memory"]["reverted"][0]["change_id"] == change_id
+
+
+def test_a_confirmed_note_is_not_taken_back_by_the_model_after_thirty_minutes(api, owner, model):
+    chat = new_chat(api)
+    propose(model, VEGAN)
+    change_id = confirm_in_the_inbox(owner, send(api, chat, "Remember that I am vegan."))
+    with time_machine.travel(timezone.now() + timedelta(minutes=30, seconds=1), tick=False):
+        model.script(tool_calls(("revert_change", {"change_id": change_id})), reply("Too late."))
+        send(api, chat, "Forget that.")
+    assert tool_results(model.last_request)[0]["reason"] == "nothing_to_revert"
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+
+
+def test_in_a_group_only_a_paired_sender_gets_a_confirmed_note_taken_back(owner, model):
+    from localai_memory.chats.services import Sender, chat_create, turn_run
+
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3,
+                       conversation_key=channel_key(3, "group-1"), one_to_one=None)
+    propose(model, VEGAN)
+    asked = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True,
+                                                                             can_confirm=True))
+    confirm_in_the_inbox(owner, {"memory": asked.memory})
+    key = Scope("channel", channel_key(3, "group-1"))
+    assert index_of(owner, key) == "- diet: vegan, no honey\n"
+
+    model.script(tool_calls(("revert_change", {})), reply("No."))
+    stranger = turn_run(chat=chat, content="Forget that", sender=Sender(10, "Eve", paired=False,
+                                                                       can_confirm=False))
+    assert stranger.memory["refused"][0]["reason"] == "nothing_to_revert"
+    assert index_of(owner, key) == "- diet: vegan, no honey\n"
+
+    model.script(tool_calls(("revert_change", {})), reply("Done."))
+    paired = turn_run(chat=chat, content="Forget that", sender=Sender(9, "Bob", paired=True, can_confirm=True))
+    assert paired.memory["reverted"]
+    assert index_of(owner, key) == ""
+
+
 def test_a_propose_call_while_memory_is_off_writes_nothing(api, owner, model):
     set_memory(owner, save_mode="auto", enabled=False)
     propose(model, VEGAN)
