@@ -213,6 +213,17 @@ def _refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **e
     return {"status": "refused", "reason": reason, "message": message, **extra}
 
 
+def _drops_lines(ctx: ToolContext, scope_name: str | None, topic: str, details: str) -> bool:
+    """Whether these details would drop a line of the topic's file as it is: a shorter file for an older
+    note, which waits for the owner like a forget ("it proposes a shorter file, and you confirm that too")."""
+    scope = ctx.scopes.get(scope_name or ctx.decision.default_scope or "")
+    old = notes_selectors.topic_text(owner_id=ctx.chat.owner_id, scope=scope, topic=topic) if scope else None
+    if not old:
+        return False
+    kept = {line.strip() for line in details.splitlines()}
+    return any(line.strip() and line.strip() not in kept for line in old.splitlines())
+
+
 def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     kind = arguments.get("kind", "memory")
     if kind != "memory":
@@ -232,8 +243,9 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
     text = summary if not details else f"{summary}\n{details}"
     if ctx.addon is not None:
         return _addon_propose(ctx, topic, summary, details, delete, text)
+    cuts = delete or (details is not None and _drops_lines(ctx, scope_name, topic, details))
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
-        text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=delete))  # type: ignore[arg-type]
+        text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts))  # type: ignore[arg-type]
     if decision.outcome == "refuse" or decision.scope is None or decision.scope not in ctx.scopes:
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
         return _refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))

@@ -143,7 +143,7 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "looks_secret": "The note looks like it holds a secret, so it waits for your confirmation.",
         "too_long": "The note is long, so it waits for your confirmation.",
         "reply_limit": "This reply already saved 5 notes, so this one waits for your confirmation.",
-        "delete_needs_confirmation": "Forgetting an older note waits for your confirmation.",
+        "delete_needs_confirmation": "Forgetting an older note, or part of one, waits for your confirmation.",
         "make_room": "These notes are full. The assistant saved this one a month or more ago and nobody has "
         "changed it since: forgetting it makes room for new notes. Undo brings it back.",
         "scope_not_allowed": "The note cannot be saved there: this chat may only save to the offered scopes.",
@@ -257,7 +257,7 @@ class NoteFacts:
     saved_in_this_reply: int
     """How many notes this reply has already saved at once."""
     is_delete: bool = False
-    """The change deletes or shortens an older note (``delete: true``)."""
+    """The change deletes an older note (``delete: true``) or shortens it (drops lines of its topic file)."""
     makes_room: bool = False
     """A delete the host suggests itself: a full index, and a note the model saved long ago."""
 

@@ -212,6 +212,24 @@ def test_revert_change_cannot_touch_another_chats_change(api, owner, model):
     assert index_of(owner) == "- diet: vegan, no honey\n"
 
 
+def test_save_it_and_tell_me_asks_before_a_shorter_file_for_an_older_note(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "trip", "Japan in October", details="Tokyo first.\nThen Kyoto.\nA day in Nara.")
+    chat = new_chat(api)
+    propose(model, {"kind": "memory", "topic": "trip", "summary": "Japan in October",
+                    "details": "Tokyo first.\nThen Kyoto."})
+    body = send(api, chat, "Drop Nara from the trip.")
+    [proposed] = body["memory"]["proposed"]
+    assert proposed["reason"] == "delete_needs_confirmation" and body["memory"]["saved"] == []
+    assert "or part of one" in tool_results(model.last_request)[0]["message"]
+    assert index_of(owner) == "- trip: Japan in October -> trip.md\n"
+
+    propose(model, {"kind": "memory", "topic": "trip", "summary": "Japan in October",
+                    "details": "Tokyo first.\nThen Kyoto.\nA day in Nara.\nHome via Osaka."})
+    body = send(api, chat, "Add Osaka at the end.")
+    assert body["memory"]["saved"] and body["memory"]["proposed"] == []  # adding a line is no cut
+
+
 def confirm_in_the_inbox(owner, body) -> int:
     from localai_memory.memory.proposals import proposal_confirm
 
