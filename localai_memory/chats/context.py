@@ -269,17 +269,17 @@ def skills_text(decision: TurnDecision, tools: list[str]) -> str:
 
 def system_prompt(*, instructions: str, decision: TurnDecision, block: MemoryBlock, tools: list[str],
                   addon: AddonTurn | None = None) -> str:
-    """Instructions, then the skills and the memory block (memory on), or the one line (memory off). When an
-    add-on serves memory, its skills and its notes (fenced as data) take the built-in ones' place."""
+    """Instructions, then the skills and the memory block (memory on, once there are notes: "while you have no
+    notes, nothing is added to the prompt"), or the one line (memory off). When an add-on serves memory, its
+    skills and its notes (fenced as data) take the built-in ones' place."""
     parts = [instructions.strip() or DEFAULT_INSTRUCTIONS]
     if not decision.memory_on:
         parts.append(memory_off_line(decision))
-    elif decision.served_by == "builtin":
-        parts.append(skills_text(decision, tools))
+    elif decision.served_by == "builtin" and block.text:  # no notes yet: nothing is added (the tools are
+        parts.append(skills_text(decision, tools))        # offered, and propose_change says when to use it)
         if "propose_change" not in tools:
             parts.append(saving_off_line(decision))
-        if block.text:
-            parts.append(block.text)
+        parts.append(block.text)
     elif addon is not None:
         if addon.skills.strip():
             parts.append(addon.skills.strip())
@@ -326,8 +326,10 @@ def tool_definitions(decision: TurnDecision, tools: list[str]) -> list[dict[str,
         scope_enum = list(decision.propose_scopes)
         definitions.append(_function(
             "propose_change",
-            "Propose a change to the user's memory: a new or updated note, or forgetting one. The host saves it, "
-            "asks the user first, or refuses it, and tells you which.",
+            "Propose a change to the user's memory: a new or updated note, or forgetting one. Use it when the "
+            "user tells you a lasting fact about themselves (where they live, what they eat, the language and "
+            "units they use, how they want answers) or asks you to remember something; never for secrets such "
+            "as keys or passwords. The host saves it, asks the user first, or refuses it, and tells you which.",
             {"kind": {"type": "string", "enum": ["memory"]},
              "topic": {"type": "string", "description": "A short lower-case slug, e.g. diet",
                        "pattern": "^[a-z0-9-]{1,40}$"},

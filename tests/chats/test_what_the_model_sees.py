@@ -27,13 +27,14 @@ pytestmark = pytest.mark.django_db
 ALL_TOOLS = {"context_read", "propose_change", "revert_change"}
 
 
-def test_a_user_without_notes_gets_no_memory_block_but_the_tools(api, model):
+def test_a_user_without_notes_gets_nothing_added_to_the_prompt_but_the_tools(api, model):
     chat = new_chat(api)
     send(api, chat)
     request = model.last_request
-    assert HEADER not in system_of(request)
-    assert FENCE_OPEN not in system_of(request)
+    assert system_of(request) == "You are a helpful assistant."
     assert set(tools_of(request)) == ALL_TOOLS
+    [propose] = [t["function"] for t in request["tools"] if t["function"]["name"] == "propose_change"]
+    assert "lasting fact" in propose["description"] and "never for secrets" in propose["description"]
 
 
 def test_the_users_index_is_fenced_under_the_header_that_says_it_is_data(api, owner, model):
