@@ -313,8 +313,8 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
             answerer_paired=sender.paired, answerer_can_confirm=sender.can_confirm, answerer_is_requester=True,
             scope=proposal.scope_kind)  # type: ignore[arg-type]
         text_ = question_text(summary=proposal.summary, topic=proposal.topic, scope=proposal.scope_kind,
-                              requester_can_answer=can_answer, delete=proposal.delete)
-        yes, no = ("Yes, forget it", "No, keep it") if proposal.delete else ("Yes, save it", "No, drop it")
+                              requester_can_answer=can_answer, delete=proposal.is_delete)
+        yes, no = ("Yes, forget it", "No, keep it") if proposal.is_delete else ("Yes, save it", "No, drop it")
         reply.messages.append(Outbound(text_, buttons=(Button(yes, "yes", proposal.pk), Button(no, "no", proposal.pk))))
     return reply
 
@@ -351,7 +351,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
     turn_sender = _turn_sender(sender)
     lines: list[str] = []
     outcomes: list[str] = []
-    forgets = set(Proposal.objects.filter(owner_id=binding.owner_id, delete=True,
+    forgets = set(Proposal.objects.filter(owner_id=binding.owner_id, is_delete=True,
                                           pk__in=[n.proposal_id for n in notices]).values_list("pk", flat=True))
     for notice in notices:
         assert notice.proposal_id is not None
@@ -442,7 +442,7 @@ def expiry_announcements(proposal: Proposal) -> list[tuple[Notice, Announcement]
     result = []
     for notice in notices:
         conversation = notice.conversation
-        if proposal.delete:
+        if proposal.is_delete:
             text = (f"The note \u201c{notice.topic}\u201d was not forgotten: nobody answered within 24 hours. "
                     "Ask again if you still want it forgotten.")
         else:

@@ -471,7 +471,7 @@ def _rejected_before(owner_id: int, scope: Scope, candidate: Candidate) -> bool:
     """The owner rejected this suggestion (or one that says the same) before."""
     rejected = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
                                        topic=candidate.topic, status=Proposal.Status.REJECTED,
-                                       delete=candidate.action == "delete")
+                                       is_delete=candidate.action == "delete")
     if candidate.action == "delete":
         return rejected.exists()
     summaries = list(rejected.values_list("summary", flat=True)[:50])
@@ -485,7 +485,7 @@ def _rejected_before(owner_id: int, scope: Scope, candidate: Candidate) -> bool:
 def _waiting_summaries(owner_id: int, scope: Scope) -> list[RankCandidate]:
     epoch = timezone.now()
     rows = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
-                                   status=Proposal.Status.PENDING, expires_at__gt=epoch, delete=False)
+                                   status=Proposal.Status.PENDING, expires_at__gt=epoch, is_delete=False)
     return [RankCandidate(id=f"p{pk}", text=summary, updated_at=epoch)
             for pk, summary in rows.values_list("pk", "summary")]
 
@@ -590,7 +590,7 @@ def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: d
     owner_id, scope = work.chat.owner_id, work.scope
     # Any waiting make-room delete of this scope, whatever its reason says (one made before the policy named
     # it under Always confirm says ``always_confirm``): the kept fact marks it too.
-    waiting = (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, delete=True,
+    waiting = (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, is_delete=True,
                                        status=Proposal.Status.PENDING, expires_at__gt=now)
                .filter(Q(reason="make_room") | Q(makes_room_for__isnull=False)))
     if waiting.exists():
@@ -727,7 +727,7 @@ def consolidation_room_made(proposal: Proposal) -> None:
     comes with the next make-room suggestion. A make-room delete turned down or expired drops its note.
     """
     fact = proposal.makes_room_for
-    if not (proposal.delete and isinstance(fact, dict) and fact.get("topic")) or proposal.chat_id is None:
+    if not (proposal.is_delete and isinstance(fact, dict) and fact.get("topic")) or proposal.chat_id is None:
         return
     owner_id = proposal.owner_id
     chat = Chat.objects.select_related("agent").filter(pk=proposal.chat_id, owner_id=owner_id).first()

@@ -26,10 +26,6 @@ class ProposalAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def delete_model(self, request: HttpRequest, obj: Proposal) -> None:
-        # ``Proposal.delete`` is a field (a note to forget), so the instance has no delete() of its own.
-        Proposal.objects.filter(pk=obj.pk).delete()
-
     @admin.action(description="Expire now")
     def expire_now(self, request: HttpRequest, queryset: QuerySet[Proposal]) -> None:
         now = timezone.now()

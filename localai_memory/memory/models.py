@@ -72,9 +72,9 @@ class Proposal(models.Model):
     topic = models.CharField(max_length=40)
     summary = models.CharField(max_length=300, blank=True)
     details = models.TextField(blank=True)
-    # Shadows Model.delete(): on a Proposal, ``delete`` is this flag and the instance cannot delete itself
-    # (delete rows through a queryset).
-    delete = models.BooleanField(default=False)  # type: ignore[assignment]
+    # A note to forget. Its column keeps the name ``delete``; the field is ``is_delete`` so that it does not hide
+    # Model.delete() (the API and the tools still say ``delete``).
+    is_delete = models.BooleanField(default=False, db_column="delete")
     old_summary = models.CharField(max_length=300, blank=True, help_text="The line as it was when proposed.")
     old_details = models.TextField(blank=True)
     correction = models.BooleanField(default=False, help_text="Changes a note the user typed.")

@@ -196,7 +196,7 @@ def proposal_create(
         return waiting
     proposal = Proposal.objects.create(
         owner_id=owner_id, status=Proposal.Status.PENDING, source=source, kind="memory", scope_kind=scope.kind,
-        scope_key=scope.key, topic=topic, summary=text, details=body, delete=delete,
+        scope_key=scope.key, topic=topic, summary=text, details=body, is_delete=delete,
         old_summary=current.summary if current else "", old_details=current_details or "", correction=correction,
         locked=locked, requester_only=requester_only or locked, reason=reason[:40], origin=origin,
         chat_id=chat_id, conversation_id=conversation_id, requested_by_sender_id=requested_by_sender_id,
@@ -226,7 +226,7 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
         return waiting
     proposal = Proposal.objects.create(
         owner_id=owner_id, status=Proposal.Status.PENDING, source=Proposal.Source.MODEL, kind="memory",
-        scope_kind="user", scope_key="", topic=topic, summary=text, details=body, delete=delete, locked=locked,
+        scope_kind="user", scope_key="", topic=topic, summary=text, details=body, is_delete=delete, locked=locked,
         requester_only=requester_only or locked, reason=reason[:40], origin=origin, chat_id=chat_id,
         requested_by_sender_id=requested_by_sender_id, fingerprint=fingerprint, provider=provider,
         created_at=now, expires_at=now + policy.PROPOSAL_TTL,
@@ -355,7 +355,7 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
         from .providers import addon_write
 
         addon_write(proposal.provider, user_id=owner_id, topic=proposal.topic, summary=proposal.summary,
-                    details=proposal.details or None, delete=proposal.delete)
+                    details=proposal.details or None, delete=proposal.is_delete)
         proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
         proposal.save(update_fields=["status", "decided_at", "decided_by"])
         _tell_confirmed(proposal)
@@ -364,9 +364,9 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
         with transaction.atomic():
             change = note_upsert(
                 owner_id=owner_id, scope=proposal_scope(proposal), topic=proposal.topic,
-                summary=None if proposal.delete else proposal.summary,
-                details=None if proposal.delete or not proposal.details else proposal.details,
-                delete=proposal.delete, source=ChangeSet.Source.PROPOSAL, actor=actor, automatic=False,
+                summary=None if proposal.is_delete else proposal.summary,
+                details=None if proposal.is_delete or not proposal.details else proposal.details,
+                delete=proposal.is_delete, source=ChangeSet.Source.PROPOSAL, actor=actor, automatic=False,
                 chat_id=proposal.chat_id, proposal_id=proposal.pk,
             )
     except CapExceeded:

@@ -29,7 +29,7 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
         "topic": proposal.topic,
         "summary": proposal.summary,
         "details": proposal.details or None,
-        "delete": proposal.delete,
+        "delete": proposal.is_delete,
         "current": {"summary": proposal.old_summary or None, "details": proposal.old_details or None},
         "scope": {"kind": scope.kind, "key": scope.key, "label": scope.label},
         "path": scope.topic_path(proposal.topic),

@@ -350,7 +350,7 @@ def test_a_suggestion_to_forget_a_note_waits_and_shows_what_would_go(owner, mode
     consolidate_user(owner_id=owner.pk)
 
     [suggestion] = waiting(owner)
-    assert suggestion.delete and suggestion.correction and suggestion.old_summary == "has a cat"
+    assert suggestion.is_delete and suggestion.correction and suggestion.old_summary == "has a cat"
     assert "- pets: has a cat" in notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
 
 

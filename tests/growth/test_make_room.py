@@ -78,7 +78,7 @@ def test_a_full_index_gets_a_suggestion_to_forget_the_oldest_note_of_the_model(o
     result = consolidate_user(owner_id=owner.pk)
 
     [suggestion] = suggestions(owner)
-    assert (suggestion.topic, suggestion.delete, suggestion.reason) == ("older-guess", True, "make_room")
+    assert (suggestion.topic, suggestion.is_delete, suggestion.reason) == ("older-guess", True, "make_room")
     assert suggestion.old_summary == "the model's guess about older-guess"
     assert {"topic": "home", "reason": "cap_exceeded"} in result.refused  # the new fact did not fit
     assert "These notes are full" in policy.MESSAGES[suggestion.reason]
@@ -234,7 +234,7 @@ def test_confirming_the_room_suggests_the_note_that_did_not_fit_and_saves_nothin
     proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
 
     [home] = suggestions(owner)
-    assert (home.topic, home.summary, home.details, home.delete) == ("home", "lives in Lisbon", "Moved in March.\n",
+    assert (home.topic, home.summary, home.details, home.is_delete) == ("home", "lives in Lisbon", "Moved in March.\n",
                                                                       False)
     assert (home.source, home.origin, home.chat_id, home.reason) == ("consolidation", "job", chat.pk, "ask_first")
     assert "- home:" not in index(owner) and "- old-guess:" not in index(owner)  # waits for the owner

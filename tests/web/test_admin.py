@@ -35,10 +35,11 @@ def test_every_registered_model_list_opens_with_its_search_and_filters(client, o
 
 
 def test_an_admin_deletes_one_proposal_from_its_page(client, operator):
-    """A proposal's ``delete`` field (a note to forget) hides ``Model.delete()``: the admin's own Delete
-    button must still remove it."""
+    """The admin's own Delete button removes a proposal, a note to forget too (its flag once hid
+    ``Model.delete()``), and the instance deletes itself as any model does."""
     from localai_memory.memory.models import Proposal
     from localai_memory.memory.proposals import proposal_create
+    from localai_memory.notes.services import note_upsert
 
     proposal = proposal_create(owner_id=operator.pk, scope=Scope.user(), topic="home", summary="lives in Rome")
     url = reverse("admin:memory_proposal_delete", args=[proposal.pk])
@@ -48,3 +49,8 @@ def test_an_admin_deletes_one_proposal_from_its_page(client, operator):
 
     assert response.status_code == 302
     assert not Proposal.objects.filter(pk=proposal.pk).exists()
+    note_upsert(owner_id=operator.pk, scope=Scope.user(), topic="diet", summary="vegan", source="files", actor="you")
+    forget = proposal_create(owner_id=operator.pk, scope=Scope.user(), topic="diet", delete=True)
+    assert forget.is_delete
+    forget.delete()
+    assert not Proposal.objects.filter(pk=forget.pk).exists()

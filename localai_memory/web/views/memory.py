@@ -124,7 +124,7 @@ def _add_writers(owner_id: int, tab: Tab) -> None:
                                topics=[entry["topic"] for entry in scope["index"]])
         pending = proposal_list(owner_id=owner_id).filter(scope_kind=scope["kind"], scope_key=scope["key"])
         waiting = {topic: "forget" if delete else "change"
-                   for topic, delete in pending.order_by("created_at").values_list("topic", "delete")}
+                   for topic, delete in pending.order_by("created_at").values_list("topic", "is_delete")}
         for entry in scope["index"]:
             if entry["topic"] in waiting:
                 entry["waiting"] = waiting[entry["topic"]]
