@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
@@ -24,6 +24,7 @@ from localai_memory.core.after_response import after_response
 from localai_memory.core.db import unflushed_commit_cte
 from localai_memory.core.errors import InvalidInput, UpstreamError
 from localai_memory.memory import policy, providers
+from localai_memory.memory.selectors import memory_state_of
 from localai_memory.notes.paths import Scope
 
 from . import context, llm
@@ -228,11 +229,17 @@ def _column_type(field: Any, connection: Any) -> str:
     return field.cast_db_type(connection)
 
 
-def _turn_reads(chat: Chat, scopes: dict[str, Scope]) -> dict[str, TurnRead]:
+def _turn_reads(chat: Chat, scopes: dict[str, Scope], sender: Sender | None) -> dict[str, TurnRead]:
     """The reads the ``turn_read_hooks`` add to the turn's first round trip; a hook that fails adds none
-    (recall then reads for itself, or degrades). They run before the policy has decided, for every turn:
-    when the decision is that memory stays off (a private chat, the switch off), what they read is dropped
-    unused, and nothing of it reaches the model."""
+    (recall then reads for itself, or degrades). They go out before the policy has decided with the owner's
+    settings, so they are skipped only where the policy keeps memory off whatever the settings say (a
+    private chat, a sub-agent, an agent whose Tools leave memory out); when the settings turn it off (the
+    switch), what they read is dropped unused, and nothing of it reaches the model."""
+    most_open = replace(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id)),
+                        user_enabled=True, provider="builtin", server_files_on=True)
+    could = policy.decide_turn(most_open)
+    if not (could.memory_on and could.read_scopes):
+        return {}
     reads: dict[str, TurnRead] = {}
     for name, hook in turn_read_hooks.items():
         try:
@@ -307,7 +314,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
     scopes = chat_scopes(chat=chat)
-    reads = _turn_reads(chat, scopes)
+    reads = _turn_reads(chat, scopes, sender)
     state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
