@@ -43,7 +43,7 @@ from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
 from localai_memory.core.queues import BACKGROUND
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
-from localai_memory.memory.proposals import AlreadySaved, proposal_create, proposal_scope
+from localai_memory.memory.proposals import AlreadySaved, proposal_create, proposal_list, proposal_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import IndexEntry, Scope
 from localai_memory.notes.services import CapExceeded
@@ -653,17 +653,58 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
     # The pass's chats, from _chats_with_work: each knows when its last message was written.
     added = [((cast("_ActiveChat", chat_work.chat).last_at or now).date().isoformat(), summary)
              for chat_work, summary in items]
-    current = _episodes_entry(owner_id, scope)
-    summary_line = current.summary if current else EPISODES_SUMMARY
-    details = _episode_file(owner_id, scope, added)
     with transaction.atomic():
-        made = len(result.proposals)
-        outcome = _propose_episode_file(work, summary_line=summary_line, details=details, current=current,
-                                        result=result, now=now, added=added)
-        if outcome == "proposed" and len(result.proposals) > made:
+        outcome, proposed = _propose_episode_lines(work, added=added, result=result, now=now)
+        if outcome == "proposed" and proposed:
             result.summaries += len(items)
         for chat_work, _ in items:
             ChatWatermark.objects.filter(pk=chat_work.mark.pk).update(summarised_at=now, summary_outcome=outcome)
+
+
+def _propose_episode_lines(work: _ChatWork, *, added: list[tuple[str, str]], result: PassResult, now: datetime,
+                           summary_line: str | None = None) -> tuple[str, bool]:
+    """Suggest the scope's ``recent-chats`` file as it is with ``added`` in. A recent-chats suggestion still
+    waiting (made when room was made for it while a pass suggested another) gives its lines to this one and
+    steps aside, so the inbox holds one, and no order of answers loses a chat's line. Returns the outcome
+    (``_propose_episode_file``) and whether a new suggestion was made."""
+    owner_id, scope = work.chat.owner_id, work.scope
+    current = _episodes_entry(owner_id, scope)
+    earlier = _waiting_episodes(owner_id, scope, now)
+    carried = [line for proposal in earlier for line in _lines_added_by(proposal)]
+    details = _episode_file(owner_id, scope, list(dict.fromkeys(carried + added)))
+    made = len(result.proposals)
+    outcome = _propose_episode_file(
+        work, summary_line=summary_line or (current.summary if current else EPISODES_SUMMARY), details=details,
+        current=current, result=result, now=now, added=added)
+    proposed = len(result.proposals) > made
+    if proposed:
+        Proposal.objects.filter(pk__in=[p.pk for p in earlier], status=Proposal.Status.PENDING).exclude(
+            pk=result.proposals[-1]).update(status=Proposal.Status.EXPIRED, decided_at=now,
+                                            decided_by=REPLACED_BY_NEWER)
+    return outcome, proposed
+
+
+#: ``decided_by`` of a waiting recent-chats suggestion that a newer one replaced (the newer holds its lines).
+REPLACED_BY_NEWER = "replaced by a newer suggestion"
+
+
+def _waiting_episodes(owner_id: int, scope: Scope, now: datetime) -> list[Proposal]:
+    """The scope's recent-chats suggestions of earlier passes that still wait for an answer, oldest first."""
+    return list(proposal_list(owner_id=owner_id, now=now).filter(
+        scope_kind=scope.kind, scope_key=scope.key, topic=EPISODES_TOPIC, source=Proposal.Source.CONSOLIDATION,
+        is_delete=False).order_by("created_at", "id"))
+
+
+def _lines_added_by(proposal: Proposal) -> list[tuple[str, str]]:
+    """The (day, summary) lines a recent-chats suggestion adds: dated lines of its file that the file it was
+    made from did not have."""
+    before = set(proposal.old_details.splitlines())
+    added = []
+    for line in proposal.details.splitlines():
+        dated = _EPISODE_LINE.match(line)
+        if dated and line not in before:
+            added.append((dated.group(1), line[dated.end():]))
+    return added
 
 
 def _episode_file(owner_id: int, scope: Scope, added: list[tuple[str, str]]) -> str:
@@ -747,9 +788,13 @@ def consolidation_room_made(proposal: Proposal) -> None:
     result, now = PassResult(status="done"), timezone.now()
     if fact["topic"] == EPISODES_TOPIC:
         added = [(str(day), str(line)) for day, line in fact.get("added") or []]
-        details = _episode_file(owner_id, scope, added) if added else str(fact.get("details") or "")
-        _propose_episode_file(work, summary_line=str(fact.get("summary") or EPISODES_SUMMARY), details=details,
-                              current=_episodes_entry(owner_id, scope), result=result, now=now, added=added)
+        if added:
+            _propose_episode_lines(work, added=added, result=result, now=now,
+                                   summary_line=str(fact.get("summary") or EPISODES_SUMMARY))
+        else:  # a suggestion made before the lines rode along: its file as it was
+            _propose_episode_file(work, summary_line=str(fact.get("summary") or EPISODES_SUMMARY),
+                                  details=str(fact.get("details") or ""), current=_episodes_entry(owner_id, scope),
+                                  result=result, now=now, added=added)
     else:
         _propose_candidates(work, [Candidate(action="add", topic=str(fact["topic"]),
                                              summary=str(fact.get("summary") or ""),

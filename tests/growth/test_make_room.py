@@ -344,6 +344,36 @@ def test_chats_summarised_meanwhile_are_kept_when_the_room_is_made(owner, model,
     assert lines[0].endswith(": Planned a weekend trip to Porto") and lines[1] == "- 2026-01-02: Sorted my taxes"
 
 
+def test_a_recent_chats_suggestion_made_meanwhile_gives_its_lines_to_the_one_the_room_brings(owner, model, make_chat,
+                                                                                            client):
+    """Room made for one chat's summary while a pass suggested another chat's: one suggestion holds both, the
+    earlier steps aside, and saving it keeps both lines, whatever the order of the answers."""
+    fill(owner, {"old-guess": 45})
+    make_chat(owner, "Help me plan a weekend trip to Porto with trains and museums.", ago=timedelta(hours=3))
+    model.script(reply(facts_reply(summary="Planned a weekend trip to Porto")))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="typed-00", delete=True, source="files")
+    make_chat(owner, "Which tent should I buy for two nights in the Alps in June?", ago=timedelta(hours=2))
+    model.script(reply(facts_reply(summary="Chose a tent for the Alps")))
+    consolidate_user(owner_id=owner.pk)
+    [_, alps] = suggestions(owner)
+    assert alps.topic == EPISODES_TOPIC and "Porto" not in alps.details
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    [both] = suggestions(owner)
+    assert both.topic == EPISODES_TOPIC
+    assert ": Planned a weekend trip to Porto" in both.details and ": Chose a tent for the Alps" in both.details
+    alps.refresh_from_db()
+    assert (alps.status, alps.decided_by) == ("expired", "replaced by a newer suggestion")
+    client.force_login(owner)
+    assert "Replaced by a newer suggestion that holds these lines too." in client.get("/inbox/").content.decode()
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=both.pk, actor="you")
+    saved = notes_selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic=EPISODES_TOPIC)
+    assert "Planned a weekend trip to Porto" in saved and "Chose a tent for the Alps" in saved
+
+
 def test_a_recent_chats_file_the_owner_filled_with_their_own_lines_ends_the_pass_cleanly(owner, model, make_chat):
     own = "".join(f"- my own line {n:03d}: {'x' * 60}\n" for n in range(102))  # 8,160 bytes of the owner's lines
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=EPISODES_TOPIC,
