@@ -200,6 +200,10 @@ def query_rows(vectors: Any) -> np.ndarray | None:
 TYPED_ORIGINS = frozenset({"", "user"})
 
 
+def _typed_by_user(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "user" and str(message.get("origin") or "").lower() in TYPED_ORIGINS
+
+
 def _message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -220,13 +224,17 @@ def build_recall_query(
 
     Only messages the user typed count: ``role == "user"`` and no ``origin`` (or ``origin == "user"``).
     The newest of them is the query; up to ``window`` earlier ones are its context, so a follow-up such as
-    "yes, do that" keeps its topic. Each text is cut to ``max_chars``. ``None`` when the user typed nothing.
+    "yes, do that" keeps its topic. Each text is cut to ``max_chars``. ``None`` when the user typed nothing,
+    or did not type the newest message (the client's own prompt, ``origin: "client"``, as when it compacts a
+    long chat; a tool's output; a scheduled run's prompt): such a turn neither recalls nor reinforces notes,
+    rather than recalling on something the user said earlier.
     """
+    messages = list(messages)
+    if messages and not _typed_by_user(messages[-1]):
+        return None
     typed: list[str] = []
     for message in messages:
-        if message.get("role") != "user":
-            continue
-        if str(message.get("origin") or "").lower() not in TYPED_ORIGINS:
+        if not _typed_by_user(message):
             continue
         text = _message_text(message.get("content")).strip()
         if text:

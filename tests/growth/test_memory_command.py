@@ -134,9 +134,13 @@ def test_forget_asks_first_and_removes_the_topic_when_confirmed(owner, notes):
         memory("forget", "home", user="alice", stdin="n\n")
     assert "home" in index(owner)
 
-    memory("forget", "home", user="alice", stdin="y\n")
+    out = memory("forget", "home", user="alice", stdin="y\n")
 
-    assert "home" not in index(owner)
+    assert "home" not in index(owner) and "in the Trash" in out
+    entry = TrashEntry.objects.get(owner=owner)
+    assert "“home” in your notes" in memory("trash", user="alice")
+    memory("restore", str(entry.pk), user="alice")
+    assert "home" in index(owner)
 
 
 def test_forget_of_another_scope(owner, notes):

@@ -163,6 +163,13 @@ def test_a_turn_with_nothing_typed_by_the_user_has_no_recall_query() -> None:
                                {"role": "assistant", "content": "hi"}]) is None
 
 
+def test_a_newest_message_the_user_did_not_type_has_no_recall_query_even_after_typed_ones() -> None:
+    typed = [{"role": "user", "content": "I'm planning my trip to Japan"}, {"role": "assistant", "content": "Nice!"}]
+    for origin in ("client", "tool", "host"):
+        newest = {"role": "user", "content": "Summarise the chat so far", "origin": origin}
+        assert build_recall_query([*typed, newest]) is None, origin
+
+
 def test_the_window_keeps_only_the_last_earlier_turns() -> None:
     messages = [{"role": "user", "content": f"turn {i}"} for i in range(6)]
     assert build_recall_query(messages, window=2).context == ("turn 3", "turn 4")

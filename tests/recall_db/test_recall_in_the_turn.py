@@ -144,6 +144,10 @@ def test_over_the_openai_route_a_message_the_client_marked_is_left_out_of_the_qu
     # The client's own prompt as the last message: not recalled on, not stored as typed by the user.
     compaction = complete([{"role": "user", "origin": "client", "content": f"Summarise this chat: {fetched}"}])
     assert compaction["recalled"] == 0
+    # A compaction of a whole conversation: the user's own messages come first, the client's prompt last.
+    whole = complete([{"role": "user", "content": fetched}, {"role": "assistant", "content": "Rex sounds lovely."},
+                      {"role": "user", "origin": "client", "content": "Summarise this chat in three lines."}])
+    assert whole["recalled"] == 0
     from localai_memory.chats.models import Message
 
     last = Message.objects.filter(chat__owner=owner, role="user").order_by("-id").first()

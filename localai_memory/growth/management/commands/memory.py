@@ -107,7 +107,7 @@ class Command(BaseCommand):
         p.add_argument("topic")
         p.add_argument("--summary", default=None)
         p.add_argument("--details", default=None)
-        p = add("forget", "Remove one topic (its earlier text stays in the Files history).", scoped)
+        p = add("forget", "Remove one topic (it goes to the Trash; `restore` brings it back).", scoped)
         p.add_argument("topic")
         p.add_argument("-y", "--yes", action="store_true")
         add("trash", "What is in the Trash.")
@@ -275,7 +275,7 @@ class Command(BaseCommand):
         change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, delete=True,
                                             source=ChangeSet.Source.CLI, actor=ACTOR)
         self.emit({"forgot": topic, "scope": scope_name(item), "change_id": change.pk},
-                  f"Forgot {topic} in {item.label} (change #{change.pk}; its text stays in the Files history).")
+                  f"Forgot {topic} in {item.label} (change #{change.pk}; it is in the Trash: `memory trash` lists it).")
 
     def do_restore(self, *, entry_id: int, **_: Any) -> None:
         self._writes_allowed()
