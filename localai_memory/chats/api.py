@@ -246,12 +246,15 @@ class ChatCompletionsApi(ApiView):
             chat = selectors.access_chat(request.user, chat_id)
             if agent_id is not None and chat.agent_id != agent_id:
                 raise InvalidInput("this chat runs another agent", code="agent_mismatch")
-        else:
-            chat = services.chat_create(owner_id=request.user.pk, agent_id=agent_id, origin=Origin.WEB,
-                                        title=content)
+        else:  # the chat this conversation continues, or a new one
+            chat = (services.chat_of_thread(owner_id=request.user.pk, agent_id=agent_id, earlier=earlier)
+                    or services.chat_create(owner_id=request.user.pk, agent_id=agent_id, origin=Origin.WEB,
+                                            title=content))
         # The client holds the conversation: the chat's log is stored after the reply is sent.
         result = services.turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed,
                                    store_after_response=True)
+        if chat_id is None:
+            services.thread_continues(chat, earlier, content, result.reply)
         model = body.get("model") if isinstance(body.get("model"), str) else settings.LLM_MODEL
         created = int(time.time())
         completion_id = f"chatcmpl-{chat.pk}-{secrets.token_hex(8)}"

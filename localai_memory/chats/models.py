@@ -36,12 +36,17 @@ class Chat(models.Model):
                                         help_text="The channel scope key '<binding>-<hash>' of its notes.")
     one_to_one = models.BooleanField(null=True, blank=True, help_text="The platform said it is a direct "
                                                                       "message; unknown counts as a group.")
+    thread_key = models.CharField(max_length=64, blank=True, help_text="For an OpenAI client that sends no chat "
+                                  "id: a hash of the conversation as of its last reply, so the next turn of the same "
+                                  "conversation finds this chat (services.thread_key).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-updated_at", "-id"]
-        indexes = [models.Index(fields=["owner", "-updated_at"])]
+        indexes = [models.Index(fields=["owner", "-updated_at"]),
+                   models.Index(fields=["owner", "thread_key"], condition=~models.Q(thread_key=""),
+                                name="chat_thread_key")]
         constraints = [
             models.CheckConstraint(condition=models.Q(origin__in=Origin.values), name="chat_origin_valid"),
         ]

@@ -9,6 +9,7 @@ the model thinks: each note written, proposal made or message stored is its own 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -105,6 +106,36 @@ turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] =
 
 
 @transaction.atomic
+def thread_key(messages: list[dict[str, Any]]) -> str:
+    """A hash of a conversation's user and assistant messages (their text, trimmed; system prompts and tool
+    output left out, since clients rewrite them), for OpenAI clients that send the whole conversation but no
+    chat id: the key of a chat after a reply equals the key of what the client sends before its next
+    message, so that turn continues the chat instead of starting one per message."""
+    digest = hashlib.sha256()
+    for message in messages:
+        if message.get("role") in ("user", "assistant"):
+            text = message.get("content")
+            digest.update(json.dumps([message["role"], text.strip() if isinstance(text, str) else ""]).encode())
+    return digest.hexdigest()
+
+
+def chat_of_thread(*, owner_id: int, agent_id: int | None, earlier: list[dict[str, Any]]) -> Chat | None:
+    """The owner's chat (with this agent) whose conversation so far is ``earlier``, if one is; the newest
+    when several are (a conversation the client sent twice from the same point)."""
+    if not any(m.get("role") == "assistant" for m in earlier):
+        return None  # a first message: a new conversation
+    agent = {"agent_id": agent_id} if agent_id is not None else {"agent__isnull": True}
+    return (Chat.objects.select_related("agent")
+            .filter(owner_id=owner_id, origin=Origin.WEB, thread_key=thread_key(earlier), **agent)
+            .order_by("-updated_at", "-id").first())
+
+
+def thread_continues(chat: Chat, earlier: list[dict[str, Any]], content: str, reply: str) -> None:
+    """After the reply is sent: remember the conversation as it now is, for the client's next turn."""
+    key = thread_key([*earlier, {"role": "user", "content": content}, {"role": "assistant", "content": reply}])
+    after_response(lambda: Chat.objects.filter(pk=chat.pk).update(thread_key=key))
+
+
 def chat_create(*, owner_id: int, agent_id: int | None = None, origin: str = "web",
                 binding_id: int | None = None, conversation_key: str = "", one_to_one: bool | None = None,
                 title: str = "") -> Chat:

@@ -300,3 +300,38 @@ def test_a_turn_outside_any_transaction_stores_both_messages_and_leaves_later_wr
     with connection.cursor() as cursor:  # the messages' own commits did not change the connection's setting
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"
+
+
+def test_an_openai_client_without_a_chat_id_keeps_one_chat_per_conversation(owner, outsider, client_for, model):
+    """Clients that resend the whole conversation but no chat id (most of them) get one chat per conversation,
+    not one per message: the conversation so far finds the chat its last reply came from."""
+    from localai_memory.chats.models import Chat, Message
+
+    client = bearer(client_for, owner)
+
+    def turn(messages, text):
+        model.script(reply(text))
+        response = client.post("/v1/chat/completions", {"messages": messages}, format="json")
+        assert response.status_code == 200, response.content
+        return int(response["X-Chat-Id"]), response.json()["choices"][0]["message"]["content"]
+
+    talk = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Plan a trip to Porto."}]
+    first, answer = turn(talk, "Two days: Ribeira, then Livraria Lello.")
+    talk += [{"role": "assistant", "content": answer + "\n"}, {"role": "user", "content": "And by train?"}]
+    second, answer = turn(talk, "Take the Alfa Pendular from Lisbon.")
+    talk += [{"role": "assistant", "content": answer}, {"role": "user", "content": "Book it."}]
+    third, _ = turn(talk, "I cannot book, but here is the link.")
+    assert first == second == third
+    assert list(Message.objects.filter(chat_id=first).order_by("id").values_list("role", flat=True)) == [
+        "user", "assistant"] * 3
+
+    other, _ = turn([{"role": "user", "content": "Plan a trip to Porto."}], "Sure.")  # a new conversation
+    assert other != first
+    changed = [*talk[:2], {"role": "assistant", "content": "Something else."}, {"role": "user", "content": "Hm?"}]
+    assert turn(changed, "?")[0] not in (first, other)  # an edited history is another conversation
+
+    same_words = bearer(client_for, outsider)  # the same conversation from somebody else: never Alice's chat
+    model.script(reply("Hello."))
+    theirs = same_words.post("/v1/chat/completions", {"messages": talk}, format="json")
+    assert theirs.status_code == 200 and int(theirs["X-Chat-Id"]) != first
+    assert Chat.objects.get(pk=int(theirs["X-Chat-Id"])).owner == outsider
