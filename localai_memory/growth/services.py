@@ -13,7 +13,7 @@ from django.db import models, transaction
 
 from localai_memory.memory.models import Proposal
 from localai_memory.notes.models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
-from localai_memory.notes.services import lock_owner, memory_erase
+from localai_memory.notes.services import lock_owner, memory_erase, note_copies
 
 #: Apps whose rows keyed by an owner hold note text (vectors and copies made for recall).
 _DERIVED_APPS = ("recall",)
@@ -45,21 +45,27 @@ def memory_leftovers(*, owner_id: int) -> dict[str, int]:
     }
     for model in _derived_models():
         counts[model._meta.label_lower] = model._default_manager.filter(owner_id=owner_id).count()
+    for copies in note_copies:
+        counts[copies.name] = copies.rows(owner_id).count()
     return {what: count for what, count in counts.items() if count}
 
 
 @transaction.atomic
 def memory_clear(*, owner_id: int) -> dict[str, int]:
-    """Erase every note of the owner everywhere (files, versions, change sets, Trash, proposals, recall copies).
+    """Erase every note of the owner everywhere (files, versions, change sets, Trash, proposals, recall copies,
+    and the ``note_copies`` other apps keep: what memory did on each chat turn, what a bot said about a note).
 
-    Not undoable: there is nothing left to undo from. The owner's settings, agents and chats stay; so do the
-    consolidation watermarks (ids only), so the notes are not suggested again from old chats. Returns what
-    was deleted, per kind.
+    Not undoable: there is nothing left to undo from. The owner's settings, agents and chats stay (the chats'
+    messages as written, without the record of what memory did in them); so do the consolidation watermarks
+    (ids only), so the notes are not suggested again from old chats. Returns what was deleted or wiped, per
+    kind.
     """
     lock_owner(owner_id)
     deleted: dict[str, int] = {}
     deleted["proposals"] = Proposal.objects.filter(owner_id=owner_id).delete()[0]
     for model in _derived_models():
         deleted[model._meta.label_lower] = model._default_manager.filter(owner_id=owner_id).delete()[0]
+    for copies in note_copies:
+        deleted[copies.name] = copies.wipe(copies.rows(owner_id))
     deleted.update(memory_erase(owner_id=owner_id))
     return deleted

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -248,6 +250,22 @@ def memory_forget(*, owner_id: int, actor: str = "you") -> TrashEntry | None:
     paths = NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").values_list("path", flat=True)
     return _trash(owner_id=owner_id, paths=list(paths), kind=TrashEntry.Kind.FORGET, label="Everything in Memory",
                   source=ChangeSet.Source.FORGET, actor=actor, summary="Forgot everything (moved to the Trash)")
+
+
+@dataclass(frozen=True)
+class NoteCopies:
+    """Rows outside the notes store that keep text of an owner's notes (what memory did on a chat turn, what a
+    bot said about a note), registered by their app in ``note_copies`` so that clearing a user's memory
+    (``growth.services.memory_clear``) wipes them and reads them back too."""
+
+    name: str
+    #: the owner's rows that still hold note text
+    rows: Callable[[int], QuerySet[Any]]
+    #: erases the note text from those rows (the rows themselves may stay); returns how many it changed
+    wipe: Callable[[QuerySet[Any]], int]
+
+
+note_copies: list[NoteCopies] = []
 
 
 @transaction.atomic

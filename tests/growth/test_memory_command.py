@@ -8,6 +8,7 @@ import zipfile
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from django.core.management import CommandError, call_command
 
 from localai_memory.growth.services import memory_leftovers
@@ -261,6 +262,40 @@ def test_clear_erases_everything_and_reads_it_back(owner, outsider, notes, sugge
     assert not TrashEntry.objects.filter(owner=owner).exists()
     assert not Proposal.objects.filter(owner=owner).exists()
     assert "mallory's" in index(outsider)  # only Alice's notes
+
+
+def test_clear_also_wipes_what_chats_and_bots_kept_of_the_notes(owner, outsider, notes):
+    """The record of what memory did on a chat turn, and a bot's note of what it asked in a conversation,
+    hold note text too: clear wipes them and reads them back; the chats' messages themselves stay."""
+    from bridges import services as bridges_services
+    from bridges.models import Conversation, Notice
+    from localai_memory.chats.models import Message
+    from localai_memory.chats.services import chat_create, message_add
+
+    def chat_with_a_saved_note(user):
+        chat = chat_create(owner_id=user.pk)
+        message_add(chat=chat, role="user", content="I am vegan", typed_by_user=True)
+        Message.objects.create(chat=chat, role="assistant", content="Noted.",
+                               memory={"saved": [{"topic": "diet", "summary": "vegan, no honey"}]})
+        return chat
+
+    mine, theirs = chat_with_a_saved_note(owner), chat_with_a_saved_note(outsider)
+    binding = bridges_services.binding_create(owner_id=owner.pk, platform="telegram", name="Family bot",
+                                              mode="webhook", credentials={"token": "123456:CLEAR-TOKEN"})
+    conversation = Conversation.objects.create(binding=binding, external_id="5550001", kind="one_to_one",
+                                               channel_key=f"{binding.pk}-abcdef012345", chat=mine)
+    Notice.objects.create(conversation=conversation, kind="question", topic="diet", summary="vegan, no honey",
+                          created_at=timezone.now())
+    assert {"turn_memory_records", "bot_notices"} <= set(memory_leftovers(owner_id=owner.pk))
+
+    data = json.loads(memory("clear", "-y", user="alice", as_json=True))
+
+    assert data["cleared"] is True and data["left"] == {}
+    assert data["deleted"]["turn_memory_records"] == 1 and data["deleted"]["bot_notices"] == 1
+    assert list(Message.objects.filter(chat=mine).values_list("content", "memory")) == [
+        ("I am vegan", {}), ("Noted.", {})]
+    assert not Notice.objects.filter(conversation=conversation).exists()
+    assert Message.objects.get(chat=theirs, role="assistant").memory["saved"][0]["summary"] == "vegan, no honey"
 
 
 def test_clear_with_y_does_not_ask(owner, notes):
