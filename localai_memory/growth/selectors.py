@@ -138,7 +138,7 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
             "last_change": _change_json(last),
         })
     last_change = ChangeSet.objects.filter(owner_id=owner_id).order_by("-created_at", "-id").first()
-    last_run = ConsolidationRun.objects.filter(owner_id=owner_id).order_by("-started_at", "-id").first()
+    last_run = last_pass(owner_id=owner_id)
     return {
         "memory": {"enabled": state.enabled, "available": state.available, "save_mode": state.save_mode,
                    "consolidation_enabled": state.consolidation_enabled,
@@ -159,6 +159,36 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
             "at": last_run.started_at.isoformat(), "trigger": last_run.trigger, "status": last_run.status,
             "reason": last_run.reason, "proposals": last_run.proposals, "summaries": last_run.summaries},
     }
+
+
+#: Why a pass did not look through the chats, as the Memory tab says it (``consolidate_user``'s reasons).
+PASS_REASONS = {
+    "memory_off": "memory was off",
+    "consolidation_off": "suggesting notes from your chats is off",
+    "served_by_addon": "an add-on serves your memory",
+    "settings_unreadable": "your memory settings could not be read",
+    "another_pass_running": "another look was running",
+    "model_unavailable": "the model server did not answer",
+}
+
+
+def last_pass(*, owner_id: int) -> ConsolidationRun | None:
+    """The owner's latest consolidation pass (running while its ``finished_at`` is empty)."""
+    return ConsolidationRun.objects.filter(owner_id=owner_id).order_by("-started_at", "-id").first()
+
+
+def pass_sentence(run: ConsolidationRun) -> str:
+    """The latest pass in words for its owner: what it found, or why it found nothing."""
+    if run.finished_at is None:
+        return "looking through your chats now…"
+    if run.status == ConsolidationRun.Status.DONE:
+        found = run.proposals
+        if not found:
+            return f"looked through {run.chats} chat{'s' if run.chats != 1 else ''}; nothing new to suggest"
+        return (f"looked through {run.chats} chat{'s' if run.chats != 1 else ''}; {found} suggestion"
+                f"{'s' if found != 1 else ''} in your inbox")
+    why = PASS_REASONS.get(run.reason, run.reason or run.get_status_display().lower())
+    return f"{'did not finish' if run.status == ConsolidationRun.Status.FAILED else 'did not look'}: {why}"
 
 
 def note_author(*, owner_id: int, scope: Scope, topic: str, lookback: int = 200) -> Author | None:

@@ -8,8 +8,8 @@ import zipfile
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from localai_memory.growth.services import memory_leftovers
 from localai_memory.memory.models import Proposal
@@ -324,6 +324,7 @@ def test_consolidate_suggests_from_recent_chats(owner, model, make_chat):
     out = memory("consolidate", user="alice")
 
     assert "1 suggestion(s)" in out
+    assert "looked through 1 chat; 1 suggestion in your inbox" in memory("stats", user="alice")
 
 
 def test_consolidate_is_refused_while_memory_is_off(owner, model):

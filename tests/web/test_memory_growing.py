@@ -52,3 +52,28 @@ def test_synthesize_now_runs_a_pass_for_the_signed_in_person(owner, outsider):
 
     assert "Looking through your recent chats. Suggestions will wait in your inbox." in answer.content.decode()
     assert list(ConsolidationRun.objects.values_list("owner_id", "trigger")) == [(owner.pk, "manual")]
+    page = signed_in(owner).get(TAB).content.decode()
+    assert "Last look (synthesize now," in page and "looked through 0 chats; nothing new to suggest." in page
+    assert "Last look" not in signed_in(outsider).get(TAB).content.decode()
+
+
+def test_synthesize_now_with_memory_off_says_why_and_runs_nothing(owner):
+    from localai_memory.memory.services import settings_update
+
+    settings_update(user_id=owner.pk, enabled=False)
+    answer = signed_in(owner).post("/settings/memory/synthesize/", follow=True).content.decode()
+    assert "Memory is off, so there is nothing to look through. Turn it on first." in answer
+    assert not ConsolidationRun.objects.exists()
+
+
+def test_the_tab_says_when_the_last_look_failed_and_why(owner, settings):
+    from localai_memory.chats.models import Chat, Message
+    from localai_memory.growth.consolidation import consolidate_user
+
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
+    chat = Chat.objects.create(owner=owner)
+    Message.objects.create(chat=chat, role="user", content="I moved to Lisbon and I only eat fish.",
+                           typed_by_user=True)
+    assert consolidate_user(owner_id=owner.pk, trigger="schedule").status == "failed"
+    page = signed_in(owner).get(TAB).content.decode()
+    assert "did not finish: the model server did not answer." in page

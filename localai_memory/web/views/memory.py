@@ -165,7 +165,16 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "messaging_choices": MESSAGING_CHOICES,
         "tabs": tabs,
         "tab": current,
+        "last_pass": _last_pass(request.user.pk),
     }, section="memory")
+
+
+def _last_pass(owner_id: int) -> dict | None:
+    from localai_memory.growth.selectors import last_pass, pass_sentence
+
+    run = last_pass(owner_id=owner_id)
+    return None if run is None else {"at": run.started_at, "sentence": pass_sentence(run),
+                                     "trigger": run.get_trigger_display()}
 
 
 @login_required
@@ -239,10 +248,20 @@ def memory_growing(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def memory_synthesize(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Synthesize now: one consolidation pass in the background (a slow model must not hold the page)."""
+    """Synthesize now: one consolidation pass in the background (a slow model must not hold the page). When a
+    pass would find nothing to do (memory off, an add-on serving memory), the page says why instead."""
     from localai_memory.growth.models import ConsolidationRun
+    from localai_memory.growth.selectors import owner_context
     from localai_memory.growth.tasks import consolidate_user_task
 
+    state = memory_state(user_id=request.user.pk)
+    if not state.available:
+        messages.error(request, "Memory is off, so there is nothing to look through. Turn it on first.")
+        return redirect(MEMORY_TAB + "#growing")
+    if owner_context(owner_id=request.user.pk).decision.served_by != "builtin":
+        messages.error(request, "An add-on serves your memory and keeps its own notes, so there is nothing to "
+                                "suggest here.")
+        return redirect(MEMORY_TAB + "#growing")
     try:
         consolidate_user_task.delay(owner_id=request.user.pk, trigger=ConsolidationRun.Trigger.MANUAL)
     except Exception:  # the queue is down: say so rather than pretend

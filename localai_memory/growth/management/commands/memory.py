@@ -21,7 +21,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from localai_memory.core.errors import ApplicationError, InvalidInput
 from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
-from localai_memory.growth.selectors import memory_stats, owner_context, owner_scopes
+from localai_memory.growth.selectors import (
+    last_pass,
+    memory_stats,
+    owner_context,
+    owner_scopes,
+    pass_sentence,
+)
 from localai_memory.growth.services import memory_clear, memory_leftovers
 from localai_memory.memory import proposals
 from localai_memory.memory.policy import MESSAGES
@@ -236,6 +242,10 @@ class Command(BaseCommand):
             (f"total: {totals['topics']} topics, {totals['files']} files, {totals['pending_proposals']} waiting, "
              f"{totals['trash_entries']} in the Trash"),
         ])
+        run = last_pass(owner_id=self.user.pk)
+        if run is not None:
+            text += (f"\nlast look through the chats ({run.get_trigger_display().lower()}, "
+                     f"{run.started_at:%Y-%m-%d %H:%M} UTC): {pass_sentence(run)}")
         self.emit(stats, text)
 
     # --- writing ------------------------------------------------------------------------------------------
