@@ -278,6 +278,9 @@ SPECTACULAR_SETTINGS = {
 #: The Celery worker's nice value (its background passes yield the CPU to chat turns); 0 leaves it as started.
 WORKER_NICE = env_int("LOCALAI_MEMORY_WORKER_NICE", 10)
 FILES_ENABLED = env_bool("LOCALAI_MEMORY_FILES", True)  # the server's files switch: notes are files
+# At most one pass of suggestions from a user's chats in this many seconds after they chat (the six-hourly
+# pass runs anyway).
+MEMORY_CONSOLIDATION_INTERVAL = max(60, env_int("LOCALAI_MEMORY_CONSOLIDATION_INTERVAL", 15 * 60))
 LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:8080/v1")
 LLM_MODEL = env_str("LLM_MODEL", "local-model")
 LLM_API_KEY = env_str("LLM_API_KEY")
