@@ -100,6 +100,9 @@ UNDECAYING_SOURCES = frozenset({"user", "import"})
 #: brought from elsewhere next, what the model saved on its own (or suggested from chats, the episodic
 #: summaries among them) least. Importance only orders notes about as relevant (``relevance_span``).
 IMPORTANCE_BY_SOURCE = {"user": 0.8, "import": 0.6, "model": 0.4}
+#: Without a semantic signal, a first-person question that shares no word with any note ("what is my name?")
+#: brings in at most this many of the notes the user typed or imported.
+FIRST_PERSON_FALLBACK = 2
 
 
 def importance_of(source: str) -> float:
@@ -295,6 +298,19 @@ def _content_terms(text: str) -> tuple[str, ...]:
 
 
 _PERSONAL = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|mine|myself|we|we're|we've|our|ours|us)\b", re.IGNORECASE)
+
+
+_ABOUT_ME = re.compile(r"\b(?:my|mine|myself|me|i)\b", re.IGNORECASE)
+_ASKS = re.compile(r"^\s*(?:what|what's|who|who's|where|where's|when|which|how|do|does|did|am|is|are|can|could|"
+                   r"should|remind)\b", re.IGNORECASE)
+
+
+def asks_about_me(text: str) -> bool:
+    """A question about the person themselves, in the newest message alone: it starts as a question does and
+    speaks in the first person ("What is my name?", "Where do I live?", "remind me what I like"). Not a
+    request that merely says "me" ("Tell me a joke") or a remark about one's things ("My printer won't…")."""
+    text = text.replace("’", "'")
+    return bool(_ABOUT_ME.search(text) and _ASKS.search(text))
 
 
 def is_personal(query: RecallQuery) -> bool:
@@ -578,7 +594,8 @@ def rank_notes(
     note is judged lexically and the result carries ``degrade_reason``: by its PostgreSQL full-text rank
     (``Candidate.lexical``) when the caller gives one, else by the content words it shares with the query.
     A note passes the gate when it shares a content word with the query (lexical), or when its cosine
-    reaches the model's gate (semantic: see ``SemanticGate``).
+    reaches the model's gate (semantic: see ``SemanticGate``). Lexically, when nothing passes and the user
+    speaks about themselves, at most ``FIRST_PERSON_FALLBACK`` notes they typed or imported come instead.
     Passing notes are ordered by ``relevance·w + recency·w + importance·w``; a semantic note's relevance
     is 1 at the best cosine and 0 at ``config.relevance_span`` below it (ties: the higher cosine first).
     """
@@ -644,6 +661,14 @@ def rank_notes(
                 passed.append((index, cosine, "both" if overlap else "semantic"))
         elif overlap:
             passed.append((index, -1.0, "lexical"))
+    limit = config.max_items
+    if not passed and mode == "lexical" and asks_about_me(query.text):
+        # No semantic signal and no shared word, but the user asks about themselves ("what is my name?"):
+        # the best of the notes they typed or imported, at most FIRST_PERSON_FALLBACK, by recency and
+        # importance, rather than nothing.
+        passed = [(index, -1.0, "lexical") for index, candidate in enumerate(candidates)
+                  if candidate.source in ("user", "import")]
+        limit = min(limit, FIRST_PERSON_FALLBACK)
     if not passed:
         return RecallResult(items=(), mode=mode, degrade_reason=degrade_reason)
 
@@ -671,7 +696,7 @@ def rank_notes(
         ))
     scored.sort(key=lambda item: (-item.score, -item.relevance,
                                   -(item.cosine if item.cosine is not None else -1.0), str(item.id)))
-    return RecallResult(items=tuple(scored[: config.max_items]), mode=mode, degrade_reason=degrade_reason)
+    return RecallResult(items=tuple(scored[:limit]), mode=mode, degrade_reason=degrade_reason)
 
 
 # --- duplicates -------------------------------------------------------------------------------------------

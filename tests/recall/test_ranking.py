@@ -133,8 +133,23 @@ def test_lexical_recall_needs_a_shared_content_word(alice_notes: list[Candidate]
         return rank_notes(alice_notes, query=text, now=now, degrade_reason=DegradeReason.NO_EMBEDDER).ids
 
     assert lexical("is Pixel due at the vet?")[0] == "cat"
-    assert lexical("What's my pet's name?") == []  # a paraphrase needs the embedder
     assert lexical("what do you think about it?") == []  # only stopwords
+    assert lexical("What's the capital of Australia?") == []
+
+
+def test_without_an_embedder_a_first_person_question_brings_two_notes_the_user_typed(
+        alice_notes: list[Candidate], now: datetime) -> None:
+    """"What is my name?" shares no word with any note ("name" says nothing by itself): with no semantic
+    signal, at most two of the notes the user typed or imported come, never the model's."""
+    for question in ("What is my name?", "What's my pet's name?", "remind me what I told you"):
+        found = rank_notes(alice_notes, query=question, now=now, degrade_reason=DegradeReason.NO_EMBEDDER)
+        assert len(found.ids) == 2, question
+        assert all(item.candidate.source == "user" for item in found.items)
+        assert found.mode == "lexical" and found.degrade_reason == DegradeReason.NO_EMBEDDER
+    for remark in ("Tell me a joke about penguins", "My printer won't connect to the wifi, any ideas?"):
+        assert rank_notes(alice_notes, query=remark, now=now, degrade_reason=DegradeReason.NO_EMBEDDER).ids == []
+    model_only = [c for c in alice_notes if c.source == "model"]
+    assert rank_notes(model_only, query="What is my name?", now=now, degrade_reason=DegradeReason.NO_EMBEDDER).ids == []
 
 
 def test_content_terms_drop_stopwords_and_meet_across_word_forms() -> None:
