@@ -105,7 +105,11 @@ recall_hooks: list[Callable[[RecallRequest], RecallContribution | None]] = []
 turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] = {}
 
 
-@transaction.atomic
+#: A conversation is found by what was said only once its user messages hold this many characters: many open
+#: with the same "hi", and two of them must not share a chat (an opening that short starts a new one).
+THREAD_MIN_CHARS = 20
+
+
 def thread_key(messages: list[dict[str, Any]]) -> str:
     """A hash of a conversation's user and assistant messages (their text, trimmed; system prompts and tool
     output left out, since clients rewrite them), for OpenAI clients that send the whole conversation but no
@@ -122,8 +126,12 @@ def thread_key(messages: list[dict[str, Any]]) -> str:
 def chat_of_thread(*, owner_id: int, agent_id: int | None, earlier: list[dict[str, Any]]) -> Chat | None:
     """The owner's chat (with this agent) whose conversation so far is ``earlier``, if one is; the newest
     when several are (a conversation the client sent twice from the same point)."""
+    said = [m.get("content") for m in earlier if m.get("role") == "user"]
     if not any(m.get("role") == "assistant" for m in earlier):
         return None  # a first message: a new conversation
+    if sum(len(text.strip()) for text in said if isinstance(text, str)) < THREAD_MIN_CHARS:
+        return None  # "hi" / "Hello!": too common an opening to tell two conversations apart
+
     agent = {"agent_id": agent_id} if agent_id is not None else {"agent__isnull": True}
     return (Chat.objects.select_related("agent")
             .filter(owner_id=owner_id, origin=Origin.WEB, thread_key=thread_key(earlier), **agent)
@@ -136,6 +144,7 @@ def thread_continues(chat: Chat, earlier: list[dict[str, Any]], content: str, re
     after_response(lambda: Chat.objects.filter(pk=chat.pk).update(thread_key=key))
 
 
+@transaction.atomic
 def chat_create(*, owner_id: int, agent_id: int | None = None, origin: str = "web",
                 binding_id: int | None = None, conversation_key: str = "", one_to_one: bool | None = None,
                 title: str = "") -> Chat:

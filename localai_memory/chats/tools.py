@@ -14,6 +14,7 @@ duplicate of that line (``recall.service.find_duplicate``), in the tool result a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.memory import policy
+from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, addon_proposal_create, proposal_create
 from localai_memory.memory.providers import AddonTurn, addon_write
 from localai_memory.notes import selectors as notes_selectors
@@ -213,15 +215,22 @@ def _refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **e
     return {"status": "refused", "reason": reason, "message": message, **extra}
 
 
+_WORDS = re.compile(r"[^\W_]+", re.UNICODE)
+
+
 def _drops_lines(ctx: ToolContext, scope_name: str | None, topic: str, details: str) -> bool:
     """Whether these details would drop a line of the topic's file as it is: a shorter file for an older
     note, which waits for the owner like a forget ("it proposes a shorter file, and you confirm that too")."""
+    if not details.strip():
+        return False  # empty details leave the file as it is
     scope = ctx.scopes.get(scope_name or ctx.decision.default_scope or "")
     old = notes_selectors.topic_text(owner_id=ctx.chat.owner_id, scope=scope, topic=topic) if scope else None
     if not old:
         return False
-    kept = {line.strip() for line in details.splitlines()}
-    return any(line.strip() and line.strip() not in kept for line in old.splitlines())
+    # A line is kept when a new line still says all of its words ("Then Kyoto." → "Then Kyoto, 3 days.").
+    new_lines = [set(_WORDS.findall(line.lower())) for line in details.splitlines()]
+    return any(words and not any(words <= kept for kept in new_lines)
+               for words in (set(_WORDS.findall(line.lower())) for line in old.splitlines()))
 
 
 def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -358,12 +367,19 @@ def _propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topi
 def _revertible(ctx: ToolContext) -> QuerySet[ChangeSet]:
     """The changes of this chat the model may take back: the notes it saved at once, and the ones the owner
     confirmed from it in the last 30 minutes ("forget what I just told you" in Ask me first). In a messaging
-    chat a confirmed note is taken back only at a paired sender's request: anyone else in a group could ask."""
+    chat a confirmed note is taken back only at the request of a sender who could have confirmed it (paired,
+    with "Confirm changes from the chat", and its requester when only they may answer it): anyone else in a
+    group could ask."""
     chat_changes = ChangeSet.objects.filter(owner_id=ctx.chat.owner_id, chat_id=ctx.chat.pk)
     mine = Q(automatic=True, source=ChangeSet.Source.MODEL)
-    if ctx.chat.origin != "messaging" or ctx.facts.sender_paired:
-        mine |= Q(automatic=False, source=ChangeSet.Source.PROPOSAL,
-                  created_at__gt=timezone.now() - policy.UNDO_WINDOW)
+    confirmed = Q(automatic=False, source=ChangeSet.Source.PROPOSAL, created_at__gt=timezone.now() - policy.UNDO_WINDOW)
+    if ctx.chat.origin != "messaging":
+        mine |= confirmed
+    elif ctx.sender is not None and ctx.sender.paired and ctx.sender.can_confirm:
+        # Who could have answered the note may take it back: a note only its requester answers, only them.
+        answerable = Proposal.objects.filter(owner_id=ctx.chat.owner_id, chat_id=ctx.chat.pk).filter(
+            Q(requester_only=False) | Q(requested_by_sender_id=ctx.sender.sender_id)).values("pk")
+        mine |= confirmed & Q(proposal_id__in=answerable)
     return chat_changes.filter(mine)
 
 

@@ -13,8 +13,9 @@ connection ~0.4 ms (``bench/README.md``). This module adds what the app needs ar
 - **Timeouts** like httpx's: ``connect`` for the TCP (and TLS) setup, ``timeout`` for each read and write.
 - **TLS** checked against ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when set, else certifi's bundle (what httpx
   used), else the system's.
-- **Proxies** from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), as httpx honoured them: an
-  ``http://`` URL is sent to the proxy whole, an ``https://`` one through a ``CONNECT`` tunnel.
+- **Proxies** from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``), as httpx
+  honoured them: an ``http://`` URL is sent to the proxy whole, an ``https://`` one through a ``CONNECT``
+  tunnel. Only ``http://`` proxies: another kind (``socks5://``, ``https://``) is a clear connect error.
 
 Failures raise ``ConnectError`` (nothing was sent: refused, no route, TLS refused), ``TimeoutError`` or
 ``OSError`` (``http.client.HTTPException`` for a reply that is not HTTP). The caller turns them into its error.
@@ -104,8 +105,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, conn
     if origin.proxy and origin.scheme == "http":
         target = f"http://{parts.netloc}{target}"  # a plain-HTTP proxy is sent the whole URL
         head.update(_proxy_auth(origin.proxy))
-    for _attempt in range(2):
-        kept = _take(origin)
+    for attempt in range(2):
+        kept = _take(origin) if attempt == 0 else None  # the retry goes on a new connection
         conn = kept.conn if kept else _connect(origin, timeout=timeout, connect=connect)
         try:
             conn.request("POST", target, body=body, headers=head)
@@ -125,7 +126,7 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, conn
         else:
             _give_back(origin, conn)
         return response
-    raise ConnectionError("the server closed two connections in a row")  # pragma: no cover - the loop returns
+    raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 def _connect(origin: _Origin, *, timeout: float, connect: float) -> http.client.HTTPConnection:
@@ -133,6 +134,8 @@ def _connect(origin: _Origin, *, timeout: float, connect: float) -> http.client.
     tunnel = False
     if origin.proxy:
         proxy = urlsplit(origin.proxy)
+        if proxy.scheme != "http":
+            raise ConnectError(f"the proxy {proxy.scheme}://{proxy.hostname} is not supported: use an http:// proxy")
         host, port = proxy.hostname or "", proxy.port or 80
         tunnel = origin.scheme == "https"
     conn: http.client.HTTPConnection
@@ -202,13 +205,14 @@ def _closed_by_server(conn: http.client.HTTPConnection) -> bool:
 
 
 #: The variables that decide proxying; read on every call (a few dict lookups), parsed only when they change.
-_PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "REQUEST_METHOD")
+_PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
+                    "no_proxy", "REQUEST_METHOD")
 _proxy_seen: tuple[tuple[str | None, ...], dict[tuple[str, str], str | None]] = ((), {})
 
 
 def _proxy_for(scheme: str, host: str) -> str | None:
-    """The proxy URL the environment sets for ``scheme`` (``HTTP_PROXY``/``HTTPS_PROXY``), unless ``NO_PROXY``
-    exempts ``host``. The standard library's answer walks the whole environment (~0.3 ms), so it is kept
+    """The proxy URL the environment sets for ``scheme`` (``HTTP_PROXY``/``HTTPS_PROXY``, else ``ALL_PROXY``),
+    unless ``NO_PROXY`` exempts ``host``. The standard library's answer walks the whole environment (~0.3 ms), so it is kept
     per scheme and host until one of those variables changes."""
     global _proxy_seen
     current = tuple(os.environ.get(name) for name in _PROXY_VARIABLES)
@@ -218,7 +222,8 @@ def _proxy_for(scheme: str, host: str) -> str | None:
         _proxy_seen = (current, answers)
     key = (scheme, host)
     if key not in answers:
-        proxy = urllib.request.getproxies_environment().get(scheme)
+        proxies = urllib.request.getproxies_environment()
+        proxy = proxies.get(scheme) or proxies.get("all")
         if proxy and urllib.request.proxy_bypass_environment(host):  # type: ignore[attr-defined]  # not in typeshed
             proxy = None
         answers[key] = proxy if not proxy or "://" in proxy else f"http://{proxy}"

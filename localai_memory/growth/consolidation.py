@@ -670,14 +670,13 @@ def _propose_episode_lines(work: _ChatWork, *, added: list[tuple[str, str]], res
     owner_id, scope = work.chat.owner_id, work.scope
     current = _episodes_entry(owner_id, scope)
     earlier = _waiting_episodes(owner_id, scope, now)
-    carried = [line for proposal in earlier for line in _lines_added_by(proposal)]
-    details = _episode_file(owner_id, scope, list(dict.fromkeys(carried + added)))
+    lines = list(dict.fromkeys([line for proposal in earlier for line in _lines_added_by(proposal)] + added))
     made = len(result.proposals)
     outcome = _propose_episode_file(
-        work, summary_line=summary_line or (current.summary if current else EPISODES_SUMMARY), details=details,
-        current=current, result=result, now=now, added=added)
+        work, summary_line=summary_line or (current.summary if current else EPISODES_SUMMARY),
+        details=_episode_file(owner_id, scope, lines), current=current, result=result, now=now, added=lines)
     proposed = len(result.proposals) > made
-    if proposed:
+    if proposed and outcome == "proposed":  # not a make-room suggestion: that one keeps the earlier waiting
         Proposal.objects.filter(pk__in=[p.pk for p in earlier], status=Proposal.Status.PENDING).exclude(
             pk=result.proposals[-1]).update(status=Proposal.Status.EXPIRED, decided_at=now,
                                             decided_by=REPLACED_BY_NEWER)

@@ -8,7 +8,7 @@ waiting and the last change. Everything here is scoped to one owner.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.apps import apps
@@ -172,6 +172,10 @@ PASS_REASONS = {
 }
 
 
+#: A pass still unfinished after this long was cut off (a worker killed or restarted), not still running.
+PASS_LOOKS_STUCK_AFTER = timedelta(minutes=10)
+
+
 def last_pass(*, owner_id: int) -> ConsolidationRun | None:
     """The owner's latest consolidation pass (running while its ``finished_at`` is empty)."""
     return ConsolidationRun.objects.filter(owner_id=owner_id).order_by("-started_at", "-id").first()
@@ -180,7 +184,9 @@ def last_pass(*, owner_id: int) -> ConsolidationRun | None:
 def pass_sentence(run: ConsolidationRun) -> str:
     """The latest pass in words for its owner: what it found, or why it found nothing."""
     if run.finished_at is None:
-        return "looking through your chats now…"
+        if timezone.now() - run.started_at < PASS_LOOKS_STUCK_AFTER:
+            return "looking through your chats now…"
+        return "did not finish: it stopped on the way (the next look starts over)"
     if run.status == ConsolidationRun.Status.DONE:
         found = run.proposals
         if not found:

@@ -300,17 +300,23 @@ def _content_terms(text: str) -> tuple[str, ...]:
 _PERSONAL = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|mine|myself|we|we're|we've|our|ours|us)\b", re.IGNORECASE)
 
 
-_ABOUT_ME = re.compile(r"\b(?:my|mine|myself|me|i)\b", re.IGNORECASE)
-_ASKS = re.compile(r"^\s*(?:what|what's|who|who's|where|where's|when|which|how|do|does|did|am|is|are|can|could|"
-                   r"should|remind)\b", re.IGNORECASE)
+_MINE = re.compile(r"\b(?:my|mine|myself|me)\b", re.IGNORECASE)
+_I = re.compile(r"\bi\b", re.IGNORECASE)
+#: A question about a fact of one's own starts so ("Where do I live?", "What is my name?").
+_ASKS_A_FACT = re.compile(r"^\s*(?:what|what's|who|who's|where|where's|when|which|do|does|did|am|is|are|remind)\b",
+                          re.IGNORECASE)
+#: ... and these start how-to questions too ("How do I convert a file?"), so they need "my"/"me".
+_ASKS_A_WAY = re.compile(r"^\s*(?:how|can|could|should)\b", re.IGNORECASE)
 
 
 def asks_about_me(text: str) -> bool:
-    """A question about the person themselves, in the newest message alone: it starts as a question does and
-    speaks in the first person ("What is my name?", "Where do I live?", "remind me what I like"). Not a
-    request that merely says "me" ("Tell me a joke") or a remark about one's things ("My printer won't…")."""
+    """A question about the person themselves, in the newest message alone: "What is my name?", "Where do I
+    live?", "How old is my cat?". Not a how-to question in the first person ("How do I convert a Word
+    document?"), a request that merely says "me" ("Tell me a joke") or a remark ("My printer won't…")."""
     text = text.replace("’", "'")
-    return bool(_ABOUT_ME.search(text) and _ASKS.search(text))
+    if _ASKS_A_FACT.search(text):
+        return bool(_MINE.search(text) or _I.search(text))
+    return bool(_ASKS_A_WAY.search(text) and _MINE.search(text))
 
 
 def is_personal(query: RecallQuery) -> bool:

@@ -330,6 +330,12 @@ def test_an_openai_client_without_a_chat_id_keeps_one_chat_per_conversation(owne
     changed = [*talk[:2], {"role": "assistant", "content": "Something else."}, {"role": "user", "content": "Hm?"}]
     assert turn(changed, "?")[0] not in (first, other)  # an edited history is another conversation
 
+    greeted, _ = turn([{"role": "user", "content": "hi"}], "Hello!")
+    hello = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+    one, _ = turn([*hello, {"role": "user", "content": "Tell me about Rome."}], "Rome is old.")
+    two, _ = turn([*hello, {"role": "user", "content": "Tell me about Oslo."}], "Oslo is cold.")
+    assert len({greeted, one, two}) == 3  # "hi" / "Hello!" is too common an opening to tell conversations apart
+
     same_words = bearer(client_for, outsider)  # the same conversation from somebody else: never Alice's chat
     model.script(reply("Hello."))
     theirs = same_words.post("/v1/chat/completions", {"messages": talk}, format="json")

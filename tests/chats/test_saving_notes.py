@@ -225,9 +225,13 @@ def test_save_it_and_tell_me_asks_before_a_shorter_file_for_an_older_note(api, o
     assert index_of(owner) == "- trip: Japan in October -> trip.md\n"
 
     propose(model, {"kind": "memory", "topic": "trip", "summary": "Japan in October",
-                    "details": "Tokyo first.\nThen Kyoto.\nA day in Nara.\nHome via Osaka."})
-    body = send(api, chat, "Add Osaka at the end.")
-    assert body["memory"]["saved"] and body["memory"]["proposed"] == []  # adding a line is no cut
+                    "details": "Tokyo first.\nThen Kyoto, 3 days.\nA day in Nara.\nHome via Osaka."})
+    body = send(api, chat, "Add Osaka at the end, and three days in Kyoto.")
+    assert body["memory"]["saved"] and body["memory"]["proposed"] == []  # adding to a line or a line: no cut
+
+    propose(model, {"kind": "memory", "topic": "trip", "summary": "Japan in late October", "details": ""})
+    body = send(api, chat, "Make it late October.")
+    assert body["memory"]["saved"] and body["memory"]["proposed"] == []  # the summary alone: no cut
 
 
 def confirm_in_the_inbox(owner, body) -> int:
@@ -281,6 +285,10 @@ def test_in_a_group_only_a_paired_sender_gets_a_confirmed_note_taken_back(owner,
                                                                        can_confirm=False))
     assert stranger.memory["refused"][0]["reason"] == "nothing_to_revert"
     assert index_of(owner, key) == "- diet: vegan, no honey\n"
+
+    model.script(tool_calls(("revert_change", {})), reply("No."))
+    carol = turn_run(chat=chat, content="Forget that", sender=Sender(11, "Carol", paired=True, can_confirm=False))
+    assert carol.memory["refused"][0]["reason"] == "nothing_to_revert"  # paired, but may not confirm notes
 
     model.script(tool_calls(("revert_change", {})), reply("Done."))
     paired = turn_run(chat=chat, content="Forget that", sender=Sender(9, "Bob", paired=True, can_confirm=True))
@@ -363,3 +371,23 @@ def test_a_group_chat_asks_even_for_a_paired_sender(owner, model):
     assert result.memory["saved"] == []
     proposal = Proposal.objects.get(pk=result.memory["proposed"][0]["proposal_id"])
     assert proposal.requested_by_sender_id == 9 and proposal.origin == "messaging"
+
+
+def test_a_note_only_its_requester_could_confirm_is_taken_back_only_at_their_request(owner, model):
+    from localai_memory.chats.services import Sender, chat_create, turn_run
+
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3,
+                       conversation_key=channel_key(3, "group-2"), one_to_one=None)
+    propose(model, {**VEGAN, "scope": "user"})
+    asked = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True, can_confirm=True))
+    proposal = Proposal.objects.get(pk=asked.memory["proposed"][0]["proposal_id"])
+    assert proposal.requester_only and proposal.scope_kind == "user"
+    confirm_in_the_inbox(owner, {"memory": asked.memory})
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+
+    model.script(tool_calls(("revert_change", {})), reply("No."))
+    dave = turn_run(chat=chat, content="Forget that", sender=Sender(12, "Dave", paired=True, can_confirm=True))
+    assert dave.memory["refused"][0]["reason"] == "nothing_to_revert"
+    model.script(tool_calls(("revert_change", {})), reply("Done."))
+    bob = turn_run(chat=chat, content="Forget that", sender=Sender(9, "Bob", paired=True, can_confirm=True))
+    assert bob.memory["reverted"] and index_of(owner) == ""

@@ -26,8 +26,10 @@ class RawServer:
     ``"hang"``. It records each connection and each request line and head."""
 
     def __init__(self, behave: Callable[[int], str] = lambda n: "answer", *, tls: ssl.SSLContext | None = None,
-                 handler: Callable[[socket.socket, bytes], None] | None = None) -> None:
+                 handler: Callable[[socket.socket, bytes], None] | None = None,
+                 drop_on: frozenset[int] = frozenset()) -> None:
         self.behave = behave
+        self.drop_on = drop_on  # connections (numbered from 1 as accepted) whose every request is dropped
         self.connections = 0
         self.requests: list[bytes] = []
         self._tls = tls
@@ -53,9 +55,9 @@ class RawServer:
                     continue
             self.connections += 1
             self._open.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn, self.connections), daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, number_of_connection: int = 0) -> None:
         buffer, number = b"", 0
         with conn:
             while True:
@@ -78,7 +80,7 @@ class RawServer:
                 buffer = buffer[length:]
                 number += 1
                 self.requests.append(head)
-                action = self.behave(number)
+                action = "drop" if number_of_connection in self.drop_on else self.behave(number)
                 if action == "drop":
                     break
                 if action == "hang":
@@ -299,3 +301,22 @@ def test_a_proxy_setting_changed_while_running_is_followed(serve, monkeypatch):
     monkeypatch.delenv("HTTP_PROXY")
     assert call(server.url).status == 200
     assert len(proxy.requests) == 1 and len(server.requests) == 1
+
+
+def test_the_retry_never_takes_a_second_stale_kept_connection(serve):
+    server = serve(drop_on=frozenset({1, 2}))
+    origin = keepalive._Origin("http", "127.0.0.1", server.port, None)
+    for _ in range(2):  # two kept connections that the server closes under a request
+        keepalive._give_back(origin, keepalive._connect(origin, timeout=5, connect=5))
+    assert call(server.url).status == 200  # one kept connection drops it; the retry is on a new one
+    assert server.connections == 3 and len(server.requests) == 2
+
+
+def test_all_proxy_is_followed_and_a_proxy_of_another_kind_is_a_clear_error(serve, monkeypatch):
+    proxy = serve()
+    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{proxy.port}")
+    assert call("http://model.internal:8080/v1/chat/completions").status == 200
+    assert proxy.requests[0].decode().startswith("POST http://model.internal:8080/v1/chat/completions")
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.raises(keepalive.ConnectError, match="not supported"):
+        call("http://model.internal:8080/v1/chat/completions")

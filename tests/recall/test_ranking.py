@@ -146,7 +146,8 @@ def test_without_an_embedder_a_first_person_question_brings_two_notes_the_user_t
         assert len(found.ids) == 2, question
         assert all(item.candidate.source == "user" for item in found.items)
         assert found.mode == "lexical" and found.degrade_reason == DegradeReason.NO_EMBEDDER
-    for remark in ("Tell me a joke about penguins", "My printer won't connect to the wifi, any ideas?"):
+    for remark in ("Tell me a joke about penguins", "My printer won't connect to the wifi, any ideas?",
+                   "How do I convert a Word document to PDF?", "Can I freeze cooked rice?"):
         assert rank_notes(alice_notes, query=remark, now=now, degrade_reason=DegradeReason.NO_EMBEDDER).ids == []
     model_only = [c for c in alice_notes if c.source == "model"]
     assert rank_notes(model_only, query="What is my name?", now=now, degrade_reason=DegradeReason.NO_EMBEDDER).ids == []

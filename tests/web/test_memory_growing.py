@@ -77,3 +77,16 @@ def test_the_tab_says_when_the_last_look_failed_and_why(owner, settings):
     assert consolidate_user(owner_id=owner.pk, trigger="schedule").status == "failed"
     page = signed_in(owner).get(TAB).content.decode()
     assert "did not finish: the model server did not answer." in page
+
+
+def test_a_look_cut_off_on_the_way_is_not_shown_as_running_forever(owner):
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    ConsolidationRun.objects.create(owner=owner, trigger="schedule", status="done", started_at=timezone.now())
+    assert "looking through your chats now…" in signed_in(owner).get(TAB).content.decode()
+    with time_machine.travel(timezone.now() + timedelta(minutes=11)):
+        page = signed_in(owner).get(TAB).content.decode()
+    assert "did not finish: it stopped on the way (the next look starts over)." in page
