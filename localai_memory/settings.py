@@ -289,6 +289,26 @@ EMBEDDINGS_BASE_URL = env_str("EMBEDDINGS_BASE_URL")
 EMBEDDINGS_MODEL = env_str("EMBEDDINGS_MODEL", "all-minilm-l6-v2")
 EMBEDDINGS_API_KEY = env_str("EMBEDDINGS_API_KEY")
 EMBEDDINGS_PROVIDER = env_choice("LOCALAI_MEMORY_EMBEDDINGS", "ondevice", {"ondevice", "off"})
+
+
+def _recall_weights(raw: str) -> tuple[float, float, float]:
+    """``relevance,recency,importance``: three numbers of at least 0, not all 0."""
+    try:
+        weights = tuple(float(part) for part in raw.split(","))
+    except ValueError:
+        weights = ()
+    if len(weights) != 3 or min(weights) < 0 or not sum(weights):
+        raise ImproperlyConfigured(f"LOCALAI_MEMORY_RECALL_WEIGHTS={raw!r}: give relevance,recency,importance as "
+                                   "three numbers of at least 0, e.g. 0.5,0.3,0.2")
+    return weights[0], weights[1], weights[2]
+
+
+# How recall orders the notes that pass its gate, and how fast a note the model wrote fades (notes a person
+# wrote never do). The defaults are the measured ones (bench/recall).
+RECALL_WEIGHTS = _recall_weights(env_str("LOCALAI_MEMORY_RECALL_WEIGHTS", "0.5,0.3,0.2"))
+RECALL_DECAY_DAYS = env_float("LOCALAI_MEMORY_RECALL_DECAY_DAYS", 30.0)
+if RECALL_DECAY_DAYS <= 0:
+    raise ImproperlyConfigured("LOCALAI_MEMORY_RECALL_DECAY_DAYS must be more than 0 days")
 TELEGRAM_API_BASE_URL = env_str("TELEGRAM_API_BASE_URL", "https://api.telegram.org")
 SLACK_API_BASE_URL = env_str("SLACK_API_BASE_URL", "https://slack.com/api/")
 DISCORD_API_BASE_URL = env_str("DISCORD_API_BASE_URL", "https://discord.com/api/v10")

@@ -45,6 +45,7 @@ from .ranking import (
     DuplicateMatch,
     RecallConfig,
     RecallQuery,
+    RecallWeights,
     ScoredNote,
     VectorCoverage,
     build_recall_query,
@@ -268,8 +269,21 @@ def filler_lexemes() -> tuple[str, ...]:
         return tuple(cursor.fetchone()[0])
 
 
+def configured() -> RecallConfig:
+    """The recall knobs the server's settings give (``RECALL_WEIGHTS``, ``RECALL_DECAY_DAYS``; the measured
+    defaults otherwise)."""
+    from django.conf import settings
+
+    relevance, recency, importance = getattr(settings, "RECALL_WEIGHTS", (0.5, 0.3, 0.2))
+    weights = RecallWeights(relevance=relevance, recency=recency, importance=importance)
+    decay = float(getattr(settings, "RECALL_DECAY_DAYS", DEFAULT_CONFIG.decay_days))
+    if weights == DEFAULT_CONFIG.weights and decay == DEFAULT_CONFIG.decay_days:
+        return DEFAULT_CONFIG
+    return replace(DEFAULT_CONFIG, weights=weights, decay_days=decay)
+
+
 def lexical_scores(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | str,
-                   config: RecallConfig = DEFAULT_CONFIG,
+                   config: RecallConfig | None = None,
                    ) -> dict[tuple[str, str, str], dict[PassageKey, float]]:
     """PostgreSQL full-text ranks of the owner's notes of ``scopes`` for ``query``, by note key and passage
     (``(LINE, 0)``, ``(DETAILS, part)``); a note that shares no word with the query is absent, and so is a
@@ -282,6 +296,7 @@ def lexical_scores(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery
     message wins a change of subject. Only the owner's rows of ``scopes`` are read (the B-tree that
     ``owner_notes`` uses), never a global text index.
     """
+    config = config or configured()
     if isinstance(query, str):
         query = RecallQuery(text=query)
     scopes = list(dict.fromkeys(scopes))
@@ -357,7 +372,7 @@ def recall_notes(
     scopes: Sequence[Scope],
     query: RecallQuery | str | None,
     now: datetime | None = None,
-    config: RecallConfig = DEFAULT_CONFIG,
+    config: RecallConfig | None = None,
     embedder: Embedder | None = _UNSET,
     query_vectors: np.ndarray | None = None,
     notes: list[Note] | None = None,
@@ -367,6 +382,7 @@ def recall_notes(
     are the owner's notes already read (``turn_notes_read``), of which only ``scopes``' are ranked."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    config = config or configured()
     if isinstance(query, str):
         query = RecallQuery(text=query)
     if embedder is _UNSET:
@@ -588,7 +604,7 @@ def search(*, owner_id: int, scopes: Sequence[Scope], query: str, limit: int = S
     passages match. Without usable vectors it is recall's lexical ranking (PostgreSQL full text), and
     ``mode``/``degraded`` say so. Raises InvalidInput for an empty or oversized query."""
     query = check_query(query)
-    config = replace(DEFAULT_CONFIG, max_items=max(1, min(int(limit), 50)))
+    config = replace(configured(), max_items=max(1, min(int(limit), 50)))
     outcome = recall_notes(owner_id=owner_id, scopes=scopes, query=RecallQuery(text=query), now=now,
                            config=config)
     results = []
