@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from localai_memory.recall.ranking import DEFAULT_CONFIG, Candidate, DegradeReason, rank_notes
 from localai_memory.recall.service import configured
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def candidates() -> list[Candidate]:
@@ -48,5 +48,5 @@ def test_a_setting_that_makes_no_sense_stops_the_start_with_what_to_write(variab
     env = {**os.environ, variable: value, "DATABASE_URL": "postgresql://x@localhost/x",
            "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "x", "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
     out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
-                         text=True, timeout=60)
+                         text=True, timeout=60, check=False)
     assert out.returncode != 0 and "ImproperlyConfigured" in out.stderr and message in out.stderr
