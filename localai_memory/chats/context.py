@@ -70,7 +70,8 @@ SKILL_MEMORY_SAVE = (
     "a short topic and a one-line summary. Never save secrets such as keys or passwords. Tell the user what "
     "the tool answered: saved (they can undo it), waiting for their confirmation, or refused and why."
 )
-SKILL_MEMORY_REVERT = " To take back a note you saved in this chat a moment ago, call revert_change."
+SKILL_MEMORY_REVERT = (" When the user asks you to forget what they just told you, and the note was saved in this "
+                       "chat in the last 30 minutes (by you, or confirmed by the user), call revert_change.")
 SKILL_MEMORY_SEARCH = " When no index line obviously matches, call memory_search with what you are looking for."
 SKILL_CHECK_OWN_FILES = (
     "Skill memory-check-own-files: say plainly what you can and cannot read. You can read only the notes "
@@ -344,7 +345,8 @@ def tool_definitions(decision: TurnDecision, tools: list[str]) -> list[dict[str,
     if "revert_change" in tools:
         definitions.append(_function(
             "revert_change",
-            "Take back a note you saved in this chat (within 30 minutes). Without change_id: the last one.",
+            "Take back a note saved in this chat in the last 30 minutes (saved by you, or confirmed by the user). "
+            "Without change_id: the last one.",
             {"change_id": {"type": "integer", "description": "The change id the save answered with."}},
             [],
         ))
