@@ -8,6 +8,7 @@ calls one service and renders the answer. The turn itself, and everything memory
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from typing import Any
@@ -218,6 +219,28 @@ def _int_or_none(value: Any, name: str) -> int | None:
     raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
 
 
+#: How GET /v1/models names each of the user's agents, so a client that only knows "model" can pick one.
+AGENT_MODEL = re.compile(r"agent-(\d{1,18})")
+
+
+class ModelsApi(ApiView):
+    """``GET /v1/models`` for OpenAI clients that list models before they chat (many check the connection so):
+    the server's model, and each of the user's agents as ``agent-<id>`` (picking one runs that agent)."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """The models a client may name in ``POST /v1/chat/completions``."""
+        from localai_memory.agents.selectors import agent_list
+
+        created = int(request.user.date_joined.timestamp())
+        data = [{"id": settings.LLM_MODEL, "object": "model", "created": created, "owned_by": "localai-memory",
+                 "name": settings.LLM_MODEL}]
+        data += [{"id": f"agent-{agent.pk}", "object": "model", "created": int(agent.created_at.timestamp()),
+                  "owned_by": "localai-memory", "name": agent.name}
+                 for agent in agent_list(owner_id=request.user.pk)]
+        return Response({"object": "list", "data": data})
+
+
 class ChatCompletionsApi(ApiView):
     """``POST /v1/chat/completions`` for any OpenAI client: ``Authorization: Bearer <token>`` picks the user,
     ``agent`` (body) or ``X-Agent-Id`` picks the agent, ``X-Chat-Id`` continues a chat. The reply is in
@@ -241,6 +264,9 @@ class ChatCompletionsApi(ApiView):
         if body.get("n") not in (None, 1):
             raise InvalidInput("n must be 1", code="invalid_n")
         agent_id = _int_or_none(body.get("agent", request.headers.get("X-Agent-Id")), "agent")
+        if agent_id is None and isinstance(body.get("model"), str):
+            picked = AGENT_MODEL.fullmatch(body["model"])  # an agent picked from GET /v1/models
+            agent_id = int(picked.group(1)) if picked else None
         chat_id = _int_or_none(body.get("chat_id", request.headers.get("X-Chat-Id")), "chat")
         if chat_id is not None:
             chat = selectors.access_chat(request.user, chat_id)

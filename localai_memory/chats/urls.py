@@ -1,5 +1,5 @@
 """Routes of chats (``/api/chats/<int:…>`` so they never clash with ``/api/chats/memory`` or
-``/api/chats/agents``) and the OpenAI-compatible ``/v1/chat/completions``."""
+``/api/chats/agents``) and the OpenAI-compatible ``/v1/chat/completions`` and ``/v1/models``."""
 
 from __future__ import annotations
 
@@ -14,4 +14,5 @@ urlpatterns = [
     path("api/chats/<int:chat_id>/builtins", api.ChatBuiltinsApi.as_view(), name="chat-builtins"),
     path("api/chats/<int:chat_id>/tools", api.ChatToolsApi.as_view(), name="chat-tools"),
     path("v1/chat/completions", api.ChatCompletionsApi.as_view(), name="openai-chat-completions"),
+    path("v1/models", api.ModelsApi.as_view(), name="openai-models"),
 ]

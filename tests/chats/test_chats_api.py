@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from localai_memory.agents.models import Agent
 from localai_memory.chats.models import Message
 from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory, system_of
 from tests.fakes.openai_server import reply, tool_calls
@@ -341,3 +342,32 @@ def test_an_openai_client_without_a_chat_id_keeps_one_chat_per_conversation(owne
     theirs = same_words.post("/v1/chat/completions", {"messages": talk}, format="json")
     assert theirs.status_code == 200 and int(theirs["X-Chat-Id"]) != first
     assert Chat.objects.get(pk=int(theirs["X-Chat-Id"])).owner == outsider
+
+
+def test_openai_clients_list_the_model_and_the_users_agents_and_pick_an_agent_as_a_model(
+        owner, outsider, client_for, model, settings):
+    from rest_framework.test import APIClient
+
+    chef = make_agent(owner, instructions="You are Chef, who cooks.")
+    make_agent(outsider, instructions="You are Mallory's agent.")
+    client = bearer(client_for, owner)
+    listed = client.get("/v1/models")
+    assert listed.status_code == 200 and listed.json()["object"] == "list"
+    ids = [m["id"] for m in listed.json()["data"]]
+    assert ids == [settings.LLM_MODEL, f"agent-{chef.pk}"]  # Mallory's agent is not listed
+    assert listed.json()["data"][1]["name"] == "Chef"
+    assert APIClient().get("/v1/models").status_code in (401, 403)
+
+    model.script(reply("Pasta."))
+    response = client.post("/v1/chat/completions", {"model": f"agent-{chef.pk}", "messages": [
+        {"role": "user", "content": "What should I cook tonight?"}]}, format="json")
+    assert response.status_code == 200
+    assert "You are Chef, who cooks." in model.last_request["messages"][0]["content"]
+    from localai_memory.chats.models import Chat
+
+    assert Chat.objects.get(pk=int(response["X-Chat-Id"])).agent_id == chef.pk
+
+    theirs = Agent.objects.get(owner=outsider)
+    refused = client.post("/v1/chat/completions", {"model": f"agent-{theirs.pk}", "messages": [
+        {"role": "user", "content": "hi"}]}, format="json")
+    assert refused.status_code == 404
