@@ -360,7 +360,8 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             if answer == "yes":
                 proposals_services.proposal_confirm(owner_id=binding.owner_id, proposal_id=notice.proposal_id,
                                                     actor=_actor(binding, sender), sender=turn_sender)
-                lines.append(f"Forgotten: the note \u201c{notice.topic}\u201d." if forget
+                lines.append(f"Forgotten: the note \u201c{notice.topic}\u201d. It waits in the Trash of your Files if "
+                             "you want it back." if forget
                              else f"Saved: \u201c{notice.summary}\u201d ({notice.topic}).")
                 outcomes.append("Forgotten." if forget else "Saved.")
             else:

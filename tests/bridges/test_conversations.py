@@ -272,8 +272,12 @@ def test_a_note_to_forget_is_asked_as_forget_or_keep_and_yes_forgets_it(bot, own
     assert "I can forget the note \u201cdiet\u201d" in asked.text
     assert "Reply yes to forget it or no to keep it" in asked.text and "save" not in asked.text.lower()
     answered = bot.dm(alice, "yes")
-    assert "Forgotten: the note \u201cdiet\u201d." in answered.text
+    assert "Forgotten: the note \u201cdiet\u201d. It waits in the Trash of your Files" in answered.text
     assert notes_of(owner, dm_scope(bot, alice)) == ""
+    from localai_memory.notes.models import TrashEntry
+
+    trashed = TrashEntry.objects.get(owner=owner, kind="note")
+    assert [f.content for f in trashed.files.all()] == ["- diet: vegan, no honey\n"]
 
 
 def test_no_to_a_note_to_forget_keeps_it(bot, owner, model, alice):
