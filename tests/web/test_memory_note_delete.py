@@ -35,7 +35,7 @@ def test_deleting_a_note_removes_its_line_and_file_in_one_change_and_offers_undo
     assert index(owner) == "- diet: vegetarian\n"
     assert sorted(f.path for f in change.files.all()) == ["Memory/home.md", "Memory/index.md"]
     page = client.get(response["Location"]).content.decode()
-    assert "Deleted the note “home”. Its files are in the Trash." in page
+    assert 'Deleted the note “home”. Its files are in the <a href="/files/trash/">Trash</a>.' in page
     assert f'action="/changes/{change.pk}/undo/"' in page
 
 

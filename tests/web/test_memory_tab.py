@@ -197,7 +197,7 @@ def test_a_note_deleted_on_the_tab_waits_in_the_trash_and_comes_back(web):
     add_note(web, "diet", "vegetarian")
     page.get_by_role("button", name="Delete the note home").click()
     expect(page.get_by_text("Deleted the note “home”. Its files are in the Trash.")).to_be_visible()
-    web.go("/files/trash/")
+    page.get_by_test_id("note-deleted").get_by_role("link", name="Trash").click()
     expect(page.locator("strong", has_text="“home” in your notes")).to_be_visible()
     expect(page.get_by_text("- home: lives in Rome -> home.md")).to_be_visible()
     web.accessible("trash with a note")
