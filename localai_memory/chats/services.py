@@ -139,9 +139,10 @@ def chat_of_thread(*, owner_id: int, agent_id: int | None, earlier: list[dict[st
 
 
 def thread_continues(chat: Chat, earlier: list[dict[str, Any]], content: str, reply: str) -> None:
-    """After the reply is sent: remember the conversation as it now is, for the client's next turn."""
+    """Remember the conversation as it now is, for the client's next turn: before the reply is sent (one
+    UPDATE, for clients that send no chat id only), so a client that answers at once still finds the chat."""
     key = thread_key([*earlier, {"role": "user", "content": content}, {"role": "assistant", "content": reply}])
-    after_response(lambda: Chat.objects.filter(pk=chat.pk).update(thread_key=key))
+    Chat.objects.filter(pk=chat.pk).update(thread_key=key)
 
 
 @transaction.atomic
