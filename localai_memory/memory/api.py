@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.apps import apps
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -142,8 +142,65 @@ def scope_listing(*, owner_id: int) -> list[dict]:
     return result
 
 
+class NoteInput(serializers.Serializer):
+    topic = StrictCharField(max_length=40)
+    summary = StrictCharField(max_length=500, allow_blank=True)
+    details = StrictCharField(required=False, allow_blank=True, max_length=64 * 1024)
+    scope = StrictCharField(required=False, max_length=80)
+
+
+def _own_scope(user_id: int, raw: str | None) -> Scope:
+    """``user`` (the default), ``agent:<id>`` (one of the user's agents: another's is a 404) or
+    ``channel:<key>`` (a messaging conversation's notes)."""
+    from localai_memory.agents.selectors import access_agent
+
+    raw = raw or "user"
+    if raw == "user":
+        return Scope.user()
+    kind, _, key = raw.partition(":")
+    if kind not in ("agent", "channel") or not key:
+        raise InvalidInput("scope is user, agent:<id> or channel:<key>", code="invalid_scope")
+    scope = Scope(kind, key)  # type: ignore[arg-type]  # raises InvalidInput for a malformed key
+    if kind == "agent":
+        access_agent(user_id, key)
+    return scope
+
+
 class NotesApi(ApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """The indexes and topics of every scope: yours, each agent's, deleted agents', conversations'."""
         return Response({"scopes": scope_listing(owner_id=request.user.pk)})
+
+    @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})
+    def put(self, request):
+        """Add or replace one note, as on the Memory tab: ``{topic, summary, details?, scope?}``. One change
+        set (Undo: ``POST /api/chats/changes/{id}/undo``); past a cap, a 422 lists the current entries. Works
+        while memory is off: the notes stay yours to edit."""
+        from localai_memory.notes.api import change_json
+        from localai_memory.notes.models import ChangeSet
+        from localai_memory.notes.services import note_upsert
+
+        data = validated(NoteInput, request.data)
+        scope = _own_scope(request.user.pk, data.get("scope"))
+        if not data["summary"].strip():
+            raise InvalidInput("summary is required: the one-line index entry", code="invalid_summary")
+        change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
+                             details=data.get("details") or None, source=ChangeSet.Source.FILES, actor="you")
+        return Response({"change": change_json(change),
+                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)})
+
+    @extend_schema(parameters=[OpenApiParameter("topic", str, required=True), OpenApiParameter("scope", str)],
+                   responses={200: OpenApiTypes.OBJECT})
+    def delete(self, request):
+        """Forget one note (``?topic=…&scope=…``): its line and topic file go to the Trash as one change set."""
+        from localai_memory.notes.api import change_json, trash_json
+        from localai_memory.notes.models import ChangeSet, TrashEntry
+        from localai_memory.notes.services import note_upsert
+
+        scope = _own_scope(request.user.pk, request.query_params.get("scope"))
+        topic = request.query_params.get("topic") or ""
+        change = note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, delete=True,
+                             source=ChangeSet.Source.FILES, actor="you")
+        entry = TrashEntry.objects.get(owner_id=request.user.pk, change_set=change)
+        return Response({"change": change_json(change), "trash": trash_json(entry)})

@@ -298,7 +298,8 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
     - A note's entry (one note deleted) comes back as that note: its index line and its topic file, unless
       a note of that topic exists again.
 
-    Refuses (409) when nothing could come back, or the merged index would pass the caps; writes nothing then.
+    Refuses when nothing could come back (409), or the merged index would pass the caps (422); writes nothing
+    then.
     """
     lock_owner(owner_id)
     entry = TrashEntry.objects.select_for_update().filter(owner_id=owner_id, pk=entry_id).first()
@@ -363,13 +364,13 @@ def _index_to_merge(path: str, text: str) -> list[IndexEntry]:
 
 
 def _index_within_caps(path: str, entries: list[IndexEntry]) -> str:
-    """The index text of ``entries``, or 409 ``restore_over_cap`` when it would pass the caps."""
+    """The index text of ``entries``, or 422 ``restore_over_cap`` when it would pass the caps."""
     text = render_index(entries)
     lines, size = index_size(text)
-    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
-        raise Conflict(f"Restoring would give {path} {lines} lines ({size} bytes); an index holds at most "
-                       f"{INDEX_MAX_LINES} lines and {INDEX_MAX_BYTES} bytes. Delete some notes there first.",
-                       code="restore_over_cap", details={"paths": [path], "lines": lines, "bytes": size})
+    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:  # a 422 as any write past a cap
+        raise CapExceeded(f"Restoring would give {path} {lines} lines ({size} bytes); an index holds at most "
+                          f"{INDEX_MAX_LINES} lines and {INDEX_MAX_BYTES} bytes. Delete some notes there first.",
+                          code="restore_over_cap", details={"paths": [path], "lines": lines, "bytes": size})
     return text
 
 

@@ -100,9 +100,9 @@ def test_a_restore_that_would_pass_the_index_cap_is_refused_and_writes_nothing(o
     for number in range(15):
         save(owner, f"new-{number}", f"new fact {number}")
     before = files_of(owner)
-    with pytest.raises(Conflict) as refused:
+    with pytest.raises(services.CapExceeded) as refused:
         services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
-    assert refused.value.code == "restore_over_cap"
+    assert refused.value.code == "restore_over_cap" and refused.value.status == 422
     assert "45 lines" in refused.value.message and "at most 40 lines" in refused.value.message
     assert files_of(owner) == before
     assert TrashEntry.objects.get(pk=entry.pk).restored_at is None
@@ -116,3 +116,16 @@ def test_another_user_cannot_restore_my_note(owner, outsider):
         services.trash_restore(owner_id=outsider.pk, entry_id=entry.pk)
     assert getattr(refused.value, "status", None) == 404
     assert files_of(owner) == {} and files_of(outsider) == {}
+
+
+def test_on_the_trash_page_a_restore_past_the_cap_says_why(owner):
+    from tests.web.conftest import signed_in
+
+    for number in range(30):
+        save(owner, f"old-{number}", f"old fact {number}")
+    entry = services.memory_forget(owner_id=owner.pk)
+    for number in range(15):
+        save(owner, f"new-{number}", f"new fact {number}")
+    page = signed_in(owner).post(f"/files/trash/{entry.pk}/restore/", follow=True)
+    assert page.status_code == 200
+    assert "Restoring would give Memory/index.md 45 lines" in page.content.decode()

@@ -229,7 +229,7 @@ def trash_restore(request: AuthenticatedHttpRequest, entry_id: int) -> HttpRespo
     entry = notes_selectors.access_trash(owner_id=request.user.pk, entry_id=entry_id)
     try:
         change = notes_services.trash_restore(owner_id=request.user.pk, entry_id=entry.pk)
-    except Conflict as exc:
+    except (Conflict, notes_services.CapExceeded) as exc:  # back again since, or past a cap: say which
         flash_error(request, exc)
     else:
         messages.success(request, f"{change.summary}.")
