@@ -17,7 +17,7 @@ from localai_memory.notes.paths import Scope, parse_index
 from . import services
 from .models import MessagingSave, SaveMode
 from .providers import memory_providers
-from .selectors import memory_state
+from .selectors import memory_state, owned_scope
 
 
 class SettingsInput(serializers.Serializer):
@@ -149,23 +149,6 @@ class NoteInput(serializers.Serializer):
     scope = StrictCharField(required=False, max_length=80)
 
 
-def _own_scope(user_id: int, raw: str | None) -> Scope:
-    """``user`` (the default), ``agent:<id>`` (one of the user's agents: another's is a 404) or
-    ``channel:<key>`` (a messaging conversation's notes)."""
-    from localai_memory.agents.selectors import access_agent
-
-    raw = raw or "user"
-    if raw == "user":
-        return Scope.user()
-    kind, _, key = raw.partition(":")
-    if kind not in ("agent", "channel") or not key:
-        raise InvalidInput("scope is user, agent:<id> or channel:<key>", code="invalid_scope")
-    scope = Scope(kind, key)  # type: ignore[arg-type]  # raises InvalidInput for a malformed key
-    if kind == "agent":
-        access_agent(user_id, key)
-    return scope
-
-
 class NotesApi(ApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
@@ -182,7 +165,7 @@ class NotesApi(ApiView):
         from localai_memory.notes.services import note_upsert
 
         data = validated(NoteInput, request.data)
-        scope = _own_scope(request.user.pk, data.get("scope"))
+        scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
         if not data["summary"].strip():
             raise InvalidInput("summary is required: the one-line index entry", code="invalid_summary")
         change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
@@ -198,7 +181,7 @@ class NotesApi(ApiView):
         from localai_memory.notes.models import ChangeSet, TrashEntry
         from localai_memory.notes.services import note_upsert
 
-        scope = _own_scope(request.user.pk, request.query_params.get("scope"))
+        scope = owned_scope(user_id=request.user.pk, raw=request.query_params.get("scope"))
         topic = request.query_params.get("topic") or ""
         change = note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, delete=True,
                              source=ChangeSet.Source.FILES, actor="you")

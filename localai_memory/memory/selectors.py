@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from localai_memory.notes.paths import Scope
+
 from .models import MemorySettings, MessagingSave, SaveMode
 from .providers import BUILTIN, OFF, canonical, provider_state
 
@@ -75,3 +77,14 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
         consolidation_enabled=row.consolidation_enabled,
         mcp_propose_enabled=row.mcp_propose_enabled,
     )
+
+
+def owned_scope(*, user_id: int, raw: object) -> Scope:
+    """A scope a client named (``user``, ``agent:<id>``, ``channel:<key>``; ``user`` when absent), if it is the
+    user's own: an agent's notes only of one of their agents (another's is a 404, as if it did not exist)."""
+    from localai_memory.agents.selectors import access_agent
+
+    scope = Scope.parse(raw if raw not in (None, "") else "user")
+    if scope.kind == "agent":
+        access_agent(user_id, scope.key)
+    return scope

@@ -51,6 +51,16 @@ class Scope:
         if self.kind not in SCOPE_KINDS:
             raise InvalidInput(f"unknown scope {self.kind!r}", code="invalid_scope")
 
+    @classmethod
+    def parse(cls, raw: object) -> Scope:
+        """``user``, ``agent:<id>`` or ``channel:<key>``, as clients name a scope; anything else is a 400."""
+        if not isinstance(raw, str):
+            raise InvalidInput("scope must be user, agent:<id> or channel:<key>", code="invalid_scope")
+        kind, _, key = raw.partition(":")
+        if kind not in SCOPE_KINDS:
+            raise InvalidInput("scope must be user, agent:<id> or channel:<key>", code="invalid_scope")
+        return cls(kind, key)  # type: ignore[arg-type]  # a ScopeKind by the check above
+
     @property
     def root(self) -> str:
         if self.kind == "user":

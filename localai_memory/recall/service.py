@@ -624,14 +624,7 @@ def search(*, owner_id: int, scopes: Sequence[Scope], query: str, limit: int = S
 
 def parse_scope(raw: object) -> Scope | None:
     """``user``, ``agent:<id>`` or ``channel:<key>`` (None when absent); anything else is a 400."""
-    if raw in (None, ""):
-        return None
-    if not isinstance(raw, str):
-        raise InvalidInput("scope must be user, agent:<id> or channel:<key>", code="invalid_scope")
-    kind, _, key = raw.partition(":")
-    if kind not in SCOPE_KINDS:
-        raise InvalidInput("scope must be user, agent:<id> or channel:<key>", code="invalid_scope")
-    return Scope(kind, key)  # type: ignore[arg-type]
+    return None if raw in (None, "") else Scope.parse(raw)
 
 
 def owner_scopes(*, owner_id: int) -> list[Scope]:

@@ -16,15 +16,14 @@ from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from bridges import selectors as bridge_selectors
-from localai_memory.agents import selectors as agent_selectors
-from localai_memory.core.errors import ApplicationError, Conflict
+from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
 from localai_memory.growth.selectors import line_writers
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
 from localai_memory.memory.models import MessagingSave, SaveMode
 from localai_memory.memory.proposals import proposal_list
 from localai_memory.memory.providers import memory_providers
-from localai_memory.memory.selectors import MemoryState, memory_state
+from localai_memory.memory.selectors import MemoryState, memory_state, owned_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
@@ -300,17 +299,6 @@ def memory_forget(request: AuthenticatedHttpRequest) -> HttpResponse:
     return page(request, "web/memory_forget.html", {"file_count": files.count()}, section="memory")
 
 
-def _scope_of(request: AuthenticatedHttpRequest) -> Scope:
-    raw = request.POST.get("scope", "user")
-    try:
-        if raw == "user":
-            return Scope.user()
-        kind, _, key = raw.partition(":")
-        return Scope(kind, key)  # type: ignore[arg-type]
-    except ApplicationError:
-        raise Http404("no such scope") from None
-
-
 @login_required
 @require_POST
 def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
@@ -332,13 +320,13 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 def _note_scope(request: AuthenticatedHttpRequest) -> Scope:
     """The form's scope, if it is the user's own: their notes, one of their agents', or a conversation's."""
-    scope = _scope_of(request)
-    if scope.kind == "agent":
-        try:
-            agent_selectors.access_agent(request.user.pk, scope.key)
-        except ApplicationError:
-            raise Http404("no such agent") from None
-    return scope
+    raw = request.POST.get("scope", "user")
+    try:
+        if not raw:
+            raise InvalidInput("no scope", code="invalid_scope")
+        return owned_scope(user_id=request.user.pk, raw=raw)
+    except ApplicationError:
+        raise Http404("no such scope") from None
 
 
 @login_required
