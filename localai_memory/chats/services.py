@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -276,10 +276,8 @@ def _turn_reads(chat: Chat, scopes: dict[str, Scope], sender: Sender | None) -> 
     settings, so they are skipped only where the policy keeps memory off whatever the settings say (a
     private chat, a sub-agent, an agent whose Tools leave memory out); when the settings turn it off (the
     switch), what they read is dropped unused, and nothing of it reaches the model."""
-    most_open = replace(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id)),
-                        user_enabled=True, provider="builtin", server_files_on=True)
-    could = policy.decide_turn(most_open)
-    if not (could.memory_on and could.read_scopes):
+    # The settings are not read yet: the defaults stand in, and the policy sets them to their most open.
+    if not policy.could_read(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id))):
         return {}
     reads: dict[str, TurnRead] = {}
     for name, hook in turn_read_hooks.items():

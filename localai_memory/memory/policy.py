@@ -54,6 +54,7 @@ __all__ = [
     "Tool",
     "TurnDecision",
     "TurnFacts",
+    "could_read",
     "decide_note",
     "decide_revert",
     "decide_turn",
@@ -420,6 +421,15 @@ def _level(facts: TurnFacts) -> tuple[Level, str | None]:
     if row_level == "never" and user != "never":
         return level, "messaging_never"
     return level, "save_mode_never"
+
+
+def could_read(facts: TurnFacts) -> bool:
+    """Whether any choice of the owner's settings (the switch, the provider, the server's files) would let
+    this turn read notes: not in a private chat, a sub-agent's run, or an agent whose Tools leave memory out.
+    The host asks before it has read the settings, to skip reading notes a turn could never show."""
+    most_open = replace(facts, user_enabled=True, provider="builtin", server_files_on=True)
+    turn = decide_turn(most_open)
+    return turn.memory_on and bool(turn.read_scopes)
 
 
 def decide_turn(facts: TurnFacts) -> TurnDecision:
