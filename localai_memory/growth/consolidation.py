@@ -256,17 +256,13 @@ def consolidate_user(*, owner_id: int, trigger: str = ConsolidationRun.Trigger.M
                                           started_at=now)
     result = PassResult(status="done", run_id=run.pk)
     state = read_memory_state(owner_id=owner_id)
-    if state is None:
-        result.status, result.reason = "skipped", "settings_unreadable"
-    elif not state.available:
-        result.status, result.reason = "skipped", "memory_off"
-        _pass_all_chats(owner_id=owner_id)
-    elif trigger != ConsolidationRun.Trigger.MANUAL and not state.consolidation_enabled:
-        result.status, result.reason = "skipped", "consolidation_off"
-    elif owner_context(owner_id=owner_id).decision.served_by != "builtin":
-        # An add-on serves memory: the built-in notes are neither read nor grown.
-        result.status, result.reason = "skipped", "served_by_addon"
+    skip = pass_skip_reason(owner_id=owner_id, state=state, trigger=trigger)
+    if skip is not None:
+        result.status, result.reason = "skipped", skip
+        if skip == "memory_off":
+            _pass_all_chats(owner_id=owner_id)
     else:
+        assert state is not None
         with _pass_lock(owner_id) as got:
             if not got:
                 result.status, result.reason = "busy", "another_pass_running"
@@ -278,6 +274,22 @@ def consolidate_user(*, owner_id: int, trigger: str = ConsolidationRun.Trigger.M
         model_calls=result.model_calls, candidates=result.candidates, proposals=len(result.proposals),
         summaries=result.summaries)
     return result
+
+
+def pass_skip_reason(*, owner_id: int, state: Any, trigger: str) -> str | None:
+    """Why a pass started by ``trigger`` would not look through the owner's chats now (the reasons a run
+    records), or None: settings that cannot be read, memory off, suggestions off (a scheduled or after-chat
+    pass; Synthesize now runs anyway), or an add-on serving memory (the built-in notes are neither read nor
+    grown)."""
+    if state is None:
+        return "settings_unreadable"
+    if not state.available:
+        return "memory_off"
+    if trigger != ConsolidationRun.Trigger.MANUAL and not state.consolidation_enabled:
+        return "consolidation_off"
+    if owner_context(owner_id=owner_id).decision.served_by != "builtin":
+        return "served_by_addon"
+    return None
 
 
 def _pass_all_chats(*, owner_id: int) -> None:

@@ -244,22 +244,26 @@ def memory_growing(request: AuthenticatedHttpRequest) -> HttpResponse:
     return redirect(MEMORY_TAB + "#growing")
 
 
+#: What Synthesize now says instead of starting a pass that would find nothing to do (its skip reasons).
+NOTHING_TO_SYNTHESIZE = {
+    "memory_off": "Memory is off, so there is nothing to look through. Turn it on first.",
+    "served_by_addon": "An add-on serves your memory and keeps its own notes, so there is nothing to suggest here.",
+}
+
+
 @login_required
 @require_POST
 def memory_synthesize(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Synthesize now: one consolidation pass in the background (a slow model must not hold the page). When a
     pass would find nothing to do (memory off, an add-on serving memory), the page says why instead."""
+    from localai_memory.growth.consolidation import pass_skip_reason
     from localai_memory.growth.models import ConsolidationRun
-    from localai_memory.growth.selectors import owner_context
     from localai_memory.growth.tasks import consolidate_user_task
 
-    state = memory_state(user_id=request.user.pk)
-    if not state.available:
-        messages.error(request, "Memory is off, so there is nothing to look through. Turn it on first.")
-        return redirect(MEMORY_TAB + "#growing")
-    if owner_context(owner_id=request.user.pk).decision.served_by != "builtin":
-        messages.error(request, "An add-on serves your memory and keeps its own notes, so there is nothing to "
-                                "suggest here.")
+    skip = pass_skip_reason(owner_id=request.user.pk, state=memory_state(user_id=request.user.pk),
+                            trigger=ConsolidationRun.Trigger.MANUAL)
+    if skip in NOTHING_TO_SYNTHESIZE:
+        messages.error(request, NOTHING_TO_SYNTHESIZE[skip])
         return redirect(MEMORY_TAB + "#growing")
     try:
         consolidate_user_task.delay(owner_id=request.user.pk, trigger=ConsolidationRun.Trigger.MANUAL)
