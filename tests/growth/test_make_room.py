@@ -59,10 +59,14 @@ def index(owner) -> str:
     return notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
 
 
-def room_for_lisbon(owner, model, make_chat) -> Proposal:
-    """A full index, a chat that says the owner moved to Lisbon, and the pass's one suggestion: forget the
-    model's old guess to make room for "home"."""
-    fill(owner, {"old-guess": 45})
+def room_for_lisbon(owner, model, make_chat, *, model_notes: dict[str, int] | None = None,
+                    save_mode: str | None = None) -> Proposal:
+    """A full index (``model_notes``: the model's notes and their age, else one old guess), the save level
+    ``save_mode`` if given, a chat that says the owner moved to Lisbon, and the pass's one suggestion: forget
+    the model's oldest guess to make room for "home"."""
+    fill(owner, model_notes or {"old-guess": 45})
+    if save_mode is not None:
+        settings_update(user_id=owner.pk, save_mode=save_mode)
     make_chat(owner, LISBON)
     model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
     consolidate_user(owner_id=owner.pk)
@@ -175,14 +179,9 @@ def test_under_never_nothing_is_suggested(owner, model, make_chat):
 
 
 def test_under_always_confirm_the_suggestion_is_locked_and_still_says_why(owner, model, make_chat, client):
-    fill(owner, {"old-guess": 45, "older-guess": 60})
-    settings_update(user_id=owner.pk, save_mode="always")
-    make_chat(owner, LISBON)
-    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    suggestion = room_for_lisbon(owner, model, make_chat, model_notes={"old-guess": 45, "older-guess": 60},
+                                 save_mode="always")
 
-    consolidate_user(owner_id=owner.pk)
-
-    [suggestion] = suggestions(owner)
     assert (suggestion.topic, suggestion.reason, suggestion.locked) == ("older-guess", "make_room", True)
     client.force_login(owner)
     page = client.get("/inbox/").content.decode()
@@ -190,12 +189,8 @@ def test_under_always_confirm_the_suggestion_is_locked_and_still_says_why(owner,
 
 
 def test_under_always_confirm_one_suggestion_waits_at_a_time(owner, model, make_chat):
-    fill(owner, {"old-guess": 45, "older-guess": 60})
-    settings_update(user_id=owner.pk, save_mode="always")
-    make_chat(owner, LISBON)
-    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
-    consolidate_user(owner_id=owner.pk)
-    [first] = suggestions(owner)
+    first = room_for_lisbon(owner, model, make_chat, model_notes={"old-guess": 45, "older-guess": 60},
+                            save_mode="always")
 
     make_chat(owner, "I started learning the cello.")
     model.script(reply(facts_reply(fact("music", "learns the cello"))))

@@ -93,12 +93,18 @@ def test_forget_everything_comes_back_after_new_notes_and_keeps_them(owner):
     assert change.summary == "Restored Everything in Memory from the Trash; kept the newer Memory/diet.md"
 
 
-def test_a_restore_that_would_pass_the_index_cap_is_refused_and_writes_nothing(owner):
+def forgotten_then_fifteen_new(owner):
+    """30 notes forgotten, then 15 new ones saved: restoring all of them would give the index 45 lines."""
     for number in range(30):
         save(owner, f"old-{number}", f"old fact {number}")
     entry = services.memory_forget(owner_id=owner.pk)
     for number in range(15):
         save(owner, f"new-{number}", f"new fact {number}")
+    return entry
+
+
+def test_a_restore_that_would_pass_the_index_cap_is_refused_and_writes_nothing(owner):
+    entry = forgotten_then_fifteen_new(owner)
     before = files_of(owner)
     with pytest.raises(services.CapExceeded) as refused:
         services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
@@ -121,11 +127,7 @@ def test_another_user_cannot_restore_my_note(owner, outsider):
 def test_on_the_trash_page_a_restore_past_the_cap_says_why(owner):
     from tests.web.conftest import signed_in
 
-    for number in range(30):
-        save(owner, f"old-{number}", f"old fact {number}")
-    entry = services.memory_forget(owner_id=owner.pk)
-    for number in range(15):
-        save(owner, f"new-{number}", f"new fact {number}")
+    entry = forgotten_then_fifteen_new(owner)
     page = signed_in(owner).post(f"/files/trash/{entry.pk}/restore/", follow=True)
     assert page.status_code == 200
     assert "Restoring would give Memory/index.md 45 lines" in page.content.decode()
