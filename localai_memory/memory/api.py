@@ -166,8 +166,6 @@ class NotesApi(ApiView):
 
         data = validated(NoteInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
-        if not data["summary"].strip():
-            raise InvalidInput("summary is required: the one-line index entry", code="invalid_summary")
         change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
                              details=data.get("details") or None, source=ChangeSet.Source.FILES, actor="you")
         return Response({"change": change_json(change),
