@@ -189,7 +189,9 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     if not text:
         return Reply()
     if text.lower() in ("/start", "/help"):
-        return Reply([Outbound("You are paired with this bot. Write to me as you would in the chat.")])
+        return Reply([Outbound("You are paired with this bot. Write to me as you would in the chat. To save a "
+                               "note yourself, write /remember and the fact, for example: /remember I live in "
+                               "Rome.")])
     return _turn(binding, conversation, sender, text)
 
 
@@ -282,10 +284,13 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
     except ApplicationError as exc:
         return Reply([Outbound(exc.message)])
     reply = Reply()
-    if result.reply.strip():
+    report = result.memory or {}
+    # A /remember answered by a saved note or a question says it below, with its Undo or its buttons.
+    told_below = result.command == "remember" and any(
+        item.get("change_id") for item in report.get("saved", [])) or report.get("proposed")
+    if result.reply.strip() and not (result.command and told_below):
         reply.messages.append(Outbound(result.reply.strip()))
     now = timezone.now()
-    report = result.memory or {}
     for saved in report.get("saved", []):
         if not saved.get("change_id") and saved.get("provider"):  # a memory add-on took it: it keeps no Undo here
             reply.messages.append(Outbound(f"Saved by your memory add-on: \u201c{saved.get('summary') or ''}\u201d "

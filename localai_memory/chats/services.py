@@ -28,7 +28,7 @@ from localai_memory.memory import policy, providers
 from localai_memory.memory.selectors import memory_state_of
 from localai_memory.notes.paths import Scope
 
-from . import context, llm
+from . import context, llm, remember
 from .models import Chat, Message, Origin, Role
 from .selectors import TurnRead, access_chat, chat_scopes, read_turn_memory, turn_facts
 from .tools import ToolContext, new_report, run_tool
@@ -68,6 +68,8 @@ class TurnResult:
     usage: dict[str, Any] | None = None
     #: milliseconds spent waiting for the model, and on recall, in this turn (``server_timing``)
     timings: dict[str, float] = field(default_factory=dict)
+    #: a command the chat ran instead of asking the model (``remember``: ``/remember <fact>``), else None
+    command: str | None = None
 
 
 @dataclass(frozen=True)
@@ -357,6 +359,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
+    fact = remember.parse(content) if typed_by_user else None
+    if fact is not None:  # "/remember <fact>": the person's own note, no model call
+        return _remember_turn(chat, user_message, fact, facts, decision, scopes, sender, store_after_response)
     indexes: list[context.IndexShown] = []
     if decision.memory_on and decision.served_by == "builtin":
         indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
@@ -417,6 +422,28 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage,
                       timings=timings)
+
+
+def _remember_turn(chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,
+                   decision: policy.TurnDecision, scopes: dict[str, Scope], sender: Sender | None,
+                   store_after_response: bool) -> TurnResult:
+    """A ``/remember`` message (``chats.remember``): the note saved, proposed or refused, and one line of
+    answer stored as the assistant's reply, with the turn's memory report, as any turn's."""
+    report = new_report(decision)
+    ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=[], sender=sender,
+                      report=report)
+    try:
+        text = remember.remember(ctx, fact)
+    except Exception:
+        _keep(chat, user_message)
+        raise
+    assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report, created_at=timezone.now())
+    if store_after_response:
+        after_response(lambda: _store_later(chat, [user_message, assistant]))
+    else:
+        messages_add(chat=chat, messages=[user_message, assistant])
+    return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
+                      assistant_message_id=assistant.pk, memory=report, command="remember")
 
 
 def _recall(request: RecallRequest) -> tuple[str, dict[str, Any]]:

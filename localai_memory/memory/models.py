@@ -62,6 +62,7 @@ class Proposal(models.Model):
         CONSOLIDATION = "consolidation", "Grown from your chats"
         IMPORT = "import", "Import"
         MCP = "mcp", "An MCP client"
+        CHAT = "chat", "Typed in a chat (/remember)"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="proposals")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)

@@ -14,6 +14,8 @@ Entry points:
   which level is off (for the one line "memory is off" and ``GET /api/chats/{id}/tools``).
 * ``decide_note(facts, note)``  what happens to a note the model proposes: ``save_now`` (with Undo),
   ``ask``, ``locked`` (Always confirm) or ``refuse``.
+* ``decide_typed_note(facts, note, ...)``  what happens to a note the person typed themselves with
+  ``/remember``: the same four outcomes, where their own words count as their confirmation.
 * ``decide_revert(facts)``  whether the model's ``revert_change`` may run.
 * ``may_answer(facts, ...)``  whether a sender's yes/no in a messaging chat counts.
 * ``looks_secret(text)``, ``proposal_expired(...)``, ``undo_open(...)``, ``strictest(...)``.
@@ -58,6 +60,7 @@ __all__ = [
     "decide_note",
     "decide_revert",
     "decide_turn",
+    "decide_typed_note",
     "looks_secret",
     "may_answer",
     "proposal_expired",
@@ -149,6 +152,12 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "changed it since: forgetting it makes room for new notes. Undo brings it back.",
         "scope_not_allowed": "The note cannot be saved there: this chat may only save to the offered scopes.",
         "sender_not_paired": "Only a paired sender can save a note beyond this conversation.",
+        # Notes typed with /remember (decide_typed_note).
+        "typed_note": "Saved to memory, as you asked. You can undo it for 30 minutes.",
+        "typed_addon": "Your memory add-on serves memory, and /remember saves only to the built-in notes. "
+        "Ask the assistant to remember it instead.",
+        "typed_needs_confirmer": "You cannot confirm notes in this chat, so the note waits for the owner or "
+        "for someone the owner allows to confirm changes.",
         # Reverts (RevertDecision.reason).
         "revert_allowed": "The change can be reverted.",
         "revert_locked": "Always confirm is on, so revert_change is refused. Undo the note with its Undo.",
@@ -555,6 +564,39 @@ def _decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
     if note.saved_in_this_reply >= MAX_AUTO_SAVES_PER_REPLY:
         return _note("ask", scope, "reply_limit")
     return _note("save_now", scope, "paired_private" if facts.origin == "messaging" else "save_and_tell")
+
+
+def decide_typed_note(facts: TurnFacts, note: NoteFacts, *, sender_can_confirm: bool = False) -> NoteDecision:
+    """What happens to a note the person typed with ``/remember <fact>`` on a turn with ``facts``.
+
+    Reading: typing the note is the person's own yes, so it saves at once (with Undo) wherever their yes
+    would count: the owner in their own chat, under every save level, as the Memory tab's Add does; in a
+    messaging chat a sender whose yes answers a note there (``may_answer``). Anyone else's waits for
+    confirmation, as a proposal. A chat that may not save at all (memory off, a private chat, a run, an
+    agent or a row that never saves) refuses, as it would the model's note. A note that looks like a secret
+    or is long waits for a confirmation on the card first, whoever typed it: notes go into every prompt.
+    It goes to the chat's default scope (the conversation's notes in a messaging chat)."""
+    turn = decide_turn(facts)
+    if "propose_change" not in turn.tools:
+        assert turn.save_code is not None
+        return _note("refuse", None, turn.save_code)
+    if turn.served_by == "addon":
+        return _note("refuse", None, "typed_addon")
+    scope = turn.default_scope
+    assert scope is not None
+    # Under Always confirm a note that waits is locked, as the model's is: only its requester or the inbox.
+    waits: Outcome = "locked" if turn.effective_level == "always" else "ask"
+    locked = waits == "locked"
+    if note.looks_secret:
+        return _note(waits, scope, "looks_secret", requester_only=locked)
+    if note.length > LONG_NOTE_CHARS:
+        return _note(waits, scope, "too_long", requester_only=locked)
+    if facts.origin != "messaging":
+        return _note("save_now", scope, "typed_note")
+    if may_answer(facts, requester_only=False, answerer_paired=facts.sender_paired,
+                  answerer_can_confirm=sender_can_confirm, answerer_is_requester=True, scope=scope):
+        return _note("save_now", scope, "typed_note")
+    return _note(waits, scope, "typed_needs_confirmer", requester_only=locked)
 
 
 def decide_revert(facts: TurnFacts) -> RevertDecision:

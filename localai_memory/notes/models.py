@@ -42,6 +42,7 @@ class ChangeSet(models.Model):
         IMPORT = "import", "Import"
         AGENT = "agent", "Agent deleted"
         CLI = "cli", "Terminal"
+        CHAT = "chat", "Typed in a chat (/remember)"
         ADMIN = "admin", "Admin"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="change_sets")

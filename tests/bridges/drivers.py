@@ -63,6 +63,10 @@ class Driver:
         """``person`` writes ``text`` in the shared group, mentioning the bot."""
         raise NotImplementedError
 
+    def remember(self, person: Person, fact: str, *, expect: int = 1) -> Said:
+        """``/remember <fact>`` in ``person``'s direct chat with the bot, as the platform delivers it."""
+        return self.dm(person, f"/remember {fact}", expect=expect)
+
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:
         """``person`` taps Yes or No under the question about ``proposal_id`` in their direct chat."""
         raise NotImplementedError
@@ -189,6 +193,15 @@ class SlackDriver(Driver):
     def group(self, person: Person, text: str, *, expect: int = 1) -> Said:
         return self._deliver(slack_fake.message_channel(f"<@{slack_fake.BOT_USER_ID}> {text}",
                                                         user=self.user(person), channel=self.GROUP_ID), 1)
+
+    def remember(self, person: Person, fact: str, *, expect: int = 1) -> Said:
+        """Slack delivers a message that starts with a slash as the slash command it names."""
+        before = len(self.server.posts)
+        self._responses = len(self.server.responses)
+        signed = slack_fake.slash_command_request("/remember", fact, user=self.user(person),
+                                                  channel=self.dm_id(person), signing_secret=self.secret)
+        assert self.post(signed) == 200
+        return self._said(before)
 
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:
         before = len(self.server.posts)

@@ -247,6 +247,21 @@ def interactive_request(
     )
 
 
+def slash_command_request(
+    command: str, text: str, *, user: str, channel: str, signing_secret: str, channel_name: str = "directmessage",
+    timestamp: int | None = None,
+) -> SignedRequest:
+    """A signed slash command, form-encoded as Slack posts it to the command's Request URL."""
+    body = urlencode({
+        "token": "unused", "team_id": TEAM_ID, "channel_id": channel, "channel_name": channel_name,
+        "user_id": user, "user_name": user.lower(), "command": command, "text": text,
+        "response_url": "https://hooks.slack.invalid/commands/1", "trigger_id": f"trig.{_ts()}",
+        "api_app_id": "A0APP",
+    })
+    return sign(body, signing_secret=signing_secret, timestamp=timestamp,
+                content_type="application/x-www-form-urlencoded")
+
+
 # -- server -------------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localai_memory.memory.policy import (
+    LONG_NOTE_CHARS,
     AgentRule,
     NoteFacts,
     Origin,
@@ -21,7 +22,9 @@ from localai_memory.memory.policy import (
     decide_note,
     decide_revert,
     decide_turn,
+    decide_typed_note,
     looks_secret,
+    may_answer,
 )
 
 RANK = {"auto": 0, "ask": 1, "always": 2, "never": 3}
@@ -322,3 +325,61 @@ def test_a_note_holding_a_key_password_or_card_number_never_saves_at_once(
 @given(prose)
 def test_plain_prose_is_not_a_secret(text: str) -> None:
     assert not looks_secret(text)
+
+
+# --- a note typed with /remember (decide_typed_note) ---------------------------------------------------------
+
+
+@fast
+@given(any_facts, note_facts, st.booleans())
+def test_a_typed_note_is_refused_exactly_where_the_model_could_not_save_at_all(
+        f: TurnFacts, n: NoteFacts, can_confirm: bool) -> None:
+    typed = decide_typed_note(f, n, sender_can_confirm=can_confirm)
+    turn = decide_turn(f)
+    if "propose_change" not in turn.tools:
+        assert typed.outcome == "refuse" and typed.reason == turn.save_code
+    elif turn.served_by == "addon":
+        assert typed.outcome == "refuse" and typed.reason == "typed_addon"
+    else:
+        assert typed.outcome != "refuse" and typed.scope == turn.default_scope
+
+
+@fast
+@given(memory_on_facts, note_facts, st.booleans())
+def test_a_typed_note_saves_at_once_only_where_the_typists_own_yes_would_count(
+        f: TurnFacts, n: NoteFacts, can_confirm: bool) -> None:
+    typed = decide_typed_note(f, n, sender_can_confirm=can_confirm)
+    if typed.outcome != "save_now":
+        return
+    assert not n.looks_secret and n.length <= LONG_NOTE_CHARS  # notes go into every prompt: seen first
+    if f.origin == "messaging":
+        assert f.sender_paired and can_confirm
+        assert may_answer(f, requester_only=False, answerer_paired=True, answerer_can_confirm=can_confirm,
+                          answerer_is_requester=True, scope=typed.scope)
+    else:
+        assert f.origin == "web"  # a sub-agent or a run has no person typing
+
+
+@fast
+@given(memory_on_facts, note_facts)
+def test_a_typed_note_waits_as_locked_under_always_confirm_and_is_asked_otherwise(
+        f: TurnFacts, n: NoteFacts) -> None:
+    typed = decide_typed_note(f, n, sender_can_confirm=False)
+    if typed.outcome in ("ask", "locked"):
+        always = decide_turn(f).effective_level == "always"
+        assert typed.outcome == ("locked" if always else "ask") and typed.requester_only == always
+
+
+def test_the_owner_typing_in_their_own_chat_saves_under_every_save_level() -> None:
+    base = TurnFacts(private_chat=False, has_agent=False, agent_tools_memory=True, agent_addons_memory=False,
+                     agent_memory=None, agent_memory_save=None, agent_grant_write=True, user_enabled=True,
+                     save_mode="ask", messaging_save="ask", server_files_on=True, provider="builtin", origin="web")
+    plain = NoteFacts.of("I live in Rome", scope=None, saved_in_this_reply=0)
+    for level in ("auto", "ask", "always"):
+        decision = decide_typed_note(replace(base, save_mode=level), plain)
+        assert (decision.outcome, decision.scope, decision.reason) == ("save_now", "user", "typed_note")
+    assert decide_typed_note(replace(base, save_mode="never"), plain).reason == "save_mode_never"
+    assert decide_typed_note(replace(base, private_chat=True), plain).reason == "private_chat"
+    secret = NoteFacts.of("my password is hunter22", scope=None, saved_in_this_reply=0)
+    assert decide_typed_note(base, secret).outcome == "ask"
+    assert decide_typed_note(replace(base, save_mode="always"), secret).outcome == "locked"

@@ -210,3 +210,32 @@ def test_times_are_shown_in_the_readers_own_time_zone(new_web, model):
     expect(until).to_have_attribute("title", f"{utc:%H:%M} UTC")
     page.reload()
     expect(page.get_by_test_id("saved-line").locator("time")).to_have_text(f"{berlin:%H:%M} CET")
+
+
+def test_remember_in_the_chat_saves_the_note_at_once_with_an_undo_and_no_model_call(web, model):
+    web.register("alice")
+    page = web.page
+    new_chat(web)
+    expect(page.get_by_text("write /remember and the fact")).to_be_visible()
+
+    send(web, "/remember I live in Rome")
+
+    expect(page.locator(".msg.assistant").last).to_contain_text("Saved to memory: \u201cI live in Rome\u201d (live-rome).")
+    line = page.get_by_test_id("saved-line")
+    expect(line).to_contain_text("Saved to memory: live-rome — I live in Rome")
+    assert model.requests == []
+    web.accessible("chat with a note typed with /remember")
+    line.get_by_role("button", name="Undo saving live-rome").click()
+    expect(line).to_contain_text("Undone — the note is back as it was.")
+    web.go("/settings/memory/")
+    expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
+
+
+def test_slash_memory_in_the_chat_opens_the_memory_tab(web, model):
+    web.register("alice")
+    page = web.page
+    new_chat(web)
+    page.get_by_role("textbox", name="Message").fill("/memory")
+    page.get_by_role("button", name="Send").click()
+    expect(page).to_have_url(web.base_url + "/settings/memory/")
+    assert model.requests == []

@@ -30,6 +30,7 @@ from localai_memory.notes import selectors as notes_selectors
 
 from .common import AuthenticatedHttpRequest, int_or_404, is_htmx, not_found_as_404, page
 from .inbox import ProposalView, proposal_views
+from .memory import MEMORY_TAB
 
 #: Where each level that can turn memory off is fixed, for the "memory is off" line.
 BLOCKED = {
@@ -214,6 +215,10 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         messages.error(request, "This conversation comes from a messaging app or a run; answer it there.")
         return redirect(f"/chats/{chat.pk}/")
     content = request.POST.get("content", "").replace("\r\n", "\n")
+    if content.strip().lower() == "/memory":  # the chat's shortcut to the memory manager
+        if is_htmx(request):
+            return HttpResponse(status=204, headers={"HX-Redirect": MEMORY_TAB})
+        return redirect(MEMORY_TAB)
     error = None
     status = 200
     try:

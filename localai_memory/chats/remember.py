@@ -1,0 +1,150 @@
+"""``/remember <fact>``: a note the person types in a chat, saved without asking the model.
+
+Any chat that takes typed messages understands it (the web chat, ``POST /api/chats/{id}/messages``, the
+OpenAI-compatible route and the bots), because ``chats.services.turn_run`` hands such a message here instead
+of to the model. What happens to the note is the policy's (``memory.policy.decide_typed_note``): saved at
+once with Undo when the person's own yes counts, a proposal when it waits for someone who may confirm, or
+refused (memory off, a private chat, a chat that may not save). The answer is one line for the chat; the
+turn's memory report carries the saved note (with its Undo) or the proposal, as for the model's notes.
+
+The note's topic comes from the fact's first content words (``i live in Rome`` → ``live-rome``); a topic in
+use by another note gets a number. The summary is the fact; a fact longer than an index line keeps its first
+words as the line and the whole text in the topic file.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from localai_memory.memory import policy
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.proposals import AlreadySaved, proposal_create
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import SUMMARY_MAX_CHARS, Scope, clean_summary
+from localai_memory.notes.services import CapExceeded, note_upsert
+from localai_memory.recall import service as recall_service
+from localai_memory.recall.ranking import STOPWORDS
+
+if TYPE_CHECKING:
+    from .tools import ToolContext
+
+#: ``/remember``, optionally addressed to a bot (``/remember@my_bot`` in a Telegram group), then the fact.
+_COMMAND = re.compile(r"^\s*/remember(?:@[A-Za-z0-9_.-]+)?(?=\s|$)(?P<fact>.*)\Z", re.IGNORECASE | re.DOTALL)
+_WORD = re.compile(r"[a-z0-9]+")
+#: Words that say nothing about what a note is about, on top of recall's stopwords.
+_FILLER = frozenset({"remember", "note", "that", "im", "ive", "id", "ill", "dont", "doesnt"})
+TOPIC_WORDS = 3
+TOPIC_MAX_CHARS = 40
+USAGE = "Write what to remember after /remember, for example: /remember I live in Rome."
+
+
+def parse(content: str) -> str | None:
+    """The fact of a ``/remember`` message (``""`` when it names none), or None for any other message."""
+    match = _COMMAND.match(content)
+    return " ".join(match["fact"].split()) if match else None
+
+
+def topic_words(fact: str) -> list[str]:
+    """The first content words of ``fact`` in ASCII lower case (accents dropped): a topic's parts."""
+    ascii_text = unicodedata.normalize("NFKD", fact).encode("ascii", "ignore").decode().lower().replace("'", "")
+    words = [w for w in _WORD.findall(ascii_text) if w not in STOPWORDS and w not in _FILLER]
+    return words[:TOPIC_WORDS]
+
+
+def topic_for(fact: str, taken: set[str]) -> str:
+    """A topic for ``fact`` that no other note of the scope uses: its first content words joined by dashes
+    (``note`` when it has none), then ``-2``, ``-3``… when that topic is taken."""
+    base = "-".join(topic_words(fact))[:TOPIC_MAX_CHARS].strip("-") or "note"
+    topic, number = base, 1
+    while topic in taken:
+        number += 1
+        suffix = f"-{number}"
+        topic = base[:TOPIC_MAX_CHARS - len(suffix)].rstrip("-") + suffix
+    return topic
+
+
+def split_fact(fact: str) -> tuple[str, str | None]:
+    """The index line and the topic file of ``fact``: the fact as the line when it fits, else its first
+    words (cut at a word, with an ellipsis) as the line and the whole fact as the file."""
+    line = " ".join(fact.split())
+    if len(line) <= SUMMARY_MAX_CHARS:
+        return clean_summary(line), None  # clean_summary: one line, no arrow; refuses an empty fact
+    cut = line[:SUMMARY_MAX_CHARS - 1].rsplit(" ", 1)[0].rstrip(" ,;:.")
+    return clean_summary(f"{cut}…"), fact + "\n"
+
+
+def remember(ctx: ToolContext, fact: str) -> str:
+    """Save, propose or refuse the typed ``fact`` as the policy says; the line the chat answers with. The
+    turn's report (``ctx.report``) records the outcome as for a note of the model's."""
+    if not fact:
+        return USAGE
+    sender = ctx.sender
+    decision = policy.decide_typed_note(
+        ctx.facts, policy.NoteFacts.of(fact, scope=None, saved_in_this_reply=0),
+        sender_can_confirm=bool(sender and sender.can_confirm))
+    if decision.outcome == "refuse" or decision.scope not in ctx.scopes:
+        reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
+        ctx.report["refused"].append({"topic": None, "reason": reason, "message": policy.MESSAGES[reason]})
+        return f"Nothing was saved. {policy.MESSAGES[reason]}"
+    scope = ctx.scopes[decision.scope]
+    owner_id = ctx.chat.owner_id
+    entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+    summary, details = split_fact(fact)
+    same = next((e for e in entries if e.summary.casefold() == summary.casefold()), None)
+    if same is not None:
+        return _already(ctx, scope, same.topic, same.summary)
+    topic = topic_for(fact, {e.topic for e in entries})
+    duplicate = recall_service.find_duplicate(owner_id=owner_id, scope=scope, topic=topic, summary=summary,
+                                              details=details)
+    if duplicate is not None:
+        return _already(ctx, scope, duplicate.topic, duplicate.line)
+    try:
+        if decision.outcome == "save_now":
+            return _save(ctx, decision, scope, topic, summary, details)
+        return _propose(ctx, decision, scope, topic, summary, details)
+    except CapExceeded as exc:
+        ctx.report["refused"].append({"topic": topic, "reason": exc.code, "message": exc.message})
+        return (f"Nothing was saved: {exc.message} Merge or forget a note on the Memory tab of your settings, "
+                "then try again.")
+    except AlreadySaved as exc:
+        return _already(ctx, scope, topic, summary, exc.message)
+
+
+def _already(ctx: ToolContext, scope: Scope, topic: str, summary: str, message: str = "") -> str:
+    ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": scope.kind, "summary": summary,
+                                "undo_until": None, "already_saved": True})
+    return message or f"That is already in memory: \u201c{summary}\u201d ({topic})."
+
+
+def _actor(ctx: ToolContext) -> str:
+    return f"{ctx.sender.display} with /remember" if ctx.sender else "you with /remember"
+
+
+def _save(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
+          details: str | None) -> str:
+    saved_at = timezone.now()
+    change = note_upsert(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details,
+                         source=ChangeSet.Source.CHAT, actor=_actor(ctx), chat_id=ctx.chat.pk)
+    undo_until = saved_at + policy.UNDO_WINDOW
+    ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
+                                "undo_until": undo_until.isoformat(), "typed": True})
+    return f"Saved to memory: \u201c{summary}\u201d ({topic}). {decision.message}"
+
+
+def _propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
+             details: str | None) -> str:
+    proposal = proposal_create(
+        owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details,
+        reason=decision.reason, locked=decision.outcome == "locked", requester_only=decision.requester_only,
+        origin=ctx.chat.origin, source=Proposal.Source.CHAT, chat_id=ctx.chat.pk,
+        requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None)
+    ctx.report["proposed"].append({
+        "proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": scope.kind,
+        "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,
+        "delete": False})
+    return f"Not saved yet: \u201c{summary}\u201d ({topic}). {decision.message}"
