@@ -73,6 +73,10 @@ class InboundMessage:
     """A tap on a Yes/No button."""
     proposal_id: int | None = None
     """The proposal the tapped button belongs to."""
+    known_only: bool = False
+    """Only for a conversation the bot has had before (a Slack slash command can be typed where the bot is
+    not, such as a direct message between two people, and says nothing of it): anywhere else the bot answers
+    ``NOT_HERE_TEXT`` and keeps nothing, not even the sender."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,8 @@ EXPIRED_FORGET_TEXT = ("That note was not forgotten: a proposal waits 24 hours f
 UNDO_CLOSED_TEXT = ("Too late to undo here: a note can be undone for 30 minutes after it was saved. The owner "
                     "can restore an earlier version from Files.")
 ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
+NOT_HERE_TEXT = ("I keep notes only for a conversation I have had with you: write me a message first (directly, "
+                 "or by mentioning me in a channel I was invited to), then use /remember there.")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -166,6 +172,9 @@ def handle(message: InboundMessage) -> Reply:
 
 
 def _handle(binding: Binding, message: InboundMessage) -> Reply:
+    if message.known_only and not Conversation.objects.filter(
+            binding=binding, external_id=str(message.conversation_id)[:200]).exists():
+        return Reply([Outbound(NOT_HERE_TEXT)])
     conversation = _conversation_seen(binding, message)
     sender = services.sender_seen(binding_id=binding.pk, external_id=message.sender_id,
                                   display=message.sender_display)
@@ -286,9 +295,9 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
     reply = Reply()
     report = result.memory or {}
     # A /remember answered by a saved note or a question says it below, with its Undo or its buttons.
-    told_below = result.command == "remember" and any(
-        item.get("change_id") for item in report.get("saved", [])) or report.get("proposed")
-    if result.reply.strip() and not (result.command and told_below):
+    told_below = result.command == "remember" and (
+        any(item.get("change_id") for item in report.get("saved", [])) or bool(report.get("proposed")))
+    if result.reply.strip() and not told_below:
         reply.messages.append(Outbound(result.reply.strip()))
     now = timezone.now()
     for saved in report.get("saved", []):

@@ -107,10 +107,11 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             _post_or_revoke(binding_id, client, event["channel"], outbound, thread_ts=thread_ts)
 
     @app.command("/remember")
-    def on_remember(ack: Any, command: dict[str, Any], client: WebClient) -> None:
+    def on_remember(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
         """``/remember <fact>``: Slack keeps messages that start with a slash for the app whose command it
         is, so the note typed by hand arrives as this command (register it in the app's Slash Commands, with
-        the Events URL as its Request URL). The core handles it as the message ``/remember <fact>``."""
+        the Events URL as its Request URL). The core handles it as the message ``/remember <fact>``, in a
+        conversation the bot already has; a reply the bot cannot post there is shown to the typist alone."""
         ack()
         channel, user = command.get("channel_id"), command.get("user_id")
         if not channel or not user:
@@ -120,10 +121,17 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             # unless the conversation is known to be one-to-one already.
             binding_id=binding_id, conversation_id=channel, kind="unknown", sender_id=user,
             sender_display=display_name(client, user), text=f"/remember {command.get('text') or ''}".strip(),
-            delivery_key=f"command:{command.get('trigger_id') or ''}" if command.get("trigger_id") else None)
+            delivery_key=f"command:{command['trigger_id']}" if command.get("trigger_id") else None,
+            known_only=True)
         reply = _handle(binding_id, inbound)
         for outbound in reply.messages:
-            _post_or_revoke(binding_id, client, channel, outbound)
+            try:
+                _post_or_revoke(binding_id, client, channel, outbound)
+            except Revoked:
+                raise
+            except SlackApiError:
+                log.info("slack binding %s: /remember answered to its typist only in %s", binding_id, channel)
+                respond(text=_escape(outbound.text), response_type="ephemeral")
 
     @app.action(ACTION_RE)
     def on_button(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any, client: WebClient) -> None:

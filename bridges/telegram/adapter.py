@@ -80,6 +80,10 @@ def to_inbound(update: Update, *, binding_id: int, bot_id: int, bot_username: st
     mention = f"@{bot_username}" if bot_username else None
     replied_to_bot = bool(message.reply_to_message and message.reply_to_message.from_user
                           and message.reply_to_message.from_user.id == bot_id)
+    # A command names its bot in a group (/remember@name); one that names another bot is not for this one.
+    command_for = re.match(r"/\w+@(\w+)", text)
+    if command_for and bot_username and command_for.group(1).lower() != bot_username.lower():
+        return None
     addressed = chat.type == "private" or replied_to_bot or text.startswith("/") or bool(
         mention and mention.lower() in text.lower())
     if mention:

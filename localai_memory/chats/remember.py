@@ -16,25 +16,30 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from django.db import transaction
 from django.utils import timezone
 
+from localai_memory.core.errors import InvalidInput
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
 from localai_memory.notes import selectors as notes_selectors
-from localai_memory.notes.models import ChangeSet
-from localai_memory.notes.paths import SUMMARY_MAX_CHARS, Scope, clean_summary
-from localai_memory.notes.services import CapExceeded, note_upsert
+from localai_memory.notes.models import ChangeSet, NoteFile
+from localai_memory.notes.paths import SUMMARY_MAX_CHARS, IndexEntry, Scope, clean_summary
+from localai_memory.notes.services import CapExceeded, lock_owner, note_upsert
 from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import STOPWORDS
 
 if TYPE_CHECKING:
     from .tools import ToolContext
 
-#: ``/remember``, optionally addressed to a bot (``/remember@my_bot`` in a Telegram group), then the fact.
-_COMMAND = re.compile(r"^\s*/remember(?:@[A-Za-z0-9_.-]+)?(?=\s|$)(?P<fact>.*)\Z", re.IGNORECASE | re.DOTALL)
+#: ``/remember`` then the fact. A command addressed to a bot by name (``/remember@my_bot`` in a Telegram
+#: group) reaches here only as ``/remember`` when it named this bot: the adapter takes its own name off, and
+#: a command for another bot is not for this one.
+_COMMAND = re.compile(r"^\s*/remember(?=\s|$)(?P<fact>.*)\Z", re.IGNORECASE | re.DOTALL)
 _WORD = re.compile(r"[a-z0-9]+")
 #: Words that say nothing about what a note is about, on top of recall's stopwords.
 _FILLER = frozenset({"remember", "note", "that", "im", "ive", "id", "ill", "dont", "doesnt"})
@@ -46,7 +51,7 @@ USAGE = "Write what to remember after /remember, for example: /remember I live i
 def parse(content: str) -> str | None:
     """The fact of a ``/remember`` message (``""`` when it names none), or None for any other message."""
     match = _COMMAND.match(content)
-    return " ".join(match["fact"].split()) if match else None
+    return match["fact"].strip() if match else None
 
 
 def topic_words(fact: str) -> list[str]:
@@ -60,6 +65,7 @@ def topic_for(fact: str, taken: set[str]) -> str:
     """A topic for ``fact`` that no other note of the scope uses: its first content words joined by dashes
     (``note`` when it has none), then ``-2``, ``-3``… when that topic is taken."""
     base = "-".join(topic_words(fact))[:TOPIC_MAX_CHARS].strip("-") or "note"
+    taken = taken | {"index"}  # the index's own name
     topic, number = base, 1
     while topic in taken:
         number += 1
@@ -78,7 +84,7 @@ def split_fact(fact: str) -> tuple[str, str | None]:
     return clean_summary(f"{cut}…"), fact + "\n"
 
 
-def remember(ctx: ToolContext, fact: str) -> str:
+def remember_run(*, ctx: ToolContext, fact: str) -> str:
     """Save, propose or refuse the typed ``fact`` as the policy says; the line the chat answers with. The
     turn's report (``ctx.report``) records the outcome as for a note of the model's."""
     if not fact:
@@ -92,27 +98,52 @@ def remember(ctx: ToolContext, fact: str) -> str:
         ctx.report["refused"].append({"topic": None, "reason": reason, "message": policy.MESSAGES[reason]})
         return f"Nothing was saved. {policy.MESSAGES[reason]}"
     scope = ctx.scopes[decision.scope]
+    summary, details = split_fact(fact)
+    try:
+        # The owner's lock from the first read to the write: two facts sent at once never get one topic, so
+        # neither replaces the other.
+        with transaction.atomic():
+            lock_owner(ctx.chat.owner_id)
+            return _save_or_propose(ctx, decision, scope, summary, details)
+    except CapExceeded as exc:
+        ctx.report["refused"].append({"topic": None, "reason": exc.code, "message": exc.message})
+        return (f"Nothing was saved: {exc.message} Merge or forget a note on the Memory tab of your settings, "
+                "then try again.")
+    except InvalidInput as exc:  # a fact whose topic file would pass its cap
+        ctx.report["refused"].append({"topic": None, "reason": exc.code, "message": exc.message})
+        return f"Nothing was saved: {exc.message}"
+
+
+def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, summary: str,
+                     details: str | None) -> str:
     owner_id = ctx.chat.owner_id
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
-    summary, details = split_fact(fact)
-    same = next((e for e in entries if e.summary.casefold() == summary.casefold()), None)
-    if same is not None:
-        return _already(ctx, scope, same.topic, same.summary)
-    topic = topic_for(fact, {e.topic for e in entries})
+    if details is None:
+        same = next((e for e in entries if e.summary.casefold() == summary.casefold()), None)
+        if same is not None:
+            return _already(ctx, scope, same.topic, same.summary)
+    topic = topic_for(summary if details is None else details, _topics_in_use(owner_id, scope, entries))
     duplicate = recall_service.find_duplicate(owner_id=owner_id, scope=scope, topic=topic, summary=summary,
                                               details=details)
     if duplicate is not None:
-        return _already(ctx, scope, duplicate.topic, duplicate.line)
+        return _already(ctx, scope, duplicate.topic, duplicate.summary)
+    if decision.outcome == "save_now":
+        return _save(ctx, scope, topic, summary, details)
     try:
-        if decision.outcome == "save_now":
-            return _save(ctx, decision, scope, topic, summary, details)
         return _propose(ctx, decision, scope, topic, summary, details)
-    except CapExceeded as exc:
-        ctx.report["refused"].append({"topic": topic, "reason": exc.code, "message": exc.message})
-        return (f"Nothing was saved: {exc.message} Merge or forget a note on the Memory tab of your settings, "
-                "then try again.")
     except AlreadySaved as exc:
         return _already(ctx, scope, topic, summary, exc.message)
+
+
+def _topics_in_use(owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:
+    """Topics a new note must not take: the index's, a topic file's without a line, and a waiting
+    proposal's (confirming it would replace the note)."""
+    prefix = f"{scope.root}/"
+    files = NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).values_list("path", flat=True)
+    waiting = Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind=scope.kind,
+                                      scope_key=scope.key or "").values_list("topic", flat=True)
+    return ({e.topic for e in entries} | {Path(p).stem for p in files if "/" not in p[len(prefix):]}
+            | set(waiting))
 
 
 def _already(ctx: ToolContext, scope: Scope, topic: str, summary: str, message: str = "") -> str:
@@ -125,15 +156,14 @@ def _actor(ctx: ToolContext) -> str:
     return f"{ctx.sender.display} with /remember" if ctx.sender else "you with /remember"
 
 
-def _save(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
-          details: str | None) -> str:
+def _save(ctx: ToolContext, scope: Scope, topic: str, summary: str, details: str | None) -> str:
     saved_at = timezone.now()
     change = note_upsert(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details,
                          source=ChangeSet.Source.CHAT, actor=_actor(ctx), chat_id=ctx.chat.pk)
     undo_until = saved_at + policy.UNDO_WINDOW
     ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
                                 "undo_until": undo_until.isoformat(), "typed": True})
-    return f"Saved to memory: \u201c{summary}\u201d ({topic}). {decision.message}"
+    return f"Saved to memory: \u201c{summary}\u201d ({topic}). {policy.MESSAGES['typed_note']}"
 
 
 def _propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,

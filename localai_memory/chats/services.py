@@ -361,7 +361,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     decision = policy.decide_turn(facts)
     fact = remember.parse(content) if typed_by_user else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call
-        return _remember_turn(chat, user_message, fact, facts, decision, scopes, sender, store_after_response)
+        return _remember_turn(chat=chat, user_message=user_message, fact=fact, facts=facts, decision=decision,
+                              scopes=scopes, sender=sender, store_after_response=store_after_response)
     indexes: list[context.IndexShown] = []
     if decision.memory_on and decision.served_by == "builtin":
         indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
@@ -424,7 +425,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
                       timings=timings)
 
 
-def _remember_turn(chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,
+def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,
                    decision: policy.TurnDecision, scopes: dict[str, Scope], sender: Sender | None,
                    store_after_response: bool) -> TurnResult:
     """A ``/remember`` message (``chats.remember``): the note saved, proposed or refused, and one line of
@@ -433,7 +434,7 @@ def _remember_turn(chat: Chat, user_message: Message, fact: str, facts: policy.T
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=[], sender=sender,
                       report=report)
     try:
-        text = remember.remember(ctx, fact)
+        text = remember.remember_run(ctx=ctx, fact=fact)
     except Exception:
         _keep(chat, user_message)
         raise

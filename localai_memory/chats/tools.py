@@ -372,14 +372,16 @@ def _revertible(ctx: ToolContext) -> QuerySet[ChangeSet]:
     group could ask."""
     chat_changes = ChangeSet.objects.filter(owner_id=ctx.chat.owner_id, chat_id=ctx.chat.pk)
     mine = Q(automatic=True, source=ChangeSet.Source.MODEL)
-    confirmed = Q(automatic=False, source=ChangeSet.Source.PROPOSAL, created_at__gt=timezone.now() - policy.UNDO_WINDOW)
+    recent = Q(created_at__gt=timezone.now() - policy.UNDO_WINDOW)
+    confirmed = Q(automatic=False, source=ChangeSet.Source.PROPOSAL) & recent
+    typed = Q(source=ChangeSet.Source.CHAT) & recent  # a note typed with /remember in this chat
     if ctx.chat.origin != "messaging":
-        mine |= confirmed
+        mine |= confirmed | typed
     elif ctx.sender is not None and ctx.sender.paired and ctx.sender.can_confirm:
         # Who could have answered the note may take it back: a note only its requester answers, only them.
         answerable = Proposal.objects.filter(owner_id=ctx.chat.owner_id, chat_id=ctx.chat.pk).filter(
             Q(requester_only=False) | Q(requested_by_sender_id=ctx.sender.sender_id)).values("pk")
-        mine |= confirmed & Q(proposal_id__in=answerable)
+        mine |= (confirmed & Q(proposal_id__in=answerable)) | typed
     return chat_changes.filter(mine)
 
 

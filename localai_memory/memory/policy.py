@@ -153,7 +153,7 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "scope_not_allowed": "The note cannot be saved there: this chat may only save to the offered scopes.",
         "sender_not_paired": "Only a paired sender can save a note beyond this conversation.",
         # Notes typed with /remember (decide_typed_note).
-        "typed_note": "Saved to memory, as you asked. You can undo it for 30 minutes.",
+        "typed_note": "You can undo it for 30 minutes.",
         "typed_addon": "Your memory add-on serves memory, and /remember saves only to the built-in notes. "
         "Ask the assistant to remember it instead.",
         "typed_needs_confirmer": "You cannot confirm notes in this chat, so the note waits for the owner or "
@@ -571,7 +571,8 @@ def decide_typed_note(facts: TurnFacts, note: NoteFacts, *, sender_can_confirm: 
 
     Reading: typing the note is the person's own yes, so it saves at once (with Undo) wherever their yes
     would count: the owner in their own chat, under every save level, as the Memory tab's Add does; in a
-    messaging chat a sender whose yes answers a note there (``may_answer``). Anyone else's waits for
+    messaging chat a sender whose yes answers a note there (``may_answer``), and wherever the model's note
+    would save at once (a paired sender in a one-to-one chat under ``paired_private``). Anyone else's waits for
     confirmation, as a proposal. A chat that may not save at all (memory off, a private chat, a run, an
     agent or a row that never saves) refuses, as it would the model's note. A note that looks like a secret
     or is long waits for a confirmation on the card first, whoever typed it: notes go into every prompt.
@@ -593,9 +594,10 @@ def decide_typed_note(facts: TurnFacts, note: NoteFacts, *, sender_can_confirm: 
         return _note(waits, scope, "too_long", requester_only=locked)
     if facts.origin != "messaging":
         return _note("save_now", scope, "typed_note")
-    if may_answer(facts, requester_only=False, answerer_paired=facts.sender_paired,
-                  answerer_can_confirm=sender_can_confirm, answerer_is_requester=True, scope=scope):
-        return _note("save_now", scope, "typed_note")
+    if _decide_note(facts, note).outcome == "save_now" or may_answer(
+            facts, requester_only=False, answerer_paired=facts.sender_paired, answerer_can_confirm=sender_can_confirm,
+            answerer_is_requester=True, scope=scope):
+        return _note("save_now", scope, "typed_note")  # where the model's note would save at once, or their yes counts
     return _note(waits, scope, "typed_needs_confirmer", requester_only=locked)
 
 

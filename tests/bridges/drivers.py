@@ -128,6 +128,12 @@ class TelegramDriver(Driver):
                                                          chat_id=self.GROUP_ID, user_id=person.number,
                                                          first_name=person.name, username=person.name.lower()), 1)
 
+    def group_as_typed(self, person: Person, text: str) -> Said:
+        """``person`` writes ``text`` in the group exactly so, without mentioning the bot (a command picked
+        from Telegram's list arrives as ``/command@botname``)."""
+        return self._deliver(telegram_fake.group_message(text, chat_id=self.GROUP_ID, user_id=person.number,
+                                                         first_name=person.name, username=person.name.lower()), 1)
+
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:
         before = len(self.server.sent)
         answered = len(self.server.calls_to("answerCallbackQuery"))
@@ -194,12 +200,13 @@ class SlackDriver(Driver):
         return self._deliver(slack_fake.message_channel(f"<@{slack_fake.BOT_USER_ID}> {text}",
                                                         user=self.user(person), channel=self.GROUP_ID), 1)
 
-    def remember(self, person: Person, fact: str, *, expect: int = 1) -> Said:
-        """Slack delivers a message that starts with a slash as the slash command it names."""
+    def remember(self, person: Person, fact: str, *, expect: int = 1, channel: str | None = None) -> Said:
+        """Slack delivers a message that starts with a slash as the slash command it names (``channel``: where
+        it is typed; ``person``'s direct chat with the bot by default)."""
         before = len(self.server.posts)
         self._responses = len(self.server.responses)
-        signed = slack_fake.slash_command_request("/remember", fact, user=self.user(person),
-                                                  channel=self.dm_id(person), signing_secret=self.secret)
+        signed = self.server.slash_command_request("/remember", fact, user=self.user(person),
+                                                   channel=channel or self.dm_id(person), signing_secret=self.secret)
         assert self.post(signed) == 200
         return self._said(before)
 

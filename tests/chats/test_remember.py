@@ -11,10 +11,11 @@ from django.utils import timezone
 
 from localai_memory.memory.models import Proposal
 from localai_memory.notes import selectors as notes_selectors
-from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import Scope
+from localai_memory.notes.services import note_upsert
 from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory
-from tests.fakes.openai_server import reply
+from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.django_db
 
@@ -65,6 +66,13 @@ def test_a_fact_already_in_memory_is_not_saved_twice(api, owner, model):
     [saved] = body["memory"]["saved"]
     assert saved["already_saved"] is True and saved["change_id"] is None and saved["topic"] == "home"
     assert body["reply"] == "That is already in memory: \u201cI live in Rome\u201d (home)."
+
+
+def test_a_fact_that_means_the_same_as_a_note_is_not_added(api, owner, model):
+    note(owner, "home", "lives in Rome")
+    body = send(api, new_chat(api), "/remember I live in Rome")
+    assert index_of(owner) == "- home: lives in Rome\n"
+    assert body["reply"] == "That is already in memory: \u201clives in Rome\u201d (home)."
 
 
 def test_a_topic_in_use_by_another_note_gets_a_number(api, owner, model):
@@ -149,7 +157,7 @@ def test_the_openai_route_saves_it_and_answers_as_a_completion(api, owner, model
     assert model.requests == []
 
 
-def test_a_scheduled_runs_prompt_never_saves(api, owner, model):
+def test_a_message_the_client_marks_as_not_typed_never_saves(api, owner, model):
     model.script(reply("Done."))
     response = api.post("/v1/chat/completions", {"model": "m", "messages": [
         {"role": "user", "content": "/remember I live in Rome", "origin": "client"}]}, format="json")
@@ -164,3 +172,53 @@ def test_the_chats_undo_shows_for_thirty_minutes_and_the_note_can_be_undone_late
     with time_machine.travel(timezone.now() + timedelta(minutes=31)):
         assert api.post(f"/api/chats/changes/{saved['change_id']}/undo").status_code == 200
     assert index_of(owner) == ""
+
+
+def test_a_topic_a_waiting_proposal_or_a_stray_file_holds_is_not_taken(api, owner, model):
+    chat = new_chat(api)
+    send(api, chat, "/remember my password is hunter2hunter2")  # waits, as "password-hunter2hunter2"
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="live-rome", summary="old", details="Old file.\n",
+                source="files")
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="live-rome", delete=True, source="files")
+    NoteFile.objects.create(owner=owner, path="Memory/live-rome.md", content="A stray file.\n", version=1,
+                            updated_at=timezone.now())
+
+    topics = [send(api, chat, text)["memory"]["saved"][0]["topic"]
+              for text in ("/remember I live in Rome", "/remember index")]
+
+    assert topics == ["live-rome-2", "index-2"]
+    assert Proposal.objects.get().topic == "password-hunter2hunter2"
+
+
+def test_forget_what_i_just_told_you_takes_back_the_typed_note(api, owner, model):
+    note(owner, "tone", "short answers")
+    chat = new_chat(api)
+    send(api, chat, "/remember I live in Rome")
+    model.script(tool_calls(("revert_change", {})), reply("Forgotten."))
+
+    body = send(api, chat, "Forget what I just told you.")
+
+    assert body["memory"]["reverted"] and index_of(owner) == "- tone: short answers\n"
+
+
+@pytest.mark.django_db(transaction=True)  # two threads, two connections: each sees what the other committed
+def test_the_same_fact_sent_twice_at_once_is_saved_once(owner, model):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from localai_memory.chats import services
+
+    chats = [services.chat_create(owner_id=owner.pk, origin="web", title="x") for _ in range(2)]
+
+    def run(chat) -> dict:
+        try:
+            return services.turn_run(chat=chat, content="/remember I live in Rome").memory
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(run, chats))
+
+    assert index_of(owner) == "- live-rome: I live in Rome\n"
+    assert sorted(bool(r["saved"][0].get("already_saved")) for r in reports) == [False, True]

@@ -248,15 +248,14 @@ def interactive_request(
 
 
 def slash_command_request(
-    command: str, text: str, *, user: str, channel: str, signing_secret: str, channel_name: str = "directmessage",
-    timestamp: int | None = None,
+    command: str, text: str, *, user: str, channel: str, signing_secret: str, response_url: str,
+    channel_name: str = "directmessage", timestamp: int | None = None,
 ) -> SignedRequest:
     """A signed slash command, form-encoded as Slack posts it to the command's Request URL."""
     body = urlencode({
         "token": "unused", "team_id": TEAM_ID, "channel_id": channel, "channel_name": channel_name,
         "user_id": user, "user_name": user.lower(), "command": command, "text": text,
-        "response_url": "https://hooks.slack.invalid/commands/1", "trigger_id": f"trig.{_ts()}",
-        "api_app_id": "A0APP",
+        "response_url": response_url, "trigger_id": f"trig.{_ts()}", "api_app_id": "A0APP",
     })
     return sign(body, signing_secret=signing_secret, timestamp=timestamp,
                 content_type="application/x-www-form-urlencoded")
@@ -326,6 +325,11 @@ class SlackServer(LoopbackHTTPServer):
             action_id, value, response_url=response_url, team_id=self.team_id, **kwargs
         )
         return interactive_request(payload, signing_secret=signing_secret)
+
+    def slash_command_request(self, command: str, text: str, *, signing_secret: str, **kwargs: Any) -> SignedRequest:
+        """A signed slash command whose `response_url` points back at this server (see `responses`)."""
+        return slash_command_request(command, text, signing_secret=signing_secret,
+                                     response_url=f"{self.origin}/actions/{next(self._response_ids)}", **kwargs)
 
     # -- HTTP -----------------------------------------------------------------------------------------
 

@@ -24,7 +24,6 @@ from localai_memory.memory.policy import (
     decide_turn,
     decide_typed_note,
     looks_secret,
-    may_answer,
 )
 
 RANK = {"auto": 0, "ask": 1, "always": 2, "never": 3}
@@ -353,9 +352,8 @@ def test_a_typed_note_saves_at_once_only_where_the_typists_own_yes_would_count(
         return
     assert not n.looks_secret and n.length <= LONG_NOTE_CHARS  # notes go into every prompt: seen first
     if f.origin == "messaging":
-        assert f.sender_paired and can_confirm
-        assert may_answer(f, requester_only=False, answerer_paired=True, answerer_can_confirm=can_confirm,
-                          answerer_is_requester=True, scope=typed.scope)
+        assert f.sender_paired  # nobody else's words are ever saved at once
+        assert can_confirm or (f.messaging_save == "paired_private" and f.one_to_one is True)
     else:
         assert f.origin == "web"  # a sub-agent or a run has no person typing
 
@@ -383,3 +381,33 @@ def test_the_owner_typing_in_their_own_chat_saves_under_every_save_level() -> No
     secret = NoteFacts.of("my password is hunter22", scope=None, saved_in_this_reply=0)
     assert decide_typed_note(base, secret).outcome == "ask"
     assert decide_typed_note(replace(base, save_mode="always"), secret).outcome == "locked"
+
+
+#: /remember in a messaging chat, from the rules (README "Using it"): (the user's level, the messaging row,
+#: a one-to-one chat, the sender paired, may confirm) → the outcome and its reason.
+TYPED_IN_MESSAGING = [
+    (("ask", "ask", True, True, True), ("save_now", "typed_note")),
+    (("ask", "ask", True, True, False), ("ask", "typed_needs_confirmer")),
+    (("auto", "ask", False, True, True), ("save_now", "typed_note")),
+    (("ask", "paired_private", True, True, False), ("save_now", "typed_note")),
+    (("ask", "paired_private", False, True, False), ("ask", "typed_needs_confirmer")),
+    (("ask", "paired_private", None, True, False), ("ask", "typed_needs_confirmer")),
+    (("ask", "never", True, True, True), ("refuse", "messaging_never")),
+    (("always", "ask", True, True, True), ("save_now", "typed_note")),
+    (("always", "paired_private", True, True, False), ("locked", "typed_needs_confirmer")),
+    (("never", "ask", True, True, True), ("refuse", "save_mode_never")),
+    (("ask", "ask", True, False, True), ("ask", "typed_needs_confirmer")),
+]
+
+
+def test_a_typed_note_in_a_messaging_chat_follows_the_table() -> None:
+    for (level, row, one_to_one, paired, can_confirm), expected in TYPED_IN_MESSAGING:
+        facts = TurnFacts(private_chat=False, has_agent=False, agent_tools_memory=True, agent_addons_memory=False,
+                          agent_memory=None, agent_memory_save=None, agent_grant_write=True, user_enabled=True,
+                          save_mode=level, messaging_save=row, server_files_on=True, provider="builtin",
+                          origin="messaging", sender_paired=paired, one_to_one=one_to_one)
+        decision = decide_typed_note(facts, NoteFacts.of("we meet on Fridays", scope=None, saved_in_this_reply=0),
+                                     sender_can_confirm=can_confirm)
+        assert (decision.outcome, decision.reason) == expected, (level, row, one_to_one, paired, can_confirm)
+        if decision.outcome != "refuse":
+            assert decision.scope == "channel"

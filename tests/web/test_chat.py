@@ -9,6 +9,7 @@ import time_machine
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from localai_memory.chats.models import Message
 from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.browser
@@ -238,4 +239,4 @@ def test_slash_memory_in_the_chat_opens_the_memory_tab(web, model):
     page.get_by_role("textbox", name="Message").fill("/memory")
     page.get_by_role("button", name="Send").click()
     expect(page).to_have_url(web.base_url + "/settings/memory/")
-    assert model.requests == []
+    assert model.requests == [] and not Message.objects.exists()  # a shortcut, not a message
