@@ -128,3 +128,14 @@ def test_a_slack_answer_the_bot_cannot_post_is_shown_to_its_typist(slack_bot, sl
 
     assert any(text.startswith("Saved to this conversation's notes") for text in said.texts)
     assert slack_server.responses[-1]["response_type"] == "ephemeral"
+
+
+def test_in_a_group_remember_addressed_to_the_bot_saves_to_the_groups_notes(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    calls = met(bot, model, alice)
+
+    said = bot.group(alice, "/remember we meet on Fridays")
+
+    assert "Saved to this conversation's notes" in said.text
+    assert notes_of(owner, group_scope(bot)) == "- meet-fridays: we meet on Fridays\n"
+    assert len(model.requests) == calls

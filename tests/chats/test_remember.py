@@ -222,3 +222,9 @@ def test_the_same_fact_sent_twice_at_once_is_saved_once(owner, model):
 
     assert index_of(owner) == "- live-rome: I live in Rome\n"
     assert sorted(bool(r["saved"][0].get("already_saved")) for r in reports) == [False, True]
+
+
+def test_a_fact_too_large_for_a_topic_file_is_refused_with_the_reason(api, owner, model):
+    body = send(api, new_chat(api), "/remember " + "word " * 2000)
+    assert index_of(owner) == "" and body["reply"].startswith("Nothing was saved:")
+    assert body["memory"]["refused"][0]["reason"] == "topic_too_large" and Proposal.objects.count() == 0
