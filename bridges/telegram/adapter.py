@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 from django.conf import settings
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut
+from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from bridges import core, services
@@ -196,6 +196,7 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
     try:
         async with app:
             identity = f"@{app.bot.username}"
+            await _offer_commands(app, binding_id)
             if mode == "webhook":
                 await with_retries(lambda: app.bot.set_webhook(
                     url=webhook_url(binding_id), secret_token=credentials["webhook_secret"],
@@ -208,6 +209,20 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
             await _poll(app, stop)
     except InvalidToken as exc:
         raise Revoked(REVOKED_REASON.format(platform="Telegram")) from exc
+
+
+#: The commands Telegram lists in its menu when someone types "/" to the bot.
+COMMANDS = (("remember", "Save a note yourself: /remember I live in Rome"), ("help", "What this bot does"))
+
+
+async def _offer_commands(app: Application, binding_id: int) -> None:
+    """List the bot's commands in Telegram's menu. A help, never a reason not to run: a failure is logged."""
+    try:
+        await app.bot.set_my_commands([BotCommand(name, description) for name, description in COMMANDS])
+    except InvalidToken:
+        raise
+    except TelegramError:
+        log.warning("telegram binding %s: could not list the bot's commands", binding_id, exc_info=True)
 
 
 async def _poll(app: Application, stop: asyncio.Event) -> None:

@@ -75,6 +75,8 @@ def test_runbridges_polls_telegram_and_answers_a_paired_sender(owner, telegram, 
 
     assert telegram.sent_texts(alice.number) == ["Hello from the poller."]
     assert telegram.calls_to("deleteWebhook")
+    [listed] = telegram.calls_to("setMyCommands")  # "/" in the chat lists /remember
+    assert [c["command"] for c in listed.params["commands"]] == ["remember", "help"]
     binding.refresh_from_db()
     assert binding.last_connected_at is not None and binding.bot_identity == "@memory_test_bot"
 
@@ -248,3 +250,16 @@ def _driver(binding: Binding, platform: str):
     stub = Stub()
     stub.binding, stub.platform = binding, platform  # type: ignore[attr-defined]
     return stub
+
+
+def test_a_refused_command_list_does_not_stop_the_bot(owner, telegram, model, run_bridges, alice):
+    binding = polling_binding(owner)
+    pair(_driver(binding, "telegram"), alice)
+    telegram.fail_next(400, path="setMyCommands", times=1000)  # every time: a bot that needed it would never run
+    model.script(reply("Still here."))
+    run_bridges()
+
+    telegram.push_update(telegram_fake.private_message("hi", user_id=alice.number))
+    telegram.wait_for_sent(1, timeout=10)
+
+    assert telegram.sent_texts(alice.number) == ["Still here."]
