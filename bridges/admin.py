@@ -45,7 +45,9 @@ class SenderAdmin(admin.ModelAdmin):
     list_display = ("label", "binding", "status", "can_confirm", "paired_at", "last_seen_at")
     list_filter = ("status", "can_confirm")
     search_fields = ("display", "name", "external_id")
-    readonly_fields = ("binding", "external_id", "display", "status", "paired_at", "created_at", "last_seen_at")
+    # "Confirm changes from the chat" is the owner's to give (the Bridges page, the API), not the operator's.
+    readonly_fields = ("binding", "external_id", "display", "status", "can_confirm", "paired_at", "created_at",
+                       "last_seen_at")
 
 
 @admin.register(Conversation)

@@ -271,16 +271,21 @@ def skills_text(decision: TurnDecision, tools: list[str]) -> str:
 def system_prompt(*, instructions: str, decision: TurnDecision, block: MemoryBlock, tools: list[str],
                   addon: AddonTurn | None = None) -> str:
     """Instructions, then the skills and the memory block (memory on, once there are notes: "while you have no
-    notes, nothing is added to the prompt"), or the one line (memory off). When an add-on serves memory, its
+    notes, nothing is added to the prompt"), or the one line (memory off). The line saying saving is off comes
+    with or without notes: under Never, "it says that saving is off if you ask it to remember something". When an add-on serves memory, its
     skills and its notes (fenced as data) take the built-in ones' place."""
     parts = [instructions.strip() or DEFAULT_INSTRUCTIONS]
     if not decision.memory_on:
         parts.append(memory_off_line(decision))
-    elif decision.served_by == "builtin" and block.text:  # no notes yet: nothing is added (the tools are
-        parts.append(skills_text(decision, tools))        # offered, and propose_change says when to use it)
+    elif decision.served_by == "builtin":
+        # No notes yet: nothing is added (the tools are offered, and propose_change says when to use it), except
+        # the one line saying saving is off, so that asked to remember something the model says so.
+        if block.text:
+            parts.append(skills_text(decision, tools))
         if "propose_change" not in tools:
             parts.append(saving_off_line(decision))
-        parts.append(block.text)
+        if block.text:
+            parts.append(block.text)
     elif addon is not None:
         if addon.skills.strip():
             parts.append(addon.skills.strip())

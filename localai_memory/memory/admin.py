@@ -10,9 +10,19 @@ from .models import MemorySettings, Proposal
 
 @admin.register(MemorySettings)
 class MemorySettingsAdmin(admin.ModelAdmin):
+    """Shown, never changed: "the choice is yours alone", so an administrator sees each person's memory
+    settings but cannot switch memory on, loosen how notes are saved, or pick a provider for them."""
+
     list_display = ["user", "enabled", "save_mode", "messaging_save", "provider", "updated_at"]
     list_filter = ["enabled", "save_mode", "messaging_save", "provider"]
     search_fields = ["user__username"]
+    readonly_fields = [f.name for f in MemorySettings._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
 
 
 @admin.register(Proposal)

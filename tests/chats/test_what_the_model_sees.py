@@ -305,6 +305,14 @@ def test_under_never_there_is_no_propose_tool_and_the_model_is_told_saving_is_of
     assert status["tools"] == ["context_read"] and status["saving"]["code"] == "save_mode_never"
 
 
+def test_under_never_with_no_notes_yet_the_model_is_still_told_saving_is_off(api, owner, model):
+    set_memory(owner, save_mode="never")
+    send(api, new_chat(api), "Remember that I am vegan.")
+    system = system_of(model.last_request)
+    assert [line for line in system.splitlines() if line.startswith("Saving notes is off")]
+    assert "memory-notes" not in system and "propose_change" not in tools_of(model.last_request)
+
+
 def test_an_agent_without_the_write_grant_reads_but_cannot_propose(api, owner, model):
     agent = make_agent(owner, memory="mine", grants=())
     note(owner, "home", "lives in Rome")

@@ -54,3 +54,26 @@ def test_an_admin_deletes_one_proposal_from_its_page(client, operator):
     assert forget.is_delete
     forget.delete()
     assert not Proposal.objects.filter(pk=forget.pk).exists()
+
+
+def test_an_admin_sees_a_persons_memory_choices_but_cannot_change_them(client, operator):
+    from bridges.models import Binding, Sender
+    from localai_memory.memory.models import MemorySettings
+    from localai_memory.memory.services import settings_update
+
+    settings_update(user_id=operator.pk, save_mode="ask")
+    row = MemorySettings.objects.get(user=operator)
+    url = reverse("admin:memory_memorysettings_change", args=[row.pk])
+    assert client.get(url).status_code == 200  # shown
+
+    changed = client.post(url, {"enabled": "on", "save_mode": "auto", "messaging_save": "paired_private"})
+
+    assert changed.status_code == 403
+    row.refresh_from_db()
+    assert row.save_mode == "ask" and row.messaging_save != "paired_private"
+    binding = Binding.objects.create(owner=operator, platform="telegram", name="Home bot", mode="polling")
+    sender = Sender.objects.create(binding=binding, external_id="42", display="Alice")
+    sender_url = reverse("admin:bridges_sender_change", args=[sender.pk])
+    client.post(sender_url, {"name": "Alice", "can_confirm": "on"})
+    sender.refresh_from_db()
+    assert sender.can_confirm is False
