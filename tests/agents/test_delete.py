@@ -140,3 +140,23 @@ def test_another_user_cannot_delete_my_agent_or_touch_its_notes(api, owner, outs
         assert outsider_api.delete(f"{AGENTS}/{agent['id']}{choice}").status_code == 404
     assert Agent.objects.filter(pk=agent["id"]).exists()
     assert len(agent_files(owner, agent["id"])) == 2
+
+
+def test_a_suggestion_waiting_for_a_deleted_agents_notes_is_dropped_and_cannot_bring_its_folder_back(
+        api, owner, make_agent, give_notes):
+    from localai_memory.memory.models import Proposal
+    from localai_memory.memory.proposals import proposal_create
+    from localai_memory.notes.paths import Scope
+
+    agent = make_agent()
+    give_notes(owner, agent["id"], "home")
+    waiting = proposal_create(owner_id=owner.pk, scope=Scope.agent(agent["id"]), topic="diet", summary="vegan")
+    mine = proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegan")
+
+    assert api.delete(f"{AGENTS}/{agent['id']}?memory=delete").status_code == 200
+
+    waiting.refresh_from_db()
+    assert waiting.status == "expired" and waiting.decided_by == "the agent was deleted"
+    assert Proposal.objects.get(pk=mine.pk).status == "pending"  # the owner's own are untouched
+    assert api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm").status_code in (409, 410)
+    assert agent_files(owner, agent["id"]) == []
