@@ -49,7 +49,7 @@ MEMORY_ALIAS = "memory"
 class ProviderInfo:
     name: str
     label: str
-    kind: str  # builtin, off, addon
+    kind: str  # builtin, off, addon; missing: a picked add-on no longer installed (the Memory tab only)
     running: bool
 
     def as_dict(self) -> dict:

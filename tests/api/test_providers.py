@@ -212,3 +212,17 @@ def test_an_addon_that_was_picked_and_then_uninstalled_turns_memory_off_and_is_n
     body = api.post(f"/api/chats/{chat}/messages", {"content": "Remember that I am vegan."}, format="json").json()
     assert body["memory"]["on"] is False and body["memory"]["code"] == "memory_provider_unavailable"
     assert "tools" not in model.last_request  # it never falls back to the built-in notes by itself
+
+
+@pytest.mark.django_db
+def test_the_memory_tab_keeps_an_uninstalled_addon_selected_and_says_so(client, owner):
+    from localai_memory.memory.models import MemorySettings
+
+    MemorySettings.objects.update_or_create(user=owner, defaults={"provider": "uninstalled-addon", "enabled": True})
+    client.force_login(owner)
+
+    page = client.get("/settings/memory/").content.decode()
+
+    menu = page[page.index('id="id_provider"'):page.index("</select>", page.index('id="id_provider"'))]
+    assert '<option value="uninstalled-addon" selected>uninstalled-addon (not installed)</option>' in menu
+    assert menu.count(" selected") == 1  # not Built-in, which does not serve
