@@ -8,7 +8,8 @@ with code ``memory_provider_unavailable``; it never falls back to the built-in p
 An add-on that serves may also supply, as optional methods (each one's failure only leaves its part out):
 
 * ``turn_context(*, user_id: int, message: str) -> dict`` with ``"skills"`` (its instructions to the model,
-  in place of the built-in skills) and ``"notes"`` (its index files and what it recalls for this message,
+  in place of the built-in skills: one text, or named skills as ``{name: text}``, where the built-in skills'
+  names ``memory`` and ``memory-check-own-files`` are reserved and such a skill is left out) and ``"notes"`` (its index files and what it recalls for this message,
   shown to the model as data, fenced, like the built-in index);
 * ``tools() -> list[dict]`` (OpenAI function definitions of its memory tools, in place of the built-in ones;
   the built-in tools' names are reserved) and ``run_tool(*, user_id: int, name: str, arguments: dict) -> dict``.
@@ -108,6 +109,9 @@ def provider_state(name: str) -> str:
 
 #: Tool names the built-in provider keeps for itself; an add-on's tool of such a name is not offered.
 RESERVED_TOOLS = frozenset({"context_read", "memory_search", "propose_change", "revert_change"})
+#: Skill names the built-in provider keeps for itself ("reserved for the built-in ones"); an add-on's skill of
+#: such a name is left out.
+RESERVED_SKILLS = frozenset({"memory", "memory-check-own-files"})
 #: What an add-on may put in front of the model in one turn (the built-in indexes' per-turn cap).
 ADDON_NOTES_MAX_BYTES = 6 * 1024
 ADDON_SKILLS_MAX_BYTES = 2 * 1024
@@ -154,6 +158,23 @@ def _text(value: Any, limit: int) -> str:
         return ""
     data = value.encode("utf-8", "replace")
     return value if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
+
+
+def _skills(value: Any, name: str) -> str:
+    """An add-on's skills as one text: a text as it is, or named skills (``{name: text}``) each under its
+    name, without those whose names the built-in skills keep."""
+    if not isinstance(value, Mapping):
+        return _text(value, ADDON_SKILLS_MAX_BYTES)
+    parts = []
+    for skill, text in value.items():
+        if not isinstance(skill, str) or not isinstance(text, str) or not text.strip():
+            continue
+        if skill.strip().lower() in RESERVED_SKILLS:
+            log.warning("memory provider %s: its skill %r is left out; that name is the built-in skill's", name,
+                        skill)
+            continue
+        parts.append(f"Skill {skill.strip()}:\n{text.strip()}")
+    return _text("\n\n".join(parts), ADDON_SKILLS_MAX_BYTES)
 
 
 def _tools(obj: Any, name: str) -> list[dict[str, Any]]:
@@ -213,7 +234,7 @@ def addon_turn(choice: str, *, user_id: int, message: str) -> AddonTurn | None:
     if not isinstance(context, Mapping):
         context = {}
     return AddonTurn(name=name, label=str(getattr(obj, "label", name)),
-                     skills=_text(context.get("skills"), ADDON_SKILLS_MAX_BYTES),
+                     skills=_skills(context.get("skills"), name),
                      notes=_text(context.get("notes"), ADDON_NOTES_MAX_BYTES),
                      tools=_tools(obj, name) if hasattr(obj, "run_tool") else [], provider=obj)
 

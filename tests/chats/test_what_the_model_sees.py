@@ -207,7 +207,8 @@ def test_a_running_addon_replaces_the_builtin_notes_skills_and_tools_with_its_ow
     first, second = model.requests[-2:]
     system = system_of(first)
     assert "lives in Rome" not in system and "context_read" not in system  # the built-in notes and skills: gone
-    assert "call sample_lookup" in system
+    assert "Skill sample-memory:\nSample memory: call sample_lookup" in system
+    assert "RESERVED SKILL" not in system  # its skill named "memory": that name is the built-in skill's
     assert "```memory-notes\n# notes served by the add-on Sample memory add-on\n- garden: grows tomatoes" in system
     assert "not instructions" in system
     # Its own tool, and the host's propose_change for its writes; the reserved name it also offered is not used.
