@@ -388,9 +388,12 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
         except Forbidden:
             lines.append(NOT_ALLOWED_TEXT)
             outcomes.append("You cannot confirm this note.")
-        except Gone:
+        except Gone as exc:
             _close(notice)
-            lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)
+            if exc.code == "agent_deleted":
+                lines.append(f"That note was not saved: {exc.message}")
+            else:
+                lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)
             outcomes.append("Expired.")
         except NotFound:
             _close(notice)

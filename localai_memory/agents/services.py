@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from django.db import transaction
-from django.utils import timezone
 
 from localai_memory.core.errors import InvalidInput
+from localai_memory.memory.proposals import proposals_drop_for_agent
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, TrashEntry
 
@@ -257,14 +257,7 @@ def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> 
         trash_id = entry.pk if entry else None
     deleted = AgentDeleted(agent_id=agent.pk, name=agent.name, memory=choice or "none", files=files,
                            trash_id=trash_id, archive=archive)
-    # Its waiting suggestions go with it: confirmed later, one would write a new file into its folder (and
-    # bring back a Deleted agents tab the owner just emptied).
-    from localai_memory.memory.models import Proposal
-
-    now = timezone.now()
-    Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind="agent",
-                            scope_key=str(agent.pk)).update(status=Proposal.Status.EXPIRED, decided_at=now,
-                                                            decided_by="the agent was deleted")
+    proposals_drop_for_agent(owner_id=owner_id, agent_id=agent.pk)  # its waiting suggestions go with it
     agent.delete()
     return deleted
 

@@ -272,8 +272,8 @@ def system_prompt(*, instructions: str, decision: TurnDecision, block: MemoryBlo
                   addon: AddonTurn | None = None) -> str:
     """Instructions, then the skills and the memory block (memory on, once there are notes: "while you have no
     notes, nothing is added to the prompt"), or the one line (memory off). The line saying saving is off comes
-    with or without notes: under Never, "it says that saving is off if you ask it to remember something". When an add-on serves memory, its
-    skills and its notes (fenced as data) take the built-in ones' place."""
+    with or without notes: under Never, "it says that saving is off if you ask it to remember something".
+    When an add-on serves memory, its skills and its notes (fenced as data) take the built-in ones' place."""
     parts = [instructions.strip() or DEFAULT_INSTRUCTIONS]
     if not decision.memory_on:
         parts.append(memory_off_line(decision))

@@ -10,8 +10,8 @@ from .models import MemorySettings, Proposal
 
 @admin.register(MemorySettings)
 class MemorySettingsAdmin(admin.ModelAdmin):
-    """Shown, never changed: "the choice is yours alone", so an administrator sees each person's memory
-    settings but cannot switch memory on, loosen how notes are saved, or pick a provider for them."""
+    """Shown, never changed or deleted: "the choice is yours alone", so an administrator sees each person's
+    memory settings but cannot switch memory on, loosen how notes are saved, or pick a provider for them."""
 
     list_display = ["user", "enabled", "save_mode", "messaging_save", "provider", "updated_at"]
     list_filter = ["enabled", "save_mode", "messaging_save", "provider"]
@@ -23,6 +23,9 @@ class MemorySettingsAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False  # a deleted row reads as the defaults: memory on again for someone who turned it off
 
 
 @admin.register(Proposal)

@@ -594,10 +594,11 @@ def decide_typed_note(facts: TurnFacts, note: NoteFacts, *, sender_can_confirm: 
         return _note(waits, scope, "too_long", requester_only=locked)
     if facts.origin != "messaging":
         return _note("save_now", scope, "typed_note")
+    # Where the model's note would save at once, or where their own yes counts.
     if _decide_note(facts, note).outcome == "save_now" or may_answer(
-            facts, requester_only=False, answerer_paired=facts.sender_paired, answerer_can_confirm=sender_can_confirm,
-            answerer_is_requester=True, scope=scope):
-        return _note("save_now", scope, "typed_note")  # where the model's note would save at once, or their yes counts
+            facts, requester_only=False, answerer_paired=facts.sender_paired,
+            answerer_can_confirm=sender_can_confirm, answerer_is_requester=True, scope=scope):
+        return _note("save_now", scope, "typed_note")
     return _note(waits, scope, "typed_needs_confirmer", requester_only=locked)
 
 

@@ -308,6 +308,19 @@ def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
 
 
 _EXPIRED = object()
+#: ``decided_by`` of a suggestion whose agent was deleted while it waited (``proposals_drop_for_agent``).
+AGENT_DELETED = "the agent was deleted"
+
+
+def proposals_drop_for_agent(*, owner_id: int, agent_id: int) -> int:
+    """End the suggestions still waiting for the notes of agent ``agent_id``, which is being deleted: confirmed
+    later, one would write a file into its folder and bring back a Deleted agents tab. They count as expired,
+    with nothing announced (nobody let 24 hours pass); an answer to one is told its agent was deleted. Call
+    inside the delete's transaction, under the owner's note lock. Returns how many it ended."""
+    now = timezone.now()
+    return Proposal.objects.filter(
+        owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind="agent", scope_key=str(agent_id),
+    ).update(status=Proposal.Status.EXPIRED, decided_at=now, decided_by=AGENT_DELETED, notified=True)
 
 
 def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None = None
@@ -335,6 +348,8 @@ def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, no
     # everywhere, so a confirm racing the model's proposal of the same note cannot deadlock.
     lock_owner(owner_id)
     proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
+    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == AGENT_DELETED:
+        raise Gone("Its agent was deleted, so this note can no longer be saved.", code="agent_deleted")
     if proposal.status == Proposal.Status.EXPIRED:
         return _EXPIRED
     if _is_expired(proposal, now):

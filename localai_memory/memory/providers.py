@@ -9,8 +9,9 @@ An add-on that serves may also supply, as optional methods (each one's failure o
 
 * ``turn_context(*, user_id: int, message: str) -> dict`` with ``"skills"`` (its instructions to the model,
   in place of the built-in skills: one text, or named skills as ``{name: text}``, where the built-in skills'
-  names ``memory`` and ``memory-check-own-files`` are reserved and such a skill is left out) and ``"notes"`` (its index files and what it recalls for this message,
-  shown to the model as data, fenced, like the built-in index);
+  names ``memory`` and ``memory-check-own-files`` are reserved and such a skill is left out) and
+  ``"notes"`` (its index files and what it recalls for this message, shown to the model as data, fenced,
+  like the built-in index);
 * ``tools() -> list[dict]`` (OpenAI function definitions of its memory tools, in place of the built-in ones;
   the built-in tools' names are reserved) and ``run_tool(*, user_id: int, name: str, arguments: dict) -> dict``.
 

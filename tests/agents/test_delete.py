@@ -157,6 +157,9 @@ def test_a_suggestion_waiting_for_a_deleted_agents_notes_is_dropped_and_cannot_b
 
     waiting.refresh_from_db()
     assert waiting.status == "expired" and waiting.decided_by == "the agent was deleted"
+    assert waiting.notified  # not announced as "nobody answered within 24 hours"
     assert Proposal.objects.get(pk=mine.pk).status == "pending"  # the owner's own are untouched
-    assert api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm").status_code in (409, 410)
+    confirm = api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm")
+    assert confirm.status_code == 410 and confirm.json()["error"]["code"] == "agent_deleted"
+    assert "agent was deleted" in confirm.json()["error"]["message"]
     assert agent_files(owner, agent["id"]) == []

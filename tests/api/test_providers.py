@@ -226,3 +226,16 @@ def test_the_memory_tab_keeps_an_uninstalled_addon_selected_and_says_so(client, 
     menu = page[page.index('id="id_provider"'):page.index("</select>", page.index('id="id_provider"'))]
     assert '<option value="uninstalled-addon" selected>uninstalled-addon (not installed)</option>' in menu
     assert menu.count(" selected") == 1  # not Built-in, which does not serve
+
+
+@pytest.mark.django_db
+def test_the_memory_tab_shows_the_old_memory_addons_name_as_built_in(client, owner):
+    from localai_memory.memory.models import MemorySettings
+
+    MemorySettings.objects.update_or_create(user=owner, defaults={"provider": "memory", "enabled": True})
+    client.force_login(owner)
+
+    page = client.get("/settings/memory/").content.decode()
+
+    menu = page[page.index('id="id_provider"'):page.index("</select>", page.index('id="id_provider"'))]
+    assert '<option value="builtin" selected>Built-in</option>' in menu and "not installed" not in menu

@@ -68,3 +68,17 @@ def test_an_agent_whose_memory_is_none_saves_nothing_from_a_messaging_chat(teleg
 
     assert not model.requests[0].get("tools")
     assert notes_of(owner, dm_scope(telegram_bot, alice)) == "" and not Proposal.objects.exists()
+
+
+def test_a_yes_to_a_note_for_an_agent_deleted_meanwhile_says_why_nothing_was_saved(telegram_bot, api, owner,
+                                                                                  model, alice):
+    agent = bind_agent(telegram_bot, owner, "own")
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", {**VEGAN, "scope": "agent"})), reply("Noted."))
+    telegram_bot.dm(alice, "Remember that I am vegan.")
+    assert api.delete(f"/api/chats/agents/{agent.pk}?memory=delete").status_code == 200
+
+    answered = telegram_bot.dm(alice, "yes")
+
+    assert answered.texts == ["That note was not saved: Its agent was deleted, so this note can no longer be saved."]
+    assert notes_of(owner, Scope.agent(agent.pk)) == ""

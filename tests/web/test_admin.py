@@ -6,6 +6,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils import timezone
 
 from localai_memory.notes.paths import Scope
 from localai_memory.notes.services import note_upsert
@@ -71,9 +72,15 @@ def test_an_admin_sees_a_persons_memory_choices_but_cannot_change_them(client, o
     assert changed.status_code == 403
     row.refresh_from_db()
     assert row.save_mode == "ask" and row.messaging_save != "paired_private"
+    # Nor delete the row, which would read as the defaults (memory on again).
+    assert client.post(reverse("admin:memory_memorysettings_delete", args=[row.pk]), {"post": "yes"}).status_code == 403
+    assert MemorySettings.objects.filter(pk=row.pk).exists()
+
     binding = Binding.objects.create(owner=operator, platform="telegram", name="Home bot", mode="polling")
-    sender = Sender.objects.create(binding=binding, external_id="42", display="Alice")
+    sender = Sender.objects.create(binding=binding, external_id="42", display="Alice", status="paired",
+                                   paired_at=timezone.now())
     sender_url = reverse("admin:bridges_sender_change", args=[sender.pk])
-    client.post(sender_url, {"name": "Alice", "can_confirm": "on"})
+    renamed = client.post(sender_url, {"name": "Aunt Alice", "can_confirm": "on"})
+    assert renamed.status_code == 302  # the form was taken
     sender.refresh_from_db()
-    assert sender.can_confirm is False
+    assert sender.name == "Aunt Alice" and sender.can_confirm is False

@@ -22,7 +22,7 @@ from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
 from localai_memory.memory.models import MessagingSave, SaveMode
 from localai_memory.memory.proposals import proposal_list
-from localai_memory.memory.providers import ProviderInfo, memory_providers
+from localai_memory.memory.providers import ProviderInfo, canonical, memory_providers
 from localai_memory.memory.selectors import MemoryState, memory_state, owned_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
@@ -147,13 +147,13 @@ def conversation_titles(owner_id: int) -> dict[str, str]:
 def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
     state = memory_state(user_id=request.user.pk)
     providers = memory_providers()
-    if state.enabled and all(p.name != state.provider_choice for p in providers):
+    labels = {p.name: p.label for p in providers}
+    choice = canonical(state.provider_choice)  # the old "memory" add-on's name is Built-in
+    if state.provider_state == "addon_unavailable" and all(p.name != choice for p in providers):
         # The add-on picked was removed: the menu still shows the choice ("memory is off and the tab says
         # which add-on it was"), never Built-in, which does not serve.
-        providers = [*providers, ProviderInfo(name=state.provider_choice,
-                                              label=f"{state.provider_choice} (not installed)", kind="missing",
+        providers = [*providers, ProviderInfo(name=choice, label=f"{choice} (not installed)", kind="missing",
                                               running=False)]
-    labels = {p.name: p.label for p in providers}
     tabs = _tabs(request.user.pk)
     wanted = request.GET.get("tab", "yours")
     current = next((t for t in tabs if t.key == wanted), tabs[0])
@@ -165,7 +165,7 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "status_level": level,
         "status_sentence": sentence,
         "providers": providers,
-        "provider_selected": state.provider_choice if state.enabled else "off",
+        "provider_selected": choice if state.enabled else "off",
         "save_choices": SAVE_CHOICES,
         "messaging_choices": MESSAGING_CHOICES,
         "tabs": tabs,
