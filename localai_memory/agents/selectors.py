@@ -31,6 +31,17 @@ def access_agent(user_id: Any, agent_id: object, *, for_update: bool = False) ->
     return owned_or_404(queryset, owner_field="owner_id", owner=owner_id, pk=agent_id)
 
 
+def agent_scope_gone(*, owner_id: int, scope: Scope) -> bool:
+    """Whether ``scope`` is the notes of an agent that no longer exists (deleted while a turn of its chat ran).
+    Ask under the owner's note lock: ``agent_delete`` holds it until it commits, so the answer is final for
+    the write that follows."""
+    return scope.kind == "agent" and not Agent.objects.filter(pk=int(scope.key), owner_id=owner_id).exists()
+
+
+#: What a turn says when the agent whose notes it would write was deleted while it ran.
+AGENT_GONE_MESSAGE = "This agent was deleted while the chat was answering, so nothing was saved to its notes."
+
+
 def agent_list(*, owner_id: int) -> QuerySet[Agent]:
     """The owner's agents, by name."""
     return Agent.objects.filter(owner_id=owner_id).order_by("name", "id")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
+from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
 from localai_memory.core.errors import InvalidInput
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
@@ -117,6 +118,9 @@ def remember_run(*, ctx: ToolContext, fact: str) -> str:
 def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, summary: str,
                      details: str | None) -> str:
     owner_id = ctx.chat.owner_id
+    if agent_scope_gone(owner_id=owner_id, scope=scope):  # deleted while this turn ran
+        ctx.report["refused"].append({"topic": None, "reason": "agent_deleted", "message": AGENT_GONE_MESSAGE})
+        return f"Nothing was saved. {AGENT_GONE_MESSAGE}"
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     if details is None:
         same = next((e for e in entries if e.summary.casefold() == summary.casefold()), None)

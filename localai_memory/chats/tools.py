@@ -18,9 +18,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
@@ -29,7 +31,7 @@ from localai_memory.memory.providers import AddonTurn, addon_write
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import TOPIC_RE, Scope
-from localai_memory.notes.services import CapExceeded, change_undo, note_upsert
+from localai_memory.notes.services import CapExceeded, change_undo, lock_owner, note_upsert
 from localai_memory.recall import service as recall_service
 
 from .context import SCOPE_ORDER
@@ -265,9 +267,14 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         if duplicate is not None:
             return _duplicate(ctx, topic, duplicate)
     try:
-        if decision.outcome == "save_now":
-            return _save_now(ctx, decision, scope, topic, summary, details, delete)
-        return _propose(ctx, decision, scope, topic, summary, details, delete)
+        with transaction.atomic():
+            if scope.kind == "agent":  # the lock held to the write: an agent deleted meanwhile is seen as gone
+                lock_owner(ctx.chat.owner_id)
+                if agent_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
+                    return _refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
+            if decision.outcome == "save_now":
+                return _save_now(ctx, decision, scope, topic, summary, details, delete)
+            return _propose(ctx, decision, scope, topic, summary, details, delete)
     except CapExceeded as exc:
         return _refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
     except AlreadySaved as exc:

@@ -391,3 +391,34 @@ def test_a_note_only_its_requester_could_confirm_is_taken_back_only_at_their_req
     model.script(tool_calls(("revert_change", {})), reply("Done."))
     bob = turn_run(chat=chat, content="Forget that", sender=Sender(9, "Bob", paired=True, can_confirm=True))
     assert bob.memory["reverted"] and index_of(owner) == ""
+
+
+def test_a_turn_whose_agent_is_deleted_while_it_runs_writes_nothing_into_the_agents_folder(owner, model):
+    """The turn read its chat (with the agent) before the delete; its note comes after it."""
+    import json
+
+    from localai_memory.agents.services import agent_delete
+    from localai_memory.chats import remember
+    from localai_memory.chats import services as chat_services
+    from localai_memory.chats.selectors import chat_scopes, turn_facts
+    from localai_memory.chats.tools import ToolContext, new_report, run_tool
+    from localai_memory.memory import policy
+    from localai_memory.notes.models import NoteFile
+
+    set_memory(owner, save_mode="auto")
+    agent = make_agent(owner, memory="own")
+    chat = chat_services.chat_create(owner_id=owner.pk, agent_id=agent.pk, origin="web", title="x")
+    facts = turn_facts(chat=chat)
+    decision = policy.decide_turn(facts)
+    ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=chat_scopes(chat=chat),
+                      tools=sorted(decision.tools), sender=None, report=new_report(decision))
+    assert decision.default_scope == "agent"
+
+    agent_delete(owner_id=owner.pk, agent_id=agent.pk, memory="delete")
+    result = run_tool(ctx, "propose_change", json.dumps(VEGAN))
+    typed = remember.remember_run(ctx=ctx, fact="Chef cooks without garlic")
+
+    assert result["status"] == "refused" and result["reason"] == "agent_deleted"
+    assert typed.startswith("Nothing was saved. This agent was deleted")
+    assert not NoteFile.objects.filter(owner=owner, path__startswith=f"Memory/agents/{agent.pk}/").exists()
+    assert not Proposal.objects.exists()
