@@ -34,8 +34,9 @@ from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Go
 from localai_memory.memory import policy
 from localai_memory.memory import proposals as proposals_services
 from localai_memory.memory.models import Proposal
+from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
-from localai_memory.notes.paths import channel_key
+from localai_memory.notes.paths import Scope, channel_key
 
 from . import services
 from .models import Binding, Conversation, ConversationKind, Notice, NoticeKind, Sender, SenderStatus
@@ -197,11 +198,30 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
         return Reply()
     if not text:
         return Reply()
+    if text.lower() == "/memory":
+        return _notes_here(binding, conversation)
     if text.lower() in ("/start", "/help"):
         return Reply([Outbound("You are paired with this bot. Write to me as you would in the chat. To save a "
                                "note yourself, write /remember and the fact, for example: /remember I live in "
-                               "Rome.")])
+                               "Rome. /memory lists this conversation's notes.")])
     return _turn(binding, conversation, sender, text)
+
+
+#: The most lines ``/memory`` lists in a chat (an index holds at most 40).
+NOTES_LISTED = 40
+
+
+def _notes_here(binding: Binding, conversation: Conversation) -> Reply:
+    """``/memory``: the conversation's own notes, as the model reads them here ("everything visible"). The
+    owner's other notes are not listed in a chat others may read; the owner sees all of them on the web."""
+    entries = notes_selectors.index_entries(owner_id=binding.owner_id,
+                                            scope=Scope("channel", conversation.channel_key))
+    if not entries:
+        return Reply([Outbound("This conversation has no notes yet. Write /remember and a fact to add one.")])
+    lines = [f"- {entry.topic}: {entry.summary}" for entry in entries[:NOTES_LISTED]]
+    return Reply([Outbound(f"This conversation's notes ({len(entries)}):\n" + "\n".join(lines)
+                           + "\nWrite /remember and a fact to add one; the owner sees and edits every note on "
+                             "the Memory tab.")])
 
 
 def _word(text: str) -> Literal["yes", "no", "undo"] | None:

@@ -60,6 +60,10 @@ def web_client(token: str) -> WebClient:
     return WebClient(token=token, base_url=base if base.endswith("/") else base + "/")
 
 
+#: The slash commands the bot answers (each must be added in the Slack app's Slash Commands).
+SLASH_COMMANDS = ("/remember", "/memory")
+
+
 def build_app(binding_id: int, credentials: dict[str, str], *, process_before_response: bool = False) -> App:
     """The Bolt app of one binding. HTTP mode verifies Slack's signature with the signing secret; Socket
     Mode needs none (the app-level token opens the socket)."""
@@ -106,11 +110,10 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
         for outbound in reply.messages:
             _post_or_revoke(binding_id, client, event["channel"], outbound, thread_ts=thread_ts)
 
-    @app.command("/remember")
-    def on_remember(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
-        """``/remember <fact>``: Slack keeps messages that start with a slash for the app whose command it
-        is, so the note typed by hand arrives as this command (register it in the app's Slash Commands, with
-        the Events URL as its Request URL). The core handles it as the message ``/remember <fact>``, in a
+    def on_command(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
+        """``/remember <fact>`` and ``/memory``: Slack keeps messages that start with a slash for the app whose
+        command it is, so these arrive as slash commands (register them in the app's Slash Commands, with the
+        Events URL as their Request URL). The core handles each as the message it stands for, in a
         conversation the bot already has; a reply the bot cannot post there is shown to the typist alone."""
         ack()
         channel, user = command.get("channel_id"), command.get("user_id")
@@ -120,7 +123,8 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             # A command says nothing reliable about who else is in the channel: the core's "unknown" (a group)
             # unless the conversation is known to be one-to-one already.
             binding_id=binding_id, conversation_id=channel, kind="unknown", sender_id=user,
-            sender_display=display_name(client, user), text=f"/remember {command.get('text') or ''}".strip(),
+            sender_display=display_name(client, user),
+            text=f"{command.get('command') or ''} {command.get('text') or ''}".strip(),
             delivery_key=f"command:{command['trigger_id']}" if command.get("trigger_id") else None,
             known_only=True)
         reply = _handle(binding_id, inbound)
@@ -130,8 +134,11 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             except Revoked:
                 raise
             except SlackApiError:
-                log.info("slack binding %s: /remember answered to its typist only in %s", binding_id, channel)
+                log.info("slack binding %s: a command answered to its typist only in %s", binding_id, channel)
                 respond(text=_escape(outbound.text), response_type="ephemeral")
+
+    for name in SLASH_COMMANDS:
+        app.command(name)(on_command)
 
     @app.action(ACTION_RE)
     def on_button(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any, client: WebClient) -> None:

@@ -67,6 +67,10 @@ class Driver:
         """``/remember <fact>`` in ``person``'s direct chat with the bot, as the platform delivers it."""
         return self.dm(person, f"/remember {fact}", expect=expect)
 
+    def memory(self, person: Person) -> Said:
+        """``/memory`` in ``person``'s direct chat with the bot, as the platform delivers it."""
+        return self.dm(person, "/memory")
+
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:
         """``person`` taps Yes or No under the question about ``proposal_id`` in their direct chat."""
         raise NotImplementedError
@@ -203,9 +207,15 @@ class SlackDriver(Driver):
     def remember(self, person: Person, fact: str, *, expect: int = 1, channel: str | None = None) -> Said:
         """Slack delivers a message that starts with a slash as the slash command it names (``channel``: where
         it is typed; ``person``'s direct chat with the bot by default)."""
+        return self._command(person, "/remember", fact, channel=channel)
+
+    def memory(self, person: Person) -> Said:
+        return self._command(person, "/memory", "")
+
+    def _command(self, person: Person, command: str, text: str, *, channel: str | None = None) -> Said:
         before = len(self.server.posts)
         self._responses = len(self.server.responses)
-        signed = self.server.slash_command_request("/remember", fact, user=self.user(person),
+        signed = self.server.slash_command_request(command, text, user=self.user(person),
                                                    channel=channel or self.dm_id(person), signing_secret=self.secret)
         assert self.post(signed) == 200
         return self._said(before)

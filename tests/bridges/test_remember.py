@@ -1,4 +1,4 @@
-"""``/remember <fact>`` in a messaging chat, on each platform through its real library (on Slack, as the
+"""``/remember <fact>`` and ``/memory`` in a messaging chat, on each platform through its real library (on Slack, as the
 slash command Slack delivers): the sender's own note, saved to the conversation's notes with its Undo when
 their yes would count, asked otherwise, and never a model call."""
 
@@ -139,3 +139,19 @@ def test_in_a_group_remember_addressed_to_the_bot_saves_to_the_groups_notes(bot,
     assert "Saved to this conversation's notes" in said.text
     assert notes_of(owner, group_scope(bot)) == "- meet-fridays: we meet on Fridays\n"
     assert len(model.requests) == calls
+
+
+def test_memory_lists_this_conversations_notes_and_nothing_of_the_owners_own(bot, owner, model, alice):
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="salary", summary="earns a lot", source="files")
+    pair(bot, alice, can_confirm=True)
+    calls = met(bot, model, alice)
+    assert bot.memory(alice).texts == ["This conversation has no notes yet. Write /remember and a fact to add one."]
+    bot.remember(alice, "I live in Rome")
+
+    listed = bot.memory(alice)
+
+    assert listed.text.startswith("This conversation's notes (1):\n- live-rome: I live in Rome\n")
+    assert "salary" not in listed.text and len(model.requests) == calls
