@@ -198,8 +198,8 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
         return Reply()
     if not text:
         return Reply()
-    if text.lower() == "/memory":
-        return _notes_here(binding, conversation)
+    if text.split()[0].lower() == "/memory":
+        return _notes_here(binding, conversation, sender)
     if text.lower() in ("/start", "/help"):
         return Reply([Outbound("You are paired with this bot. Write to me as you would in the chat. To save a "
                                "note yourself, write /remember and the fact, for example: /remember I live in "
@@ -211,17 +211,26 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
 NOTES_LISTED = 40
 
 
-def _notes_here(binding: Binding, conversation: Conversation) -> Reply:
-    """``/memory``: the conversation's own notes, as the model reads them here ("everything visible"). The
-    owner's other notes are not listed in a chat others may read; the owner sees all of them on the web."""
+def _notes_here(binding: Binding, conversation: Conversation, sender: Sender) -> Reply:
+    """``/memory``: the conversation's own notes ("everything visible"), and a first line when memory does not
+    use them here now (off at some level, or an add-on serving memory). The owner's own and the agent's notes,
+    which the model reads here too, are not listed in a chat others may read; the owner sees every note on the
+    web."""
+    decision = policy.decide_turn(turn_facts(chat=_chat(binding, conversation), sender=_turn_sender(sender)))
+    lines: list[str] = []
+    if not decision.memory_on:
+        lines.append(f"Memory is off here, so the assistant reads none of these. {decision.fix}")
+    elif decision.served_by == "addon":
+        lines.append("Your memory add-on serves memory now, so the assistant reads none of these built-in notes.")
     entries = notes_selectors.index_entries(owner_id=binding.owner_id,
                                             scope=Scope("channel", conversation.channel_key))
     if not entries:
-        return Reply([Outbound("This conversation has no notes yet. Write /remember and a fact to add one.")])
-    lines = [f"- {entry.topic}: {entry.summary}" for entry in entries[:NOTES_LISTED]]
-    return Reply([Outbound(f"This conversation's notes ({len(entries)}):\n" + "\n".join(lines)
-                           + "\nWrite /remember and a fact to add one; the owner sees and edits every note on "
-                             "the Memory tab.")])
+        lines.append("This conversation has no notes yet. Write /remember and a fact to add one.")
+        return Reply([Outbound("\n".join(lines))])
+    lines.append(f"This conversation's notes ({len(entries)}):")
+    lines += [f"- {entry.topic}: {entry.summary}" for entry in entries[:NOTES_LISTED]]
+    lines.append("Write /remember and a fact to add one; the owner sees and edits every note on the Memory tab.")
+    return Reply([Outbound("\n".join(lines))])
 
 
 def _word(text: str) -> Literal["yes", "no", "undo"] | None:

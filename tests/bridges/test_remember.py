@@ -151,7 +151,23 @@ def test_memory_lists_this_conversations_notes_and_nothing_of_the_owners_own(bot
     assert bot.memory(alice).texts == ["This conversation has no notes yet. Write /remember and a fact to add one."]
     bot.remember(alice, "I live in Rome")
 
+    note_upsert(owner_id=owner.pk, scope=group_scope(bot), topic="fridays", summary="meets on Fridays",
+                source="files")  # another conversation's
+
     listed = bot.memory(alice)
 
     assert listed.text.startswith("This conversation's notes (1):\n- live-rome: I live in Rome\n")
-    assert "salary" not in listed.text and len(model.requests) == calls
+    assert "salary" not in listed.text and "fridays" not in listed.text and len(model.requests) == calls
+
+
+def test_memory_while_memory_is_off_says_so_first(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    met(bot, model, alice)
+    bot.remember(alice, "I live in Rome")
+    settings_update(user_id=owner.pk, enabled=False)
+
+    listed = bot.memory(alice)
+
+    assert listed.text.startswith("Memory is off here, so the assistant reads none of these. Memory is off in "
+                                  "your settings.")
+    assert "- live-rome: I live in Rome" in listed.text
