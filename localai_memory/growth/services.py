@@ -12,7 +12,15 @@ from django.apps import apps
 from django.db import models, transaction
 
 from localai_memory.memory.models import Proposal
-from localai_memory.notes.models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
+from localai_memory.notes.models import (
+    ChangeSet,
+    FileChange,
+    FileVersion,
+    NoteFile,
+    NoteImportance,
+    TrashEntry,
+    TrashFile,
+)
 from localai_memory.notes.services import lock_owner, memory_erase, note_copies
 
 #: Apps whose rows keyed by an owner hold note text (vectors and copies made for recall).
@@ -42,6 +50,7 @@ def memory_leftovers(*, owner_id: int) -> dict[str, int]:
         "trash_entries": TrashEntry.objects.filter(owner_id=owner_id).count(),
         "trash_files": TrashFile.objects.filter(entry__owner_id=owner_id).count(),
         "proposals": Proposal.objects.filter(owner_id=owner_id).count(),
+        "importances": NoteImportance.objects.filter(owner_id=owner_id).count(),  # their topics name notes
     }
     for model in _derived_models():
         counts[model._meta.label_lower] = model._default_manager.filter(owner_id=owner_id).count()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.apps import apps
+from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -13,6 +14,7 @@ from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField
 from localai_memory.core.errors import InvalidInput
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope, parse_index
+from localai_memory.notes.services import check_importance, note_importance_set
 
 from . import services
 from .models import MessagingSave, SaveMode
@@ -121,12 +123,14 @@ def scope_listing(*, owner_id: int) -> list[dict]:
     scopes = [Scope.user()] + [Scope.agent(k) for k in sorted(set(live_agents) | {
         r.split("/")[2] for r in by_root if r.startswith("Memory/agents/")}, key=lambda k: (len(k), k))]
     scopes += [Scope("channel", r.split("/")[2]) for r in sorted(by_root) if r.startswith("Memory/channels/")]
+    importances = notes_selectors.note_importances(owner_id=owner_id)
     result = []
     for scope in scopes:
         notes = by_root.get(scope.root, [])
         index = next((n for n in notes if n.path == scope.index_path), None)
         try:
-            entries = [e.as_dict() for e in parse_index(index.content)] if index else []
+            entries = [{**e.as_dict(), "importance": importances.get((scope.kind, scope.key, e.topic))}
+                       for e in parse_index(index.content)] if index else []
         except InvalidInput:
             entries = []
         item = {
@@ -147,6 +151,14 @@ class NoteInput(serializers.Serializer):
     summary = StrictCharField(max_length=500, allow_blank=True)
     details = StrictCharField(required=False, allow_blank=True, max_length=64 * 1024)
     scope = StrictCharField(required=False, max_length=80)
+    #: 0..1, or null for the writer's (checked by ``notes.services.check_importance``)
+    importance = serializers.JSONField(required=False, allow_null=True)
+
+
+class ImportanceInput(serializers.Serializer):
+    topic = StrictCharField(max_length=40)
+    scope = StrictCharField(required=False, max_length=80)
+    importance = serializers.JSONField(allow_null=True)
 
 
 class NotesApi(ApiView):
@@ -166,10 +178,29 @@ class NotesApi(ApiView):
 
         data = validated(NoteInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
-        change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
-                             details=data.get("details") or None, source=ChangeSet.Source.FILES, actor="you")
+        if "importance" in data:
+            check_importance(data["importance"])  # a 400 before anything is written
+        with transaction.atomic():  # the note and its importance, or neither
+            change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"],
+                                 summary=data["summary"], details=data.get("details") or None,
+                                 source=ChangeSet.Source.FILES, actor="you")
+            if "importance" in data:
+                note_importance_set(owner_id=request.user.pk, scope=scope, topic=data["topic"],
+                                    importance=data["importance"])
         return Response({"change": change_json(change),
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)})
+
+    @extend_schema(request=ImportanceInput, responses={200: OpenApiTypes.OBJECT})
+    def patch(self, request):
+        """Give one note an importance for recall: ``{topic, scope?, importance}``, 0 to 1 (how much it
+        weighs among notes about as relevant), or null for the one its writer gives (you 0.8, an import 0.6,
+        the assistant 0.4). Its text is not changed."""
+        data = validated(ImportanceInput, request.data)
+        scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
+        value = note_importance_set(owner_id=request.user.pk, scope=scope, topic=data["topic"],
+                                    importance=data["importance"])
+        name = scope.kind if scope.kind == "user" else f"{scope.kind}:{scope.key}"
+        return Response({"topic": data["topic"], "scope": name, "importance": value})
 
     @extend_schema(parameters=[OpenApiParameter("topic", str, required=True), OpenApiParameter("scope", str)],
                    responses={200: OpenApiTypes.OBJECT})

@@ -7,7 +7,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from . import services
-from .models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
+from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry, TrashFile
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -27,6 +27,14 @@ class NoteFileAdmin(ReadOnlyAdmin):
     list_filter = ["updated_at"]
     search_fields = ["path", "owner__username"]
     readonly_fields = ["owner", "path", "content", "version", "created_at", "updated_at"]
+
+
+@admin.register(NoteImportance)
+class NoteImportanceAdmin(ReadOnlyAdmin):
+    list_display = ["topic", "scope_kind", "scope_key", "owner", "importance", "updated_at"]
+    list_filter = ["scope_kind"]
+    search_fields = ["topic", "owner__username"]
+    readonly_fields = ["owner", "scope_kind", "scope_key", "topic", "importance", "updated_at"]
 
 
 class FileChangeInline(admin.TabularInline):

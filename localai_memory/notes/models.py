@@ -133,3 +133,28 @@ class TrashFile(models.Model):
 
     class Meta:
         ordering = ["path"]
+
+
+class NoteImportance(models.Model):
+    """The importance its owner gave one note (0..1), in place of the one its writer gives it (you 0.8, an
+    import 0.6, the assistant 0.4): the weight recall gives a note among others about as relevant. Kept by
+    topic, so a note moved to the Trash and restored keeps it; erasing the owner's memory erases it."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="note_importances")
+    scope_kind = models.CharField(max_length=10)
+    scope_key = models.CharField(max_length=60, blank=True)
+    topic = models.CharField(max_length=40)
+    importance = models.FloatField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["scope_kind", "scope_key", "topic"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "scope_kind", "scope_key", "topic"],
+                                    name="one_importance_per_note"),
+            models.CheckConstraint(condition=models.Q(importance__gte=0) & models.Q(importance__lte=1),
+                                   name="importance_between_0_and_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope_kind}:{self.scope_key}/{self.topic} = {self.importance}"

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from localai_memory.core.access import owned_or_404
 from localai_memory.core.errors import NotFound
 
-from .models import ChangeSet, FileVersion, NoteFile, TrashEntry
+from .models import ChangeSet, FileVersion, NoteFile, NoteImportance, TrashEntry
 from .paths import INDEX_NAME, IndexEntry, Scope, parse_folder, parse_index, parse_path
 
 
@@ -100,3 +100,10 @@ def note_deletion(*, owner_id: int, change_id: int) -> NoteDeletion | None:
     gone = {e.topic for e in parse_index(index.before or "")} - {e.topic for e in parse_index(index.after or "")}
     return NoteDeletion(change, sorted(gone),
                         ChangeSet.objects.filter(owner_id=owner_id, reverts=change).exists())
+
+
+def note_importances(*, owner_id: int) -> dict[tuple[str, str, str], float]:
+    """The importances the owner gave their notes: ``(scope kind, scope key, topic)`` → 0..1."""
+    rows = NoteImportance.objects.filter(owner_id=owner_id).values_list("scope_kind", "scope_key", "topic",
+                                                                        "importance")
+    return {(kind, key, topic): importance for kind, key, topic, importance in rows}

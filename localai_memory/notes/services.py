@@ -23,7 +23,7 @@ from django.utils import timezone
 from localai_memory.core.errors import ApplicationError, Conflict, Gone, InvalidInput, NotFound
 from localai_memory.memory import policy
 
-from .models import ChangeSet, FileChange, FileVersion, NoteFile, TrashEntry, TrashFile
+from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry, TrashFile
 from .paths import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
@@ -284,7 +284,41 @@ def memory_erase(*, owner_id: int) -> dict[str, int]:
     ChangeSet.objects.filter(owner_id=owner_id).update(reverts=None)
     deleted["change_sets"] = ChangeSet.objects.filter(owner_id=owner_id).delete()[0]
     deleted["files"] = NoteFile.objects.filter(owner_id=owner_id).delete()[0]
+    deleted["importances"] = NoteImportance.objects.filter(owner_id=owner_id).delete()[0]  # topics name notes
     return deleted
+
+
+def check_importance(value: object) -> float | None:
+    """A note's importance as given: a number from 0 to 1, or None (back to the one its writer gives)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise InvalidInput("importance must be a number from 0 to 1 (or null for the default)",
+                           code="invalid_importance")
+    return float(value)
+
+
+@transaction.atomic
+def note_importance_set(*, owner_id: int, scope: Scope, topic: str, importance: object) -> float | None:
+    """Give one note of ``scope`` an importance from 0 to 1 for recall, or None to take it back to the one its
+    writer gives it. The note must exist (NotFound names the topics that do). Returns what was set."""
+    value = check_importance(importance)
+    topic = check_topic(topic)
+    lock_owner(owner_id)
+    index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
+    topics = [entry.topic for entry in parse_index(index_file.content)] if index_file else []
+    if topic not in topics:
+        raise NotFound(f"There is no note {topic!r} here. These notes exist: {', '.join(topics) or 'none'}.",
+                       code="unknown_topic")
+    rows = NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                         topic=topic)
+    if value is None:
+        rows.delete()
+    else:
+        NoteImportance.objects.update_or_create(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                                topic=topic,
+                                                defaults={"importance": value, "updated_at": timezone.now()})
+    return value
 
 
 @transaction.atomic

@@ -32,6 +32,7 @@ from django.db import connection
 from django.utils import timezone
 
 from localai_memory.core.errors import InvalidInput
+from localai_memory.notes.models import NoteImportance
 from localai_memory.notes.paths import SCOPE_KINDS, Scope
 
 from . import index
@@ -113,6 +114,8 @@ class Note:
     vectors: list[PassageVector] = field(default_factory=list)
     #: Full-text rank per passage for this turn's query, when recall ranked lexically (``lexical_scores``).
     lexical: dict[PassageKey, float] | None = None
+    #: The importance the owner gave the note (``notes.NoteImportance``), else None: its writer's.
+    importance: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -164,7 +167,8 @@ class Note:
         else:
             vectors, used = None, None
         return Candidate(id=self.key, text=self.text, updated_at=self.updated_at or timezone.now(),
-                         scope=self.scope.kind, source=self.source, importance=importance_of(self.source),
+                         scope=self.scope.kind, source=self.source,
+                         importance=importance_of(self.source) if self.importance is None else self.importance,
                          vectors=vectors, model_id=used,
                          lexical=None if self.lexical is None else lexical_rank(self.lexical))
 
@@ -215,8 +219,13 @@ def turn_notes_read(owner_id: int, scopes: dict[str, Scope]) -> TurnRead:
 
 def _owner_notes_sql(owner_id: int, scopes: Sequence[Scope]) -> tuple[str, list[Any]]:
     where, params = _scope_filter(scopes)
-    sql = (f"SELECT scope_kind, scope_key, topic, kind, part, text, source, updated_at, model_id, "
-           f"vector_send(embedding) FROM {NoteVector._meta.db_table} WHERE owner_id = %s AND ({where})")
+    where = where.replace("scope_kind", "v.scope_kind").replace("scope_key", "v.scope_key")
+    # Each passage row carries its note's importance, if the owner gave it one (one indexed lookup per row).
+    sql = (f"SELECT v.scope_kind, v.scope_key, v.topic, v.kind, v.part, v.text, v.source, v.updated_at, "
+           f"v.model_id, vector_send(v.embedding), i.importance FROM {NoteVector._meta.db_table} v "
+           f"LEFT JOIN {NoteImportance._meta.db_table} i ON i.owner_id = v.owner_id "
+           f"AND i.scope_kind = v.scope_kind AND i.scope_key = v.scope_key AND i.topic = v.topic "
+           f"WHERE v.owner_id = %s AND ({where})")
     return sql, [owner_id, *params]
 
 
@@ -224,11 +233,11 @@ def _notes_from_rows(rows: Sequence[Sequence[Any]], scopes: Sequence[Scope]) -> 
     by_scope = {(s.kind, s.key): s for s in scopes}
     notes: dict[tuple[str, str, str], Note] = {}
     parts: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
-    for kind, key, topic, passage_kind, part, text, source, updated_at, model_id, raw in rows:
+    for kind, key, topic, passage_kind, part, text, source, updated_at, model_id, raw, importance in rows:
         note = notes.get((kind, key, topic))
         if note is None:
             note = notes[(kind, key, topic)] = Note(scope=by_scope[(kind, key)], topic=topic, source=source,
-                                                    updated_at=updated_at)
+                                                    updated_at=updated_at, importance=importance)
         if passage_kind == LINE:
             note.summary = text
             note.source = source  # who wrote the index line is who wrote the note

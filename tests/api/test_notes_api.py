@@ -71,3 +71,70 @@ def test_a_note_past_the_cap_is_a_422_listing_the_current_entries(api, owner):
         assert put_json(api, NOTES, {"topic": f"t{n:02d}", "summary": f"fact {n}"}).status_code == 200
     refused = assert_error(put_json(api, NOTES, {"topic": "one-more", "summary": "too many"}), 422, "cap_exceeded")
     assert len(refused["details"]["entries"]) == INDEX_MAX_LINES
+
+
+# --- importance: how much recall weighs a note among others about as relevant --------------------------------
+
+
+def patch_json(client, body):
+    return client.patch(NOTES, body, format="json")
+
+
+def score_of(client, topic: str, query: str) -> float:
+    results = client.get("/api/chats/memory/search", {"q": query}).json()["results"]
+    return next(r["score"] for r in results if r["topic"] == topic)
+
+
+def test_importance_changes_how_recall_weighs_a_note_and_null_gives_it_back(api, owner):
+    put_json(api, NOTES, {"topic": "tea", "summary": "drinks green tea every morning"})
+    default = score_of(api, "tea", "green tea")
+
+    raised = patch_json(api, {"topic": "tea", "importance": 1})
+    assert raised.status_code == 200 and raised.json() == {"topic": "tea", "scope": "user", "importance": 1.0}
+    assert score_of(api, "tea", "green tea") > default
+    listed = api.get(NOTES).json()["scopes"][0]["index"]
+    assert listed == [{"topic": "tea", "summary": "drinks green tea every morning", "file": None,
+                       "importance": 1.0}]
+
+    assert patch_json(api, {"topic": "tea", "importance": 0}).status_code == 200
+    assert score_of(api, "tea", "green tea") < default
+    assert patch_json(api, {"topic": "tea", "importance": None}).json()["importance"] is None
+    assert score_of(api, "tea", "green tea") == default
+
+
+def test_a_note_and_its_importance_are_written_together(api, owner):
+    added = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": 0.9})
+    assert added.status_code == 200
+    assert api.get(NOTES).json()["scopes"][0]["index"][0]["importance"] == 0.9
+
+
+@pytest.mark.parametrize("importance", [1.5, -0.1, "0.5", True, [1]])
+def test_an_importance_that_is_not_a_number_from_0_to_1_is_a_400_and_writes_nothing(api, owner, importance):
+    assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": importance}),
+                 400, "invalid_importance")
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ""
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    assert_error(patch_json(api, {"topic": "home", "importance": importance}), 400, "invalid_importance")
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+
+
+def test_importance_of_a_missing_note_or_another_users_is_a_404(api, outsider_api, owner, outsider):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    assert_error(patch_json(api, {"topic": "garden", "importance": 1}), 404, "unknown_topic")
+    assert_error(patch_json(outsider_api, {"topic": "home", "importance": 1}), 404, "unknown_topic")
+    theirs = Agent.objects.create(owner=outsider, name="Mallory's")
+    assert_error(patch_json(api, {"topic": "home", "scope": f"agent:{theirs.pk}", "importance": 1}), 404)
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+
+
+def test_the_memory_tab_shows_an_importance_you_gave(client, owner):
+    from localai_memory.notes.services import note_importance_set, note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="tea", summary="drinks green tea", source="files")
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files")
+    note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="tea", importance=0.95)
+    client.force_login(owner)
+
+    page = client.get("/settings/memory/").content.decode()
+
+    assert page.count('data-testid="note-importance"') == 1 and "Importance 0.95 (you set it" in page

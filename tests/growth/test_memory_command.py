@@ -332,3 +332,26 @@ def test_consolidate_is_refused_while_memory_is_off(owner, model):
 
     with pytest.raises(CommandError, match="memory_off"):
         memory("consolidate", user="alice")
+
+
+def test_add_and_edit_set_a_notes_importance_and_show_says_it(owner):
+    memory("add", "tea", "drinks green tea", "--importance", "0.3", user="alice")
+    assert "importance: 0.3 (you set it)" in memory("show", "tea", user="alice")
+    assert notes_selectors.note_importances(owner_id=owner.pk) == {("user", "", "tea"): 0.3}
+
+    out = memory("edit", "tea", "--importance", "default", user="alice", as_json=True)
+
+    assert json.loads(out)["importance"] is None and notes_selectors.note_importances(owner_id=owner.pk) == {}
+    assert "importance" not in memory("show", "tea", user="alice")
+    with pytest.raises(CommandError, match="importance is a number from 0 to 1"):
+        memory("edit", "tea", "--importance", "2", user="alice")
+
+
+def test_clear_erases_the_importances_too(owner, notes):
+    memory("edit", next(iter(notes_selectors.index_entries(owner_id=owner.pk, scope=Scope.user()))).topic,
+           "--importance", "1", user="alice")
+    assert memory_leftovers(owner_id=owner.pk).get("importances") == 1
+
+    memory("clear", user="alice", stdin="yes\n")
+
+    assert memory_leftovers(owner_id=owner.pk) == {}

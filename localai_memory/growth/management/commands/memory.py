@@ -10,6 +10,7 @@ stats, consolidate.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from localai_memory.core.errors import ApplicationError, InvalidInput
 from localai_memory.growth import importing
@@ -53,6 +55,19 @@ def parse_scope(raw: str | None) -> Scope:
         return Scope(kind, key)  # type: ignore[arg-type]
     except InvalidInput as exc:
         raise CommandError(f"--scope {raw!r}: {exc.message}") from None
+
+
+def importance_arg(raw: str) -> float | str:
+    """``--importance``: a number from 0 to 1, or ``default``."""
+    if raw.strip().lower() == "default":
+        return "default"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("importance is a number from 0 to 1, or 'default'") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("importance is a number from 0 to 1, or 'default'")
+    return value
 
 
 def scope_name(scope: Scope) -> str:
@@ -109,10 +124,15 @@ class Command(BaseCommand):
         p.add_argument("topic")
         p.add_argument("summary", help="The one-line index entry.")
         p.add_argument("--details", default=None, help="The topic file's text.")
-        p = add("edit", "Change a note's summary and/or details.", scoped)
+        p.add_argument("--importance", type=importance_arg, default=None,
+                       help="0 to 1: how much recall weighs the note among others about as relevant "
+                            "(default: 0.8 for your own notes).")
+        p = add("edit", "Change a note's summary, details and/or importance.", scoped)
         p.add_argument("topic")
         p.add_argument("--summary", default=None)
         p.add_argument("--details", default=None)
+        p.add_argument("--importance", type=importance_arg, default=None,
+                       help="0 to 1, or 'default' to give it back the one its writer gives.")
         p = add("forget", "Remove one topic (it goes to the Trash; `restore` brings it back).", scoped)
         p.add_argument("topic")
         p.add_argument("-y", "--yes", action="store_true")
@@ -184,11 +204,14 @@ class Command(BaseCommand):
         last = (ChangeSet.objects.filter(owner_id=self.user.pk, files__path__in=[item.index_path,
                                                                                  item.topic_path(topic)])
                 .order_by("-created_at", "-id").first())
+        given = notes_selectors.note_importances(owner_id=self.user.pk).get((item.kind, item.key, topic))
         data = {"scope": scope_name(item), "topic": topic, "summary": entry.summary if entry else None,
-                "details": details, "path": item.topic_path(topic),
+                "details": details, "path": item.topic_path(topic), "importance": given,
                 "last_change": None if last is None else {"id": last.pk, "at": last.created_at.isoformat(),
                                                           "source": last.source, "summary": last.summary}}
         text = [f"{topic} ({scope_name(item)})", f"summary: {data['summary'] or '(no index line)'}"]
+        if given is not None:
+            text.append(f"importance: {given:g} (you set it)")
         if details:
             text += ["details:", details.rstrip("\n")]
         if last is not None:
@@ -251,31 +274,44 @@ class Command(BaseCommand):
     # --- writing ------------------------------------------------------------------------------------------
 
     def do_add(self, *, topic: str, summary: str, details: str | None = None, scope: str | None = None,
-               **_: Any) -> None:
+               importance: float | str | None = None, **_: Any) -> None:
         self._writes_allowed()
         item = parse_scope(scope)
         if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
             raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
-        change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
-                                            details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
-        self.emit({"saved": topic, "scope": scope_name(item), "change_id": change.pk},
+        with transaction.atomic():  # the note and its importance, or neither
+            change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
+                                                details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
+            if isinstance(importance, float):
+                notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
+                                                   importance=importance)
+        self.emit({"saved": topic, "scope": scope_name(item), "change_id": change.pk,
+                   "importance": importance if isinstance(importance, float) else None},
                   f"Saved {topic} in {item.label} (change #{change.pk}).")
 
     def do_edit(self, *, topic: str, summary: str | None = None, details: str | None = None,
-                scope: str | None = None, **_: Any) -> None:
+                scope: str | None = None, importance: float | str | None = None, **_: Any) -> None:
         self._writes_allowed()
         item = parse_scope(scope)
-        if summary is None and details is None:
-            raise CommandError("Give --summary, --details or both.")
+        if summary is None and details is None and importance is None:
+            raise CommandError("Give --summary, --details, --importance or several.")
         entry = next((e for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
                       if e.topic == topic), None)
         if entry is None:
             raise CommandError(f"There is no note {topic!r} in {item.label}; use add to make it.")
-        change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic,
-                                            summary=summary if summary is not None else entry.summary,
-                                            details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
-        self.emit({"updated": topic, "scope": scope_name(item), "change_id": change.pk},
-                  f"Updated {topic} in {item.label} (change #{change.pk}).")
+        change = None
+        with transaction.atomic():
+            if summary is not None or details is not None:
+                change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic,
+                                                    summary=summary if summary is not None else entry.summary,
+                                                    details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
+            if importance is not None:
+                notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
+                                                   importance=None if importance == "default" else importance)
+        said = f"Updated {topic} in {item.label}" + (f" (change #{change.pk})." if change else ".")
+        self.emit({"updated": topic, "scope": scope_name(item), "change_id": change.pk if change else None,
+                   **({"importance": None if importance == "default" else importance}
+                      if importance is not None else {})}, said)
 
     def do_forget(self, *, topic: str, scope: str | None = None, yes: bool = False, **options: Any) -> None:
         self._writes_allowed()
