@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField, validated
-from localai_memory.core.errors import InvalidInput
+from localai_memory.core.errors import Conflict, InvalidInput
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope, parse_index
 from localai_memory.notes.services import check_importance, note_importance_set
@@ -169,7 +169,8 @@ class NotesApi(ApiView):
 
     @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})
     def put(self, request):
-        """Add or replace one note, as on the Memory tab: ``{topic, summary, details?, scope?}``. One change
+        """Add or replace one note, as on the Memory tab: ``{topic, summary, details?, scope?, importance?}``
+        (importance 0..1 for recall, null for the writer's; with the text unchanged only it changes). One change
         set (Undo: ``POST /api/chats/changes/{id}/undo``); past a cap, a 422 lists the current entries. Works
         while memory is off: the notes stay yours to edit."""
         from localai_memory.notes.api import change_json
@@ -181,13 +182,18 @@ class NotesApi(ApiView):
         if "importance" in data:
             check_importance(data["importance"])  # a 400 before anything is written
         with transaction.atomic():  # the note and its importance, or neither
-            change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"],
-                                 summary=data["summary"], details=data.get("details") or None,
-                                 source=ChangeSet.Source.FILES, actor="you")
+            try:
+                change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"],
+                                     summary=data["summary"], details=data.get("details") or None,
+                                     source=ChangeSet.Source.FILES, actor="you")
+            except Conflict as exc:
+                if exc.code != "no_change" or "importance" not in data:
+                    raise
+                change = None  # the text as it is; only the importance changes
             if "importance" in data:
                 note_importance_set(owner_id=request.user.pk, scope=scope, topic=data["topic"],
                                     importance=data["importance"])
-        return Response({"change": change_json(change),
+        return Response({"change": change_json(change) if change else None,
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)})
 
     @extend_schema(request=ImportanceInput, responses={200: OpenApiTypes.OBJECT})

@@ -554,6 +554,9 @@ def note_upsert(
     change = apply_changes(owner_id=owner_id, writes=writes, source=source,
                            summary=f"{verb} {topic} in {scope.label}", actor=actor, automatic=automatic,
                            undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
+    if verb == "Saved":  # a new note starts from its writer's importance, not one an older note of its topic had
+        NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                      topic=topic).delete()
     if delete:  # the note goes to the Trash: its line (under the index's path) and its topic file
         trashed = TrashEntry.objects.create(owner_id=owner_id, kind=TrashEntry.Kind.NOTE,
                                             label=f"“{topic}” in {scope.label}", created_at=change.created_at,

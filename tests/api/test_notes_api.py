@@ -138,3 +138,49 @@ def test_the_memory_tab_shows_an_importance_you_gave(client, owner):
     page = client.get("/settings/memory/").content.decode()
 
     assert page.count('data-testid="note-importance"') == 1 and "Importance 0.95 (you set it" in page
+
+
+def test_the_same_text_with_a_new_importance_changes_only_the_importance(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    again = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": 0.2})
+    assert again.status_code == 200 and again.json()["change"] is None
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.2}
+    assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"}), 409, "no_change")
+
+
+def test_a_new_note_of_a_topic_that_once_had_an_importance_starts_from_the_default(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": 1})
+    forget(api, topic="home")
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon"})
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+
+
+def test_importance_belongs_to_its_owner_and_its_scope(api, outsider_api, owner, outsider):
+    """Two people's notes of one topic, and an agent's note of the same topic: each keeps its own."""
+    mine = Agent.objects.create(owner=owner, name="Chef")
+    put_json(api, NOTES, {"topic": "tea", "summary": "drinks green tea every morning"})
+    put_json(api, NOTES, {"topic": "tea", "summary": "drinks green tea every morning", "scope": f"agent:{mine.pk}"})
+    put_json(outsider_api, NOTES, {"topic": "tea", "summary": "drinks green tea every morning"})
+    theirs_before = score_of(outsider_api, "tea", "green tea")
+
+    patch_json(api, {"topic": "tea", "importance": 1})
+
+    assert score_of(outsider_api, "tea", "green tea") == theirs_before
+    scores = {r["scope"]: r["score"] for r in api.get("/api/chats/memory/search", {"q": "green tea"}).json()["results"]
+              if r["topic"] == "tea"}
+    assert scores["user"] > scores["agent"]
+
+
+def test_the_turns_one_read_carries_the_importance_to_recall(api, owner):
+    from localai_memory.chats.selectors import read_turn_memory
+    from localai_memory.recall import service as recall_service
+
+    put_json(api, NOTES, {"topic": "tea", "summary": "drinks green tea", "importance": 0.25})
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    scopes = {"user": Scope.user()}
+
+    _, _, read = read_turn_memory(owner_id=owner.pk, scopes=scopes,
+                                  extra={"notes": recall_service.turn_notes_read(owner.pk, scopes)})
+
+    by_topic = {note.topic: note.candidate(None).importance for note in read["notes"]}
+    assert by_topic == {"tea": 0.25, "home": 0.8}  # home: a note you wrote, at its default

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from localai_memory.core.errors import ApplicationError, InvalidInput
+from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
 from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
 from localai_memory.growth.selectors import (
@@ -279,6 +279,8 @@ class Command(BaseCommand):
         item = parse_scope(scope)
         if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
             raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
+        if importance == "default":
+            raise CommandError("A new note has its default importance already; give a number from 0 to 1.")
         with transaction.atomic():  # the note and its importance, or neither
             change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
                                                 details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
@@ -302,9 +304,14 @@ class Command(BaseCommand):
         change = None
         with transaction.atomic():
             if summary is not None or details is not None:
-                change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic,
-                                                    summary=summary if summary is not None else entry.summary,
-                                                    details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
+                try:
+                    change = notes_services.note_upsert(
+                        owner_id=self.user.pk, scope=item, topic=topic,
+                        summary=summary if summary is not None else entry.summary, details=details,
+                        source=ChangeSet.Source.CLI, actor=ACTOR)
+                except Conflict as exc:
+                    if exc.code != "no_change" or importance is None:
+                        raise
             if importance is not None:
                 notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
                                                    importance=None if importance == "default" else importance)
