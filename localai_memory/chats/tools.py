@@ -13,6 +13,7 @@ duplicate of that line (``recall.service.find_duplicate``), in the tool result a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -267,8 +268,10 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         if duplicate is not None:
             return _duplicate(ctx, topic, duplicate)
     try:
-        with transaction.atomic():
-            if scope.kind == "agent":  # the lock held to the write: an agent deleted meanwhile is seen as gone
+        # For an agent's notes, the owner's lock is held from the check to the write, so an agent deleted
+        # meanwhile is seen as gone; other scopes write in the store's own transaction (no extra round trips).
+        with transaction.atomic() if scope.kind == "agent" else contextlib.nullcontext():
+            if scope.kind == "agent":
                 lock_owner(ctx.chat.owner_id)
                 if agent_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
                     return _refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
