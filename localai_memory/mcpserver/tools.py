@@ -56,10 +56,6 @@ def _scopes(context: OwnerContext, agent: Any) -> list[Scope]:
     return read_scopes(decision=context.decision, agent_id=agent.pk if agent is not None else None)
 
 
-def _scope_name(scope: Scope) -> str:
-    return "user" if scope.kind == "user" else f"{scope.kind}:{scope.key}"
-
-
 def recall(*, owner_id: int, query: str, limit: int = RECALL_LIMIT, agent_id: int | None = None) -> dict[str, Any]:
     """The notes relevant to ``query`` across the scopes the user's chats may read, best first (at most
     ``limit``); nothing when nothing relates. Ranked by meaning when an embedder is there (``mode``), else
@@ -107,7 +103,7 @@ def list_notes(*, owner_id: int, agent_id: int | None = None) -> dict[str, Any]:
         written = line_writers(owner_id=owner_id, scope=scope, topics=[e.topic for e in entries])
         for entry in entries:
             last = written.get(entry.topic)
-            notes.append({"scope": _scope_name(scope), "topic": entry.topic, "summary": entry.summary,
+            notes.append({"scope": scope.name, "topic": entry.topic, "summary": entry.summary,
                           "path": scope.topic_path(entry.file) if entry.file else scope.index_path,
                           "has_details": entry.file is not None, "written_by": last.author if last else None,
                           "written_at": last.at.isoformat() if last else None})
@@ -160,5 +156,5 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
     except ApplicationError as exc:
         return {"status": "refused", "reason": exc.code, "message": exc.message,
                 **({"details": exc.details} if exc.details is not None else {})}
-    return {"status": "proposed", "proposal_id": proposal.pk, "topic": topic, "scope": _scope_name(scope),
+    return {"status": "proposed", "proposal_id": proposal.pk, "topic": topic, "scope": scope.name,
             "message": policy.MESSAGES.get(reason, "The note waits for the owner's confirmation.")}

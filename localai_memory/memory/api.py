@@ -205,8 +205,7 @@ class NotesApi(ApiView):
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
         value = note_importance_set(owner_id=request.user.pk, scope=scope, topic=data["topic"],
                                     importance=data["importance"])
-        name = scope.kind if scope.kind == "user" else f"{scope.kind}:{scope.key}"
-        return Response({"topic": data["topic"], "scope": name, "importance": value})
+        return Response({"topic": data["topic"], "scope": scope.name, "importance": value})
 
     @extend_schema(parameters=[OpenApiParameter("topic", str, required=True), OpenApiParameter("scope", str)],
                    responses={200: OpenApiTypes.OBJECT})

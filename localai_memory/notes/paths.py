@@ -62,6 +62,11 @@ class Scope:
         return cls(kind, key)  # type: ignore[arg-type]  # a ScopeKind by the check above
 
     @property
+    def name(self) -> str:
+        """How clients name the scope (what ``parse`` reads): ``user``, ``agent:<id>`` or ``channel:<key>``."""
+        return "user" if self.kind == "user" else f"{self.kind}:{self.key}"
+
+    @property
     def root(self) -> str:
         if self.kind == "user":
             return ROOT

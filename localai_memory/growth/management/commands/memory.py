@@ -70,10 +70,6 @@ def importance_arg(raw: str) -> float | str:
     return value
 
 
-def scope_name(scope: Scope) -> str:
-    return "user" if scope.kind == "user" else f"{scope.kind}:{scope.key}"
-
-
 def refusal(exc: ApplicationError) -> CommandError:
     """An application error as the terminal says it: the message, plus the current entries of a full index."""
     lines = [exc.message]
@@ -187,7 +183,7 @@ class Command(BaseCommand):
         rows: list[dict[str, Any]] = []
         for item in scopes:
             for entry in notes_selectors.index_entries(owner_id=self.user.pk, scope=item):
-                rows.append({"scope": scope_name(item), **entry.as_dict()})
+                rows.append({"scope": item.name, **entry.as_dict()})
         if not rows and not self.as_json:
             self.stdout.write("No notes.")
             return
@@ -205,11 +201,11 @@ class Command(BaseCommand):
                                                                                  item.topic_path(topic)])
                 .order_by("-created_at", "-id").first())
         given = notes_selectors.note_importances(owner_id=self.user.pk).get((item.kind, item.key, topic))
-        data = {"scope": scope_name(item), "topic": topic, "summary": entry.summary if entry else None,
+        data = {"scope": item.name, "topic": topic, "summary": entry.summary if entry else None,
                 "details": details, "path": item.topic_path(topic), "importance": given,
                 "last_change": None if last is None else {"id": last.pk, "at": last.created_at.isoformat(),
                                                           "source": last.source, "summary": last.summary}}
-        text = [f"{topic} ({scope_name(item)})", f"summary: {data['summary'] or '(no index line)'}"]
+        text = [f"{topic} ({item.name})", f"summary: {data['summary'] or '(no index line)'}"]
         if given is not None:
             text.append(f"importance: {given:g} (you set it)")
         if details:
@@ -247,12 +243,12 @@ class Command(BaseCommand):
 
         self.emit({"proposals": data}, table(
             ["id", "status", "scope", "topic", "change", "from", "correction"],
-            [[d["id"], d["status"], scope_name(Scope(d["scope"]["kind"], d["scope"]["key"])), d["topic"], change(d),
+            [[d["id"], d["status"], Scope(d["scope"]["kind"], d["scope"]["key"]).name, d["topic"], change(d),
               d["source"], "yes" if p.correction else ""] for d, p in zip(data, rows, strict=True)]))
 
     def do_stats(self, **_: Any) -> None:
         stats = memory_stats(owner_id=self.user.pk)
-        rows = [[scope_name(Scope(s["kind"], s["key"])) + (" (deleted agent)" if s["deleted_agent"] else ""),
+        rows = [[Scope(s["kind"], s["key"]).name + (" (deleted agent)" if s["deleted_agent"] else ""),
                  f"{s['lines']}/{s['max_lines']}", f"{s['bytes']}/{s['max_bytes']}", len(s["topics"]), s["files"],
                  s["pending_proposals"], (s["last_change"] or {}).get("at", "")[:16].replace("T", " ")]
                 for s in stats["scopes"]]
@@ -287,7 +283,7 @@ class Command(BaseCommand):
             if isinstance(importance, float):
                 notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
                                                    importance=importance)
-        self.emit({"saved": topic, "scope": scope_name(item), "change_id": change.pk,
+        self.emit({"saved": topic, "scope": item.name, "change_id": change.pk,
                    "importance": importance if isinstance(importance, float) else None},
                   f"Saved {topic} in {item.label} (change #{change.pk}).")
 
@@ -316,7 +312,7 @@ class Command(BaseCommand):
                 notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
                                                    importance=None if importance == "default" else importance)
         said = f"Updated {topic} in {item.label}" + (f" (change #{change.pk})." if change else ".")
-        self.emit({"updated": topic, "scope": scope_name(item), "change_id": change.pk if change else None,
+        self.emit({"updated": topic, "scope": item.name, "change_id": change.pk if change else None,
                    **({"importance": None if importance == "default" else importance}
                       if importance is not None else {})}, said)
 
@@ -327,7 +323,7 @@ class Command(BaseCommand):
             raise CommandError("Nothing was forgotten.")
         change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, delete=True,
                                             source=ChangeSet.Source.CLI, actor=ACTOR)
-        self.emit({"forgot": topic, "scope": scope_name(item), "change_id": change.pk},
+        self.emit({"forgot": topic, "scope": item.name, "change_id": change.pk},
                   f"Forgot {topic} in {item.label} (change #{change.pk}; it is in the Trash: `memory trash` lists it).")
 
     def do_restore(self, *, entry_id: int, **_: Any) -> None:
