@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.apps import apps
-from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -11,10 +10,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField, validated
-from localai_memory.core.errors import Conflict, InvalidInput
+from localai_memory.core.errors import InvalidInput
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope, parse_index
-from localai_memory.notes.services import check_importance, note_importance_set
+from localai_memory.notes.services import KEEP, note_importance_set, note_save
 
 from . import services
 from .models import MessagingSave, SaveMode
@@ -175,24 +174,12 @@ class NotesApi(ApiView):
         while memory is off: the notes stay yours to edit."""
         from localai_memory.notes.api import change_json
         from localai_memory.notes.models import ChangeSet
-        from localai_memory.notes.services import note_upsert
 
         data = validated(NoteInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
-        if "importance" in data:
-            check_importance(data["importance"])  # a 400 before anything is written
-        with transaction.atomic():  # the note and its importance, or neither
-            try:
-                change = note_upsert(owner_id=request.user.pk, scope=scope, topic=data["topic"],
-                                     summary=data["summary"], details=data.get("details") or None,
-                                     source=ChangeSet.Source.FILES, actor="you")
-            except Conflict as exc:
-                if exc.code != "no_change" or "importance" not in data:
-                    raise
-                change = None  # the text as it is; only the importance changes
-            if "importance" in data:
-                note_importance_set(owner_id=request.user.pk, scope=scope, topic=data["topic"],
-                                    importance=data["importance"])
+        change = note_save(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
+                           details=data.get("details") or None, importance=data.get("importance", KEEP),
+                           source=ChangeSet.Source.FILES, actor="you")
         return Response({"change": change_json(change) if change else None,
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)})
 

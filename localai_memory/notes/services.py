@@ -298,6 +298,33 @@ def check_importance(value: object) -> float | None:
     return float(value)
 
 
+#: ``note_save(importance=KEEP)``: the note's importance is left as it is.
+KEEP: Any = object()
+
+
+@transaction.atomic
+def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = None, details: str | None = None,
+              importance: object = KEEP, source: str, actor: str) -> ChangeSet | None:
+    """A person's write of one note, its text and its importance as one step: the text when a ``summary`` is
+    given (``note_upsert``), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
+    back the writer's). A bad importance is a 400 before anything is written. With the text as it is already,
+    only the importance changes and no change set is made (None); with nothing to change, the store's 409
+    ``no_change``."""
+    if importance is not KEEP:
+        check_importance(importance)
+    change = None
+    if summary is not None:
+        try:
+            change = note_upsert(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
+                                 source=source, actor=actor)
+        except Conflict as exc:
+            if exc.code != "no_change" or importance is KEEP:
+                raise
+    if importance is not KEEP:
+        note_importance_set(owner_id=owner_id, scope=scope, topic=topic, importance=importance)
+    return change
+
+
 @transaction.atomic
 def note_importance_set(*, owner_id: int, scope: Scope, topic: str, importance: object) -> float | None:
     """Give one note of ``scope`` an importance from 0 to 1 for recall, or None to take it back to the one its

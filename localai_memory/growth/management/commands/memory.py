@@ -18,9 +18,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
+from localai_memory.core.errors import ApplicationError, InvalidInput
 from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
 from localai_memory.growth.selectors import (
@@ -277,12 +276,11 @@ class Command(BaseCommand):
             raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
         if importance == "default":
             raise CommandError("A new note has its default importance already; give a number from 0 to 1.")
-        with transaction.atomic():  # the note and its importance, or neither
-            change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
-                                                details=details, source=ChangeSet.Source.CLI, actor=ACTOR)
-            if isinstance(importance, float):
-                notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
-                                                   importance=importance)
+        change = notes_services.note_save(
+            owner_id=self.user.pk, scope=item, topic=topic, summary=summary, details=details,
+            importance=importance if isinstance(importance, float) else notes_services.KEEP,
+            source=ChangeSet.Source.CLI, actor=ACTOR)
+        assert change is not None  # a new note's text is always a change
         self.emit({"saved": topic, "scope": item.name, "change_id": change.pk,
                    "importance": importance if isinstance(importance, float) else None},
                   f"Saved {topic} in {item.label} (change #{change.pk}).")
@@ -297,20 +295,12 @@ class Command(BaseCommand):
                       if e.topic == topic), None)
         if entry is None:
             raise CommandError(f"There is no note {topic!r} in {item.label}; use add to make it.")
-        change = None
-        with transaction.atomic():
-            if summary is not None or details is not None:
-                try:
-                    change = notes_services.note_upsert(
-                        owner_id=self.user.pk, scope=item, topic=topic,
-                        summary=summary if summary is not None else entry.summary, details=details,
-                        source=ChangeSet.Source.CLI, actor=ACTOR)
-                except Conflict as exc:
-                    if exc.code != "no_change" or importance is None:
-                        raise
-            if importance is not None:
-                notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
-                                                   importance=None if importance == "default" else importance)
+        text_given = summary is not None or details is not None
+        change = notes_services.note_save(
+            owner_id=self.user.pk, scope=item, topic=topic,
+            summary=(summary if summary is not None else entry.summary) if text_given else None, details=details,
+            importance=notes_services.KEEP if importance is None else None if importance == "default" else importance,
+            source=ChangeSet.Source.CLI, actor=ACTOR)
         said = f"Updated {topic} in {item.label}" + (f" (change #{change.pk})." if change else ".")
         self.emit({"updated": topic, "scope": item.name, "change_id": change.pk if change else None,
                    **({"importance": None if importance == "default" else importance}
