@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
@@ -26,7 +25,7 @@ from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
 from localai_memory.core.errors import InvalidInput
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
-from localai_memory.memory.proposals import AlreadySaved, proposal_create
+from localai_memory.memory.proposals import AlreadySaved
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import SUMMARY_MAX_CHARS, IndexEntry, Scope, clean_summary
@@ -34,8 +33,7 @@ from localai_memory.notes.services import CapExceeded, lock_owner, note_upsert
 from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import STOPWORDS
 
-if TYPE_CHECKING:
-    from .tools import ToolContext
+from .tools import ToolContext, already_saved, propose, refused
 
 #: ``/remember`` then the fact. A command addressed to a bot by name (``/remember@my_bot`` in a Telegram
 #: group) reaches here only as ``/remember`` when it named this bot: the adapter takes its own name off, and
@@ -96,7 +94,7 @@ def remember_run(*, ctx: ToolContext, fact: str) -> str:
         sender_can_confirm=bool(sender and sender.can_confirm))
     if decision.outcome == "refuse" or decision.scope not in ctx.scopes:
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
-        ctx.report["refused"].append({"topic": None, "reason": reason, "message": policy.MESSAGES[reason]})
+        refused(ctx, None, reason, policy.MESSAGES[reason])
         return f"Nothing was saved. {policy.MESSAGES[reason]}"
     scope = ctx.scopes[decision.scope]
     summary, details = split_fact(fact)
@@ -107,11 +105,11 @@ def remember_run(*, ctx: ToolContext, fact: str) -> str:
             lock_owner(ctx.chat.owner_id)
             return _save_or_propose(ctx, decision, scope, summary, details)
     except CapExceeded as exc:
-        ctx.report["refused"].append({"topic": None, "reason": exc.code, "message": exc.message})
+        refused(ctx, None, exc.code, exc.message)
         return (f"Nothing was saved: {exc.message} Merge or forget a note on the Memory tab of your settings, "
                 "then try again.")
     except InvalidInput as exc:  # a fact whose topic file would pass its cap
-        ctx.report["refused"].append({"topic": None, "reason": exc.code, "message": exc.message})
+        refused(ctx, None, exc.code, exc.message)
         return f"Nothing was saved: {exc.message}"
 
 
@@ -119,7 +117,7 @@ def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Sco
                      details: str | None) -> str:
     owner_id = ctx.chat.owner_id
     if agent_scope_gone(owner_id=owner_id, scope=scope):  # deleted while this turn ran
-        ctx.report["refused"].append({"topic": None, "reason": "agent_deleted", "message": AGENT_GONE_MESSAGE})
+        refused(ctx, None, "agent_deleted", AGENT_GONE_MESSAGE)
         return f"Nothing was saved. {AGENT_GONE_MESSAGE}"
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     if details is None:
@@ -151,9 +149,8 @@ def _topics_in_use(owner_id: int, scope: Scope, entries: list[IndexEntry]) -> se
 
 
 def _already(ctx: ToolContext, scope: Scope, topic: str, summary: str, message: str = "") -> str:
-    ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": scope.kind, "summary": summary,
-                                "undo_until": None, "already_saved": True})
-    return message or f"That is already in memory: \u201c{summary}\u201d ({topic})."
+    message = message or f"That is already in memory: \u201c{summary}\u201d ({topic})."
+    return already_saved(ctx, scope.kind, topic, summary, message)["message"]
 
 
 def _actor(ctx: ToolContext) -> str:
@@ -172,13 +169,5 @@ def _save(ctx: ToolContext, scope: Scope, topic: str, summary: str, details: str
 
 def _propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
              details: str | None) -> str:
-    proposal = proposal_create(
-        owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details,
-        reason=decision.reason, locked=decision.outcome == "locked", requester_only=decision.requester_only,
-        origin=ctx.chat.origin, source=Proposal.Source.CHAT, chat_id=ctx.chat.pk,
-        requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None)
-    ctx.report["proposed"].append({
-        "proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": scope.kind,
-        "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,
-        "delete": False})
+    propose(ctx, decision, scope, topic, summary, details, False, source=Proposal.Source.CHAT)
     return f"Not saved yet: \u201c{summary}\u201d ({topic}). {decision.message}"

@@ -213,7 +213,8 @@ def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
 # --------------------------------------------------------------------------------------------------------
 
 
-def _refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:
+def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:
+    """A note not saved, recorded in the turn's report; the tool's result."""
     ctx.report["refused"].append({"topic": topic, "reason": reason, "message": message})
     return {"status": "refused", "reason": reason, "message": message, **extra}
 
@@ -239,7 +240,7 @@ def _drops_lines(ctx: ToolContext, scope_name: str | None, topic: str, details: 
 def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     kind = arguments.get("kind", "memory")
     if kind != "memory":
-        return _refused(ctx, None, "invalid_kind", "The only kind of change is memory.")
+        return refused(ctx, None, "invalid_kind", "The only kind of change is memory.")
     topic = _topic(arguments)
     delete = arguments.get("delete", False)
     if not isinstance(delete, bool):
@@ -248,7 +249,7 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
     details = _optional_str(arguments, "details")
     scope_name = _optional_str(arguments, "scope")
     if scope_name is not None and scope_name not in ("user", "agent", "channel"):
-        return _refused(ctx, topic, "scope_not_allowed", policy.MESSAGES["scope_not_allowed"],
+        return refused(ctx, topic, "scope_not_allowed", policy.MESSAGES["scope_not_allowed"],
                         allowed=list(ctx.decision.propose_scopes))
     if not delete and not summary.strip():
         raise InvalidInput("summary is required: the one-line index entry", code="invalid_summary")
@@ -260,7 +261,7 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts))  # type: ignore[arg-type]
     if decision.outcome == "refuse" or decision.scope is None or decision.scope not in ctx.scopes:
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
-        return _refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
+        return refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
     scope = ctx.scopes[decision.scope]
     if not delete:
         duplicate = recall_service.find_duplicate(owner_id=ctx.chat.owner_id, scope=scope, topic=topic,
@@ -274,16 +275,16 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
             if scope.kind == "agent":
                 lock_owner(ctx.chat.owner_id)
                 if agent_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
-                    return _refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
+                    return refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
             if decision.outcome == "save_now":
                 return _save_now(ctx, decision, scope, topic, summary, details, delete)
-            return _propose(ctx, decision, scope, topic, summary, details, delete)
+            return propose(ctx, decision, scope, topic, summary, details, delete)
     except CapExceeded as exc:
-        return _refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
+        return refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
     except AlreadySaved as exc:
-        return _already_saved(ctx, decision.scope, topic, summary, exc.message)
+        return already_saved(ctx, decision.scope, topic, summary, exc.message)
     except NotFound as exc:
-        return _refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
+        return refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
 
 
 def _duplicate(ctx: ToolContext, topic: str, duplicate: recall_service.Duplicate) -> dict[str, Any]:
@@ -294,7 +295,8 @@ def _duplicate(ctx: ToolContext, topic: str, duplicate: recall_service.Duplicate
     return {"status": "refused", "reason": "duplicate", "message": message, "duplicate_of": duplicate.as_dict()}
 
 
-def _already_saved(ctx: ToolContext, kind: str, topic: str, summary: str, message: str) -> dict[str, Any]:
+def already_saved(ctx: ToolContext, kind: str, topic: str, summary: str, message: str) -> dict[str, Any]:
+    """A note memory already holds, recorded in the turn's report as saved (no change, no Undo)."""
     ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": kind, "summary": summary,
                                 "undo_until": None, "already_saved": True})
     return {"status": "already_saved", "topic": topic, "scope": kind, "message": message}
@@ -312,7 +314,7 @@ def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, top
     except Conflict as exc:
         if exc.code != "no_change":
             raise
-        return _already_saved(ctx, decision.scope or scope.kind, topic, summary, exc.message)
+        return already_saved(ctx, decision.scope or scope.kind, topic, summary, exc.message)
     ctx.saved_now += 1
     ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
                                 "undo_until": undo_until.isoformat()})
@@ -329,13 +331,13 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=None, saved_in_this_reply=ctx.saved_now, is_delete=delete))
     if decision.outcome == "refuse":
-        return _refused(ctx, topic, decision.reason, policy.MESSAGES[decision.reason])
+        return refused(ctx, topic, decision.reason, policy.MESSAGES[decision.reason])
     if decision.outcome == "save_now":
         try:
             addon_write(ctx.addon.name, user_id=ctx.chat.owner_id, topic=topic, summary=summary, details=details,
                         delete=delete)
         except ApplicationError as exc:
-            return _refused(ctx, topic, exc.code, exc.message)
+            return refused(ctx, topic, exc.code, exc.message)
         ctx.saved_now += 1
         ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": "addon", "summary": summary,
                                     "undo_until": None, "provider": ctx.addon.name})
@@ -353,12 +355,14 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
             "already_waiting": bool(getattr(proposal, "duplicate", False))}
 
 
-def _propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
-             details: str | None, delete: bool) -> dict[str, Any]:
+def propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
+            details: str | None, delete: bool, source: str = Proposal.Source.MODEL) -> dict[str, Any]:
+    """A proposal of the turn's note, recorded in its report (``source``: who wrote it; ``chat``: typed with
+    ``/remember``)."""
     proposal = proposal_create(
         owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details, delete=delete,
         reason=decision.reason, locked=decision.outcome == "locked", requester_only=decision.requester_only,
-        origin=ctx.chat.origin, chat_id=ctx.chat.pk,
+        origin=ctx.chat.origin, source=source, chat_id=ctx.chat.pk,
         requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None,
     )
     entry = {"proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": scope.kind,
@@ -401,18 +405,18 @@ def _revert_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
         raise InvalidInput("change_id must be a whole number", code="invalid_arguments")
     decision = policy.decide_revert(ctx.facts)
     if not decision.allowed:
-        return _refused(ctx, None, decision.reason, decision.message)
+        return refused(ctx, None, decision.reason, decision.message)
     change = _revertible(ctx).filter(**({"pk": raw_id} if raw_id is not None else {"reverted_by__isnull": True})) \
         .order_by("-created_at", "-id").first()
     if change is None:
-        return _refused(ctx, None, "nothing_to_revert",
+        return refused(ctx, None, "nothing_to_revert",
                         "There is no note saved in this chat in the last 30 minutes that could be reverted.")
     until = change.undo_until if change.automatic else change.created_at + policy.UNDO_WINDOW
     try:
         undo = change_undo(owner_id=ctx.chat.owner_id, change_id=change.pk, actor=MODEL_ACTOR,
                            source=ChangeSet.Source.UNDO, not_after=until)
     except ApplicationError as exc:
-        return _refused(ctx, None, exc.code, exc.message)
+        return refused(ctx, None, exc.code, exc.message)
     ctx.report["reverted"].append({"change_id": change.pk, "undo_change_id": undo.pk, "summary": change.summary})
     return {"status": "reverted", "change_id": change.pk, "undo_change_id": undo.pk,
             "message": f"Reverted: {change.summary}"}
