@@ -182,10 +182,12 @@ def _vector_from_send(raw: Any) -> np.ndarray | None:
     return np.frombuffer(data, dtype=">f4", count=dim, offset=4).astype(np.float32)
 
 
-def _scope_filter(scopes: Sequence[Scope]) -> tuple[str, list[Any]]:
+def _scope_filter(scopes: Sequence[Scope], table: str = "") -> tuple[str, list[Any]]:
+    """The SQL condition "one of ``scopes``" on the columns of ``table`` (an alias, or none)."""
+    column = f"{table}." if table else ""
     clauses, params = [], []
     for scope in scopes:
-        clauses.append("(scope_kind = %s AND scope_key = %s)")
+        clauses.append(f"({column}scope_kind = %s AND {column}scope_key = %s)")
         params += [scope.kind, scope.key]
     return " OR ".join(clauses), params
 
@@ -218,8 +220,7 @@ def turn_notes_read(owner_id: int, scopes: dict[str, Scope]) -> TurnRead:
 
 
 def _owner_notes_sql(owner_id: int, scopes: Sequence[Scope]) -> tuple[str, list[Any]]:
-    where, params = _scope_filter(scopes)
-    where = where.replace("scope_kind", "v.scope_kind").replace("scope_key", "v.scope_key")
+    where, params = _scope_filter(scopes, "v")
     # Each passage row carries its note's importance, if the owner gave it one (one indexed lookup per row).
     sql = (f"SELECT v.scope_kind, v.scope_key, v.topic, v.kind, v.part, v.text, v.source, v.updated_at, "
            f"v.model_id, vector_send(v.embedding), i.importance FROM {NoteVector._meta.db_table} v "
