@@ -310,6 +310,14 @@ def _store_later(chat: Chat, messages: list[Message]) -> None:
                     exc_info=True)
 
 
+def _store(chat: Chat, messages: list[Message], *, after: bool) -> None:
+    """A turn's message and reply, stored now, or once the response has been sent (``store_after_response``)."""
+    if after:
+        after_response(lambda: _store_later(chat, messages))
+    else:
+        messages_add(chat=chat, messages=messages)
+
+
 def _check_content(content: object) -> str:
     if not isinstance(content, str) or not content.strip():
         raise InvalidInput("content must be a non-empty text", code="invalid_content")
@@ -411,10 +419,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     text = (reply.content or "").replace("\x00", "")  # PostgreSQL text holds no NUL; a model may send one
     # The reply's time is when it came, not when it is stored (after the response, on another thread).
     assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report, created_at=timezone.now())
-    if store_after_response:
-        after_response(lambda: _store_later(chat, [user_message, assistant]))
-    else:
-        messages_add(chat=chat, messages=[user_message, assistant])
+    _store(chat, [user_message, assistant], after=store_after_response)
     if typed_by_user:
         from localai_memory.growth.consolidation import consolidation_schedule_after_turn
 
@@ -439,10 +444,7 @@ def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: polic
         _keep(chat, user_message)
         raise
     assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report, created_at=timezone.now())
-    if store_after_response:
-        after_response(lambda: _store_later(chat, [user_message, assistant]))
-    else:
-        messages_add(chat=chat, messages=[user_message, assistant])
+    _store(chat, [user_message, assistant], after=store_after_response)
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, command="remember")
 
