@@ -106,11 +106,6 @@ recall_hooks: list[Callable[[RecallRequest], RecallContribution | None]] = []
 #: the owner's notes and vectors this way, a round trip less per turn.
 turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] = {}
 
-#: Work a turn can begin before its reads, given the message the user typed: recall starts embedding it on
-#: another thread (``recall.index.embed_ahead``) while the turn reads the database. Called only where the
-#: ``turn_read_hooks`` read; a hook must return at once and never raise.
-turn_ahead_hooks: list[Callable[[str], None]] = []
-
 
 #: A conversation is found by what was said only once its user messages hold this many characters: many open
 #: with the same "hi", and two of them must not share a chat (an opening that short starts a new one).
@@ -369,16 +364,10 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
     scopes = chat_scopes(chat=chat)
     reads = _turn_reads(chat, scopes, sender)
-    fact = remember.parse(content) if typed_by_user else None
-    if reads and typed_by_user and fact is None:
-        for ahead in turn_ahead_hooks:
-            try:
-                ahead(content)
-            except Exception:
-                log.exception("turn ahead hook %r failed", ahead)
     state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
+    fact = remember.parse(content) if typed_by_user else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call
         return _remember_turn(chat=chat, user_message=user_message, fact=fact, facts=facts, decision=decision,
                               scopes=scopes, sender=sender, store_after_response=store_after_response)

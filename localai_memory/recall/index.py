@@ -16,14 +16,11 @@ This module never decides what a turn may read (that is ``memory.policy``) and n
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -131,11 +128,6 @@ def embed_query_texts(texts: Sequence[str], *, embedder: Embedder) -> tuple[np.n
         return None, embedder
     rows = _remembered(texts, embedder)
     missing = list(dict.fromkeys(text for text in texts if text not in rows))
-    for text in list(missing):
-        ahead = _ahead_result(embedder, text)
-        if ahead is not None:
-            rows[text] = ahead
-            missing.remove(text)
     if missing:
         fresh = _embed_and_remember(missing, embedder)
         if fresh is None:
@@ -190,88 +182,6 @@ def _embed_and_remember(texts: list[str], embedder: OnDeviceEmbedder) -> dict[st
             while len(cache) > QUERY_CACHE_MAX:
                 cache.popitem(last=False)
     return fresh
-
-
-# --- a turn's message embedded ahead, while the turn reads the database -------------------------------------
-
-#: How much lower the embed-ahead thread's priority is than its process's (added to its nice value). A turn
-#: reads the database while its message is embedded on that thread. At one priority, the kernel's scheduler
-#: lets the embedding run on when a round trip's answer wakes the turn's thread on the same core, and every
-#: round trip then waited as long as the whole embedding: nothing was gained. Lower, the waking thread takes
-#: the core at once (bench/README, "embedded ahead").
-AHEAD_NICE = 10
-#: How long (seconds) recall waits for an embedding ahead that is still running before it embeds the text
-#: itself: on a saturated machine the low-priority thread may get little CPU.
-AHEAD_PATIENCE = 0.010
-_ahead: dict[tuple[int, str], Future[dict[str, np.ndarray] | None]] = {}
-_ahead_pool: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _lower_priority() -> None:
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + AHEAD_NICE, 19))
-    except (OSError, AttributeError):  # not Linux, or refused: the thread still overlaps, less well
-        log.debug("the embed-ahead thread keeps its priority", exc_info=True)
-
-
-def _ahead_executor() -> ThreadPoolExecutor:
-    global _ahead_pool
-    pid = os.getpid()
-    if _ahead_pool is None or _ahead_pool[0] != pid:  # a forked worker starts its own thread
-        _ahead_pool = (pid, ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-ahead",
-                                               initializer=_lower_priority))
-    return _ahead_pool[1]
-
-
-def embed_ahead(text: str) -> None:
-    """Start embedding a turn's query text on this process's embed-ahead thread, so that recall finds its
-    vector ready (``embed_query_texts``) once the turn has read the database. Only with the on-device model
-    (a server's embedding is a network wait, not the CPU this overlaps), and only for a text not remembered
-    already. Never raises."""
-    embedder = current_embedder()
-    if not isinstance(embedder, OnDeviceEmbedder) or not text or embedder_resting(embedder):
-        return
-    if _remembered([text], embedder):
-        return
-    key = (id(embedder), text)
-    with _query_lock:
-        if key in _ahead:
-            return
-        try:
-            future = _ahead[key] = _ahead_executor().submit(_embed_and_remember, [text], embedder)
-        except RuntimeError:  # the interpreter is shutting down
-            return
-    # Once done, the vector is remembered (or the embedder is resting): a turn that never reaches recall
-    # (memory off in its settings) leaves nothing behind.
-    future.add_done_callback(functools.partial(_ahead_done, key))
-
-
-def _ahead_done(key: tuple[int, str], future: Future[dict[str, np.ndarray] | None]) -> None:
-    with _query_lock:
-        if _ahead.get(key) is future:
-            del _ahead[key]
-
-
-def _ahead_result(embedder: OnDeviceEmbedder, text: str) -> np.ndarray | None:
-    """The vector of ``text`` embedded ahead, waited for while its thread is on it (``AHEAD_PATIENCE`` at
-    most). None when nobody started it, when the thread had not begun it yet (it is called off: embedding
-    here is sooner), when it takes longer than that, or when it failed: the caller then embeds it itself."""
-    with _query_lock:
-        future = _ahead.pop((id(embedder), text), None)
-    if future is None:  # none started, or it ended since the caller looked among the remembered vectors
-        return _remembered([text], embedder).get(text)
-    if future.cancel():
-        return None
-    try:
-        fresh = future.result(timeout=AHEAD_PATIENCE)
-    except TimeoutError:
-        log.debug("the embedding ahead of %r took longer than %.0f ms", text[:40], AHEAD_PATIENCE * 1000)
-        return None
-    except Exception:
-        log.exception("embedding a turn's message ahead failed")
-        return None
-    return None if fresh is None else fresh.get(text)
 
 
 def forget_query_vectors() -> None:

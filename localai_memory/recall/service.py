@@ -481,13 +481,6 @@ def readable_scopes(request: RecallRequest) -> list[Scope]:
 TURN_READ = "recall.notes"
 
 
-def turn_embed_ahead(content: str) -> None:
-    """The turn's ahead hook: start embedding the text recall will embed for ``content``."""
-    query = build_recall_query([{"role": "user", "content": content}])
-    if query is not None:
-        index.embed_ahead(query.text)
-
-
 def turn_recall(request: RecallRequest) -> RecallContribution | None:
     """The recall hook of a chat turn: the best topics of the allowed scopes as fenced data, and the report."""
     from localai_memory.chats.services import RecallContribution

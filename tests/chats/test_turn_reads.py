@@ -52,26 +52,3 @@ def test_with_the_switch_off_the_notes_are_read_and_dropped_and_turning_it_on_sh
     set_memory(owner, enabled=True)
     send(api, chat)
     assert reads == [owner.pk, owner.pk] and "lives in Rome" in system_of(model.last_request)
-
-
-@pytest.fixture
-def ahead(monkeypatch) -> list[str]:
-    """A turn ahead hook (the extension point recall's embed-ahead uses) that records what it was given."""
-    given: list[str] = []
-    monkeypatch.setattr(services, "turn_ahead_hooks", [given.append])
-    return given
-
-
-def test_a_turn_that_may_read_notes_hands_its_message_ahead_before_it_reads(api, owner, model, ahead):
-    note(owner, "home", "lives in Rome")
-    chat = new_chat(api)
-    send(api, chat, "Where do I live?")
-    assert ahead == ["Where do I live?"]
-
-
-def test_a_private_chat_and_a_remember_command_start_no_work_ahead(api, owner, model, ahead):
-    chat = new_chat(api)
-    send(api, chat, "/remember I live in Rome")
-    api.put(f"/api/chats/{chat}/builtins", {"memory": False}, format="json")
-    send(api, chat, "Where do I live?")
-    assert ahead == []
