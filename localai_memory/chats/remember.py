@@ -137,6 +137,26 @@ def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Sco
         return _already(ctx, scope, topic, summary, exc.message)
 
 
+@transaction.atomic
+def note_add(*, owner_id: int, scope: Scope, summary: object, details: str | None = None, source: str,
+             actor: str = "you") -> tuple[ChangeSet | None, str]:
+    """A note its owner adds without naming a topic (the Memory tab, ``memory add "<fact>"``, ``POST
+    /api/chats/memory/notes``): saved at once, as any note the owner writes, under a topic made from its
+    first content words as for ``/remember`` (chosen under the owner's lock, so two notes added at once never
+    share one). Returns the change set and the topic; ``(None, topic)`` when the scope has this line already
+    (nothing is written). Bad text is the store's 400, past a cap its 422."""
+    summary = clean_summary(summary)
+    lock_owner(owner_id)
+    entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+    same = next((e for e in entries if e.summary.casefold() == summary.casefold()), None)
+    if same is not None:
+        return None, same.topic
+    topic = topic_for(summary, _topics_in_use(owner_id, scope, entries))
+    change = note_upsert(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
+                         source=source, actor=actor)
+    return change, topic
+
+
 def _topics_in_use(owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:
     """Topics a new note must not take: the index's, a topic file's without a line, and a waiting
     proposal's (confirming it would replace the note)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.apps import apps
+from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -10,10 +11,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField, validated
-from localai_memory.core.errors import InvalidInput
+from localai_memory.core.errors import Conflict, InvalidInput
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope, parse_index
-from localai_memory.notes.services import KEEP, note_importance_set, note_save
+from localai_memory.notes.services import KEEP, check_importance, note_importance_set, note_save
 
 from . import services
 from .models import MessagingSave, SaveMode
@@ -154,6 +155,13 @@ class NoteInput(serializers.Serializer):
     importance = serializers.JSONField(required=False, allow_null=True)
 
 
+class NewNoteInput(serializers.Serializer):
+    summary = StrictCharField(max_length=500, allow_blank=True)
+    details = StrictCharField(required=False, allow_blank=True, max_length=64 * 1024)
+    scope = StrictCharField(required=False, max_length=80)
+    importance = serializers.JSONField(required=False, allow_null=True)
+
+
 class ImportanceInput(serializers.Serializer):
     topic = StrictCharField(max_length=40)
     scope = StrictCharField(required=False, max_length=80)
@@ -182,6 +190,31 @@ class NotesApi(ApiView):
                            source=ChangeSet.Source.FILES, actor="you")
         return Response({"change": change_json(change) if change else None,
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)})
+
+    @extend_schema(request=NewNoteInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request):
+        """Add a note without naming its topic: ``{summary, details?, scope?, importance?}``. The topic is made
+        from the line's first words (``I live in Rome`` → ``live-rome``; one in use gets ``-2``). 201 with the
+        topic and the change set (Undo); a 409 ``already_saved`` names the note that has this line already."""
+        from localai_memory.chats.remember import note_add
+        from localai_memory.notes.api import change_json
+        from localai_memory.notes.models import ChangeSet
+
+        data = validated(NewNoteInput, request.data)
+        scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
+        importance = check_importance(data["importance"]) if "importance" in data else None
+        with transaction.atomic():
+            change, topic = note_add(owner_id=request.user.pk, scope=scope, summary=data["summary"],
+                                     details=data.get("details") or None, source=ChangeSet.Source.FILES)
+            if change is None:
+                raise Conflict(f"That is already in memory, as the note {topic!r}.", code="already_saved",
+                               details={"topic": topic, "scope": scope.name})
+            if importance is not None:
+                note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic, importance=importance)
+        return Response({"topic": topic, "scope": scope.name, "importance": importance,
+                         "change": change_json(change),
+                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)},
+                        status=201)
 
     @extend_schema(request=ImportanceInput, responses={200: OpenApiTypes.OBJECT})
     def patch(self, request):

@@ -38,6 +38,41 @@ def test_a_note_is_added_replaced_forgotten_into_the_trash_and_undone(api, owner
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Lisbon -> home.md\n"
 
 
+def test_a_note_posted_without_a_topic_is_named_from_its_words_once_and_undone(api, owner):
+    home = post_json(api, NOTES, {"summary": "I live in Rome", "importance": 0.9})
+    assert home.status_code == 201, home.content
+    assert home.json()["topic"] == "live-rome" and home.json()["importance"] == 0.9
+    again = post_json(api, NOTES, {"summary": "I live in Rome.", "details": "Trastevere."})
+    assert again.json()["topic"] == "live-rome-2"
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == (
+        "- live-rome: I live in Rome\n- live-rome-2: I live in Rome. -> live-rome-2.md\n")
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "live-rome"): 0.9}
+
+    same = assert_error(post_json(api, NOTES, {"summary": "i live in rome"}), 409, "already_saved")
+    assert same["details"] == {"topic": "live-rome", "scope": "user"}
+    undone = post_json(api, f"/api/chats/changes/{again.json()['change']['id']}/undo", {})
+    assert undone.status_code == 200, undone.content
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- live-rome: I live in Rome\n"
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    ({"summary": "  "}, "invalid_summary"),
+    ({"summary": "x" * 201}, "summary_too_long"),
+    ({"summary": "tea", "importance": 2}, "invalid_importance"),
+    ({"summary": "tea", "scope": "galaxy:1"}, "invalid_scope"),
+])
+def test_a_bad_posted_note_is_a_400_and_writes_nothing(api, owner, body, code):
+    assert_error(post_json(api, NOTES, body), 400, code)
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ""
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+
+
+def test_a_note_posted_to_another_users_agent_is_a_404(api, outsider):
+    theirs = Agent.objects.create(owner=outsider, name="Mallory's")
+    assert_error(post_json(api, NOTES, {"summary": "x", "scope": f"agent:{theirs.pk}"}), 404)
+    assert selectors.index_text(owner_id=outsider.pk, scope=Scope.agent(theirs.pk)) == ""
+
+
 def test_an_agents_notes_are_reached_by_its_scope_and_another_users_agent_is_a_404(api, owner, outsider):
     mine = Agent.objects.create(owner=owner, name="Chef")
     theirs = Agent.objects.create(owner=outsider, name="Mallory's")

@@ -92,6 +92,17 @@ def test_add_saves_a_note_on_the_same_store(owner):
     assert ChangeSet.objects.get(owner=owner).source == "cli"
 
 
+def test_add_with_the_summary_alone_names_the_topic_from_its_words_and_refuses_it_twice(owner):
+    out = memory("add", "I'm vegetarian since 2019", "--importance", "0.9", user="alice")
+
+    assert "Saved vegetarian-since-2019" in out
+    assert index(owner) == "- vegetarian-since-2019: I'm vegetarian since 2019\n"
+    assert notes_selectors.note_importances(owner_id=owner.pk) == {("user", "", "vegetarian-since-2019"): 0.9}
+    with pytest.raises(CommandError, match="already in your notes, as the note 'vegetarian-since-2019'"):
+        memory("add", "i'm  vegetarian since 2019", user="alice")
+    assert ChangeSet.objects.filter(owner=owner).count() == 1
+
+
 def test_add_refuses_an_existing_topic_and_a_bad_topic(owner, notes):
     with pytest.raises(CommandError, match="exists already"):
         memory("add", "home", "lives in Paris", user="alice")

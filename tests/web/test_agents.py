@@ -41,7 +41,7 @@ def add_agent_note(web, name: str, topic: str, summary: str) -> None:
     page.get_by_role("navigation", name="Whose notes").get_by_role("link", name=name).click()
     page.get_by_text(f"Add a note to {name}").click()
     page.get_by_label("Topic").fill(topic)
-    page.get_by_label("Summary (one line)").fill(summary)
+    page.get_by_label("What to remember (one line)").fill(summary)
     page.get_by_role("button", name="Save note").click()
     expect(page.locator(".notes-list")).to_contain_text(f"{topic} — {summary}")
 

@@ -19,11 +19,26 @@ def add_note(web, topic: str, summary: str, details: str = "") -> None:
     page = web.page
     page.get_by_text("Add a note", exact=True).first.click()
     page.get_by_label("Topic").first.fill(topic)
-    page.get_by_label("Summary (one line)").first.fill(summary)
+    page.get_by_label("What to remember (one line)").first.fill(summary)
     if details:
         page.get_by_label("Details (optional)").first.fill(details)
     page.get_by_role("button", name="Save note").first.click()
     expect(page.get_by_text(f"Saved the note “{topic}”.")).to_be_visible()
+
+
+def test_a_note_added_without_a_topic_is_named_from_its_words_and_not_added_twice(web):
+    web.register("alice")
+    page = web.page
+    page.get_by_text("Add a note", exact=True).first.click()
+    page.get_by_label("What to remember (one line)").first.fill("I live in Rome")
+    page.get_by_role("button", name="Save note").first.click()
+    expect(page.get_by_text("Saved the note “live-rome”.")).to_be_visible()
+    expect(page.locator(".notes-list")).to_contain_text("live-rome — I live in Rome")
+    page.get_by_text("Add a note", exact=True).first.click()
+    page.get_by_label("What to remember (one line)").first.fill("i live in rome")
+    page.get_by_role("button", name="Save note").first.click()
+    expect(page.get_by_text("That is already in memory, as the note “live-rome”.")).to_be_visible()
+    expect(page.locator(".notes-list li")).to_have_count(1)
 
 
 def test_a_new_user_registers_and_finds_memory_on_with_ask_me_first(web):

@@ -312,19 +312,32 @@ def memory_forget(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Add (or replace) a note by hand: its index line and, optionally, its details."""
+    """Add (or replace) a note by hand: its index line and, optionally, its details. With no topic, the note
+    gets one made from its first words (``chats.remember.note_add``)."""
+    from localai_memory.chats.remember import note_add
+
     scope = _note_scope(request)
+    topic = request.POST.get("topic", "").strip()
+    summary = request.POST.get("summary", "")
+    details = request.POST.get("details") or None
     try:
-        notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=request.POST.get("topic", "").strip(),
-                                   summary=request.POST.get("summary", ""),
-                                   details=request.POST.get("details") or None,
-                                   source=ChangeSet.Source.FILES, actor="you")
+        if topic:
+            notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, summary=summary,
+                                       details=details, source=ChangeSet.Source.FILES, actor="you")
+            change = True
+        else:
+            added, topic = note_add(owner_id=request.user.pk, scope=scope, summary=summary, details=details,
+                                    source=ChangeSet.Source.FILES)
+            change = added is not None
     except Conflict as exc:
         messages.info(request, exc.message)
     except ApplicationError as exc:
         flash_error(request, exc)
     else:
-        messages.success(request, f"Saved the note “{request.POST.get('topic', '').strip()}”.")
+        if change:
+            messages.success(request, f"Saved the note “{topic}”.")
+        else:
+            messages.info(request, f"That is already in memory, as the note “{topic}”.")
     return back(request, MEMORY_TAB)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from localai_memory.core.errors import ApplicationError, InvalidInput
 from localai_memory.growth import importing
@@ -115,8 +116,10 @@ class Command(BaseCommand):
         p.add_argument("--scope", default=None)
         p = add("show", "One topic in full: its index line, its file and its last change.", scoped)
         p.add_argument("topic")
-        p = add("add", "Save a note yourself (a new topic).", scoped)
-        p.add_argument("topic")
+        p = add("add", "Save a note yourself (a new topic): add TOPIC SUMMARY, or add SUMMARY alone and the topic "
+                       "is made from its first words.", scoped)
+        p.add_argument("topic", nargs="?", default=None,
+                       help="Lower-case letters, digits and dashes; left out, it is made from the summary's words.")
         p.add_argument("summary", help="The one-line index entry.")
         p.add_argument("--details", default=None, help="The topic file's text.")
         p.add_argument("--importance", type=importance_arg, default=None,
@@ -268,18 +271,30 @@ class Command(BaseCommand):
 
     # --- writing ------------------------------------------------------------------------------------------
 
-    def do_add(self, *, topic: str, summary: str, details: str | None = None, scope: str | None = None,
+    def do_add(self, *, topic: str | None, summary: str, details: str | None = None, scope: str | None = None,
                importance: float | str | None = None, **_: Any) -> None:
+        from localai_memory.chats.remember import note_add
+
         self._writes_allowed()
         item = parse_scope(scope)
-        if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
-            raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
         if importance == "default":
             raise CommandError("A new note has its default importance already; give a number from 0 to 1.")
-        change = notes_services.note_save(
-            owner_id=self.user.pk, scope=item, topic=topic, summary=summary, details=details,
-            importance=importance if isinstance(importance, float) else notes_services.KEEP,
-            source=ChangeSet.Source.CLI, actor=ACTOR)
+        weight = importance if isinstance(importance, float) else notes_services.KEEP
+        if topic is None:
+            with transaction.atomic():  # the note and its importance, or nothing
+                change, topic = note_add(owner_id=self.user.pk, scope=item, summary=summary, details=details,
+                                         source=ChangeSet.Source.CLI, actor=ACTOR)
+                if change is None:
+                    raise CommandError(f"That is already in {item.label}, as the note {topic!r}.")
+                if weight is not notes_services.KEEP:
+                    notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
+                                                       importance=weight)
+        else:
+            if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
+                raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
+            change = notes_services.note_save(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
+                                              details=details, importance=weight, source=ChangeSet.Source.CLI,
+                                              actor=ACTOR)
         assert change is not None  # a new note's text is always a change
         self.emit({"saved": topic, "scope": item.name, "change_id": change.pk,
                    "importance": importance if isinstance(importance, float) else None},
