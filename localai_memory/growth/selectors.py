@@ -50,6 +50,12 @@ class NoteWritten:
     model_only: bool
 
 
+def written_json(last: NoteWritten | None) -> dict[str, str | None]:
+    """A note's ``written_by`` (``user``, ``model`` or ``import``) and ``written_at`` (ISO 8601) for the API,
+    the terminal's JSON and the MCP tools; both None when its history is too old to tell."""
+    return {"written_by": last.author if last else None, "written_at": last.at.isoformat() if last else None}
+
+
 def _agent_names(owner_id: int) -> dict[str, str]:
     try:
         agent_model = apps.get_model("agents", "Agent")

@@ -19,6 +19,7 @@ from localai_memory.growth.selectors import (
     memory_stats,
     owner_context,
     read_scopes,
+    written_json,
 )
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
@@ -105,8 +106,7 @@ def list_notes(*, owner_id: int, agent_id: int | None = None) -> dict[str, Any]:
             last = written.get(entry.topic)
             notes.append({"scope": scope.name, "topic": entry.topic, "summary": entry.summary,
                           "path": scope.topic_path(entry.file) if entry.file else scope.index_path,
-                          "has_details": entry.file is not None, "written_by": last.author if last else None,
-                          "written_at": last.at.isoformat() if last else None})
+                          "has_details": entry.file is not None, **written_json(last)})
     return {"notes": notes, "count": len(notes), "note": DATA_NOTE}
 
 

@@ -171,8 +171,18 @@ class ImportanceInput(serializers.Serializer):
 class NotesApi(ApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        """The indexes and topics of every scope: yours, each agent's, deleted agents', conversations'."""
-        return Response({"scopes": scope_listing(owner_id=request.user.pk)})
+        """The indexes and topics of every scope: yours, each agent's, deleted agents', conversations'. Each
+        note says who changed it last (``written_by``: ``user``, ``model`` or ``import``) and when
+        (``written_at``); both null when its history is too old to tell."""
+        from localai_memory.growth.selectors import line_writers, written_json
+
+        scopes = scope_listing(owner_id=request.user.pk)
+        for scope in scopes:
+            written = line_writers(owner_id=request.user.pk, scope=Scope(scope["kind"], scope["key"]),
+                                   topics=[entry["topic"] for entry in scope["index"]])
+            for entry in scope["index"]:
+                entry.update(written_json(written.get(entry["topic"])))
+        return Response({"scopes": scopes})
 
     @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})
     def put(self, request):

@@ -56,17 +56,24 @@ def test_an_unknown_user_is_refused_by_name(db):
         memory("list", user="nobody")
 
 
-def test_list_prints_a_table_of_every_scope(owner, notes):
+def test_list_prints_a_table_of_every_scope_with_who_changed_each_note_and_when(owner, notes, time_machine):
+    time_machine.move_to("2026-12-01 09:30:00+00:00", tick=False)
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="tea", summary="drinks green tea",
+                               source=ChangeSet.Source.MODEL, actor="assistant")
     out = memory("list", user="alice")
 
-    assert out.splitlines()[0].split() == ["scope", "topic", "summary", "file"]
+    assert out.splitlines()[0].split() == ["scope", "topic", "summary", "file", "changed", "by", "when", "(UTC)"]
     assert "user" in out and "lives in Rome" in out and "agent:7" in out and "short answers" in out
+    home = next(line for line in out.splitlines() if "lives in Rome" in line)
+    tea = next(line for line in out.splitlines() if "green tea" in line)
+    assert home.split()[-3] == "you" and tea.split()[-3:] == ["assistant", "2026-12-01", "09:30"]
 
 
 def test_list_json_is_the_same_notes(owner, notes):
     data = json.loads(memory("list", user="alice", as_json=True))
 
     assert {(n["scope"], n["topic"]) for n in data["notes"]} == {("user", "home"), ("agent:7", "tone")}
+    assert {n["written_by"] for n in data["notes"]} == {"user"} and all(n["written_at"] for n in data["notes"])
 
 
 def test_list_of_another_user_shows_none_of_alices_notes(owner, outsider, notes):

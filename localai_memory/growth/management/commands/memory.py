@@ -25,10 +25,12 @@ from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
 from localai_memory.growth.selectors import (
     last_pass,
+    line_writers,
     memory_stats,
     owner_context,
     owner_scopes,
     pass_sentence,
+    written_json,
 )
 from localai_memory.growth.services import memory_clear, memory_leftovers
 from localai_memory.memory import proposals
@@ -40,6 +42,8 @@ from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope
 
 ACTOR = "you (terminal)"
+#: Who changed a note last, in the table of ``list`` ("?": its history is too old to tell).
+WRITERS = {"user": "you", "model": "assistant", "import": "import"}
 COMMANDS = ("list", "show", "add", "edit", "forget", "trash", "restore", "proposals", "accept", "reject",
             "export", "import", "clear", "stats", "consolidate")
 
@@ -184,13 +188,17 @@ class Command(BaseCommand):
         scopes = [parse_scope(scope)] if scope not in (None, "all") else owner_scopes(owner_id=self.user.pk)
         rows: list[dict[str, Any]] = []
         for item in scopes:
-            for entry in notes_selectors.index_entries(owner_id=self.user.pk, scope=item):
-                rows.append({"scope": item.name, **entry.as_dict()})
+            entries = notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
+            written = line_writers(owner_id=self.user.pk, scope=item, topics=[e.topic for e in entries])
+            for entry in entries:
+                rows.append({"scope": item.name, **entry.as_dict(), **written_json(written.get(entry.topic))})
         if not rows and not self.as_json:
             self.stdout.write("No notes.")
             return
-        self.emit({"notes": rows}, table(["scope", "topic", "summary", "file"],
-                                         [[r["scope"], r["topic"], r["summary"], r["file"] or ""] for r in rows]))
+        self.emit({"notes": rows}, table(
+            ["scope", "topic", "summary", "file", "changed by", "when (UTC)"],
+            [[r["scope"], r["topic"], r["summary"], r["file"] or "", WRITERS.get(r["written_by"] or "", "?"),
+              (r["written_at"] or "")[:16].replace("T", " ")] for r in rows]))
 
     def do_show(self, *, topic: str, scope: str | None = None, **_: Any) -> None:
         item = parse_scope(scope)
