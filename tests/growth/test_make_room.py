@@ -95,6 +95,26 @@ def test_a_full_index_gets_a_suggestion_to_forget_the_oldest_note_of_the_model(o
     assert "- older-guess: the model's guess about older-guess" in index(owner)
 
 
+def test_the_owners_weighing_decides_which_note_of_the_model_is_offered_first(owner, model, make_chat):
+    fill(owner, {"old-guess": 45, "older-guess": 60, "weighed-less": 35})
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="older-guess", importance=0.9)
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="weighed-less", importance=0.1)
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    # "older-guess" is the oldest, but its owner gave it more weight than the model's own (0.4): never
+    # offered; "weighed-less" is the youngest, but weighed less: first.
+    [suggestion] = suggestions(owner)
+    assert (suggestion.topic, suggestion.reason) == ("weighed-less", "make_room")
+    proposals.proposal_reject(owner_id=owner.pk, proposal_id=suggestion.pk, actor="you")
+    make_chat(owner, "Still in Lisbon, and still vegetarian.")
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+    assert [p.topic for p in suggestions(owner)] == ["old-guess"]
+
+
 def test_the_inbox_says_why_the_note_should_go(owner, model, make_chat, client):
     fill(owner, {"old-guess": 45})
     make_chat(owner, LISBON)
