@@ -53,8 +53,9 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
                             agent_id: int | None = None) -> dict[str, Any]:
         return await _run(tools.recall, owner_id=owner_id, query=query, limit=limit, agent_id=agent_id)
 
-    @server.tool(description="Every line of the user's notes (index lines and topic files) that matches "
-                             "the words of a query.")
+    @server.tool(description="The user's notes that match a query by meaning (by its words when no embedding "
+                             "model runs), best first, each with the line that matched: its index line or the "
+                             "best line of its topic file.")
     async def memory_search(query: str, agent_id: int | None = None) -> dict[str, Any]:
         return await _run(tools.search, owner_id=owner_id, query=query, agent_id=agent_id)
 
