@@ -281,6 +281,13 @@ FILES_ENABLED = env_bool("LOCALAI_MEMORY_FILES", True)  # the server's files swi
 # At most one pass of suggestions from a user's chats in this many seconds after they chat (the six-hourly
 # pass runs anyway).
 MEMORY_CONSOLIDATION_INTERVAL = max(60, env_int("LOCALAI_MEMORY_CONSOLIDATION_INTERVAL", 15 * 60))
+# How often the scheduled pass looks through the chats of everyone who chatted in the last two days, and how
+# often the catch-up embeds notes stored without a vector (seconds).
+MEMORY_CONSOLIDATION_SCHEDULE = env_int("LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE", 6 * 60 * 60)
+RECALL_CATCH_UP_SCHEDULE = env_int("LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE", 5 * 60)
+if MEMORY_CONSOLIDATION_SCHEDULE < 300 or RECALL_CATCH_UP_SCHEDULE < 30:
+    raise ImproperlyConfigured("LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE must be at least 300 seconds and "
+                               "LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE at least 30")
 LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:8080/v1")
 LLM_MODEL = env_str("LLM_MODEL", "local-model")
 LLM_API_KEY = env_str("LLM_API_KEY")

@@ -4,6 +4,7 @@ the server at start with a message that says what to write."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -43,6 +44,8 @@ def test_the_measured_blend_is_the_default_and_a_configured_one_reorders_the_not
     ("LOCALAI_MEMORY_RECALL_WEIGHTS", "0,0,0", "three numbers of at least 0"),
     ("LOCALAI_MEMORY_RECALL_WEIGHTS", "a,b,c", "three numbers of at least 0"),
     ("LOCALAI_MEMORY_RECALL_DECAY_DAYS", "0", "more than 0 days"),
+    ("LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE", "60", "at least 300 seconds"),
+    ("LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE", "5", "at least 30"),
 ])
 def test_a_setting_that_makes_no_sense_stops_the_start_with_what_to_write(variable, value, message):
     env = {**os.environ, variable: value, "DATABASE_URL": "postgresql://x@localhost/x",
@@ -50,3 +53,16 @@ def test_a_setting_that_makes_no_sense_stops_the_start_with_what_to_write(variab
     out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
                          text=True, timeout=60, check=False)
     assert out.returncode != 0 and "ImproperlyConfigured" in out.stderr and message in out.stderr
+
+
+def test_the_background_schedules_come_from_the_settings():
+    env = {**os.environ, "LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE": "3600", "LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE": "60",
+           "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "x",
+           "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
+    code = ("import django, json; django.setup(); from django.conf import settings; "
+            "print(json.dumps({name: entry['schedule'] for name, entry in settings.CELERY_BEAT_SCHEDULE.items()}))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    schedules = json.loads(out.stdout)
+    assert schedules["memory-consolidate-due"] == 3600.0 and schedules["recall-catch-up"] == 60.0
