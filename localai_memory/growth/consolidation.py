@@ -47,6 +47,7 @@ from localai_memory.memory.proposals import AlreadySaved, proposal_create, propo
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import IndexEntry, Scope
 from localai_memory.notes.services import CapExceeded
+from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import IMPORTANCE_BY_SOURCE, content_terms, is_duplicate
 from localai_memory.recall.ranking import Candidate as RankCandidate
 
@@ -590,8 +591,9 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
 
 def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: dict[str, Any]) -> bool:
     """A scope's index is full and ``fact`` ({topic, summary, details}) did not fit: suggest forgetting the
-    note the model saved longest ago, if that was ``ROOM_AFTER_DAYS`` or more ago and nobody changed it since
-    (among them, one its owner gave less weight than the model's own goes first; one they gave more, never).
+    note the model saved longest ago, if that was ``ROOM_AFTER_DAYS`` or more ago, nobody changed it since and
+    no turn showed it to the model since (``recall.service.notes_used``); among them, one its owner gave less
+    weight than the model's own goes first, one they gave more never.
     Never a note a person typed or imported or confirmed from a chat turn, never ``recent-chats``; one such
     suggestion waits at a time per scope, and one the owner turned down is not made again. Confirmed, it is a
     delete like any other: a change set with Undo, the file's versions kept.
@@ -616,8 +618,11 @@ def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: d
     model_weight = IMPORTANCE_BY_SOURCE["model"]
     weights = {topic: weight for (kind, key, topic), weight in notes_selectors.note_importances(
         owner_id=owner_id).items() if (kind, key) == (scope.kind, scope.key)}
-    stale = sorted((weights.get(topic, model_weight), w.at, topic) for topic, w in written.items()
-                   if w.model_only and w.at <= now - timedelta(days=ROOM_AFTER_DAYS)
+    # A note a turn showed the model lately is in use, however old its writing.
+    used = recall_service.notes_last_used(owner_id=owner_id, scope=scope)
+    last_seen = {topic: max(w.at, used.get(topic, w.at)) for topic, w in written.items()}
+    stale = sorted((weights.get(topic, model_weight), last_seen[topic], topic) for topic, w in written.items()
+                   if w.model_only and last_seen[topic] <= now - timedelta(days=ROOM_AFTER_DAYS)
                    and weights.get(topic, model_weight) <= model_weight)
     for _weight, _when, topic in stale:
         if _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary="")):

@@ -69,6 +69,10 @@ class NoteVector(models.Model):
     text = models.TextField(help_text="The index line's summary, or the topic file's text (this part of it).")
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.USER)
     updated_at = models.DateTimeField()
+    used_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When a chat turn last showed the note to the model as relevant (recall), to the hour; none "
+                  "since it was written.")
     embedding = VectorField(null=True, blank=True)
     model_id = models.CharField(max_length=120, blank=True, help_text="The model that made the embedding.")
     dim = models.PositiveIntegerField(null=True, blank=True)

@@ -23,12 +23,13 @@ import struct
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import psycopg
 from django.db import connection
+from django.db.models import Max
 from django.utils import timezone
 
 from localai_memory.core.errors import InvalidInput
@@ -107,6 +108,7 @@ class Note:
     summary: str | None = None
     details: str | None = None  # the whole topic file
     source: str = SOURCE_USER
+    #: Its last write, or its last use in a turn when that came later (``notes_used``): what recency reads.
     updated_at: datetime | None = None
     #: The topic file's passages in order (``ranking.details_parts``; joined, they are ``details``).
     parts: list[str] = field(default_factory=list)
@@ -222,7 +224,9 @@ def turn_notes_read(owner_id: int, scopes: dict[str, Scope]) -> TurnRead:
 def _owner_notes_sql(owner_id: int, scopes: Sequence[Scope]) -> tuple[str, list[Any]]:
     where, params = _scope_filter(scopes, "v")
     # Each passage row carries its note's importance, if the owner gave it one (one indexed lookup per row).
-    sql = (f"SELECT v.scope_kind, v.scope_key, v.topic, v.kind, v.part, v.text, v.source, v.updated_at, "
+    # A note's recency is its last write or use, whichever came later (GREATEST skips a NULL).
+    sql = (f"SELECT v.scope_kind, v.scope_key, v.topic, v.kind, v.part, v.text, v.source, "
+           f"GREATEST(v.updated_at, v.used_at), "
            f"v.model_id, vector_send(v.embedding), i.importance FROM {NoteVector._meta.db_table} v "
            f"LEFT JOIN {NoteImportance._meta.db_table} i ON i.owner_id = v.owner_id "
            f"AND i.scope_kind = v.scope_kind AND i.scope_key = v.scope_key AND i.topic = v.topic "
@@ -482,16 +486,52 @@ TURN_READ = "recall.notes"
 
 
 def turn_recall(request: RecallRequest) -> RecallContribution | None:
-    """The recall hook of a chat turn: the best topics of the allowed scopes as fenced data, and the report."""
+    """The recall hook of a chat turn: the best topics of the allowed scopes as fenced data, and the report.
+    The notes it shows the model are marked used once the response is sent (``notes_used``)."""
     from localai_memory.chats.services import RecallContribution
+    from localai_memory.core.after_response import after_response
 
     scopes = readable_scopes(request)
     if not scopes:
         return None
-    text, report, _ = recall_contribution(owner_id=request.chat.owner_id, scopes=scopes,
+    owner_id = request.chat.owner_id
+    text, report, _ = recall_contribution(owner_id=owner_id, scopes=scopes,
                                           query=build_recall_query(query_messages(request)),
                                           notes=request.prefetched.get(TURN_READ))
+    shown = [(note["scope"], note["key"], note["topic"]) for note in report["notes"] if note["shown"]]
+    if shown:
+        after_response(functools.partial(notes_used, owner_id=owner_id, notes=shown))
     return RecallContribution(text=text, report=report)
+
+
+#: A note's use is written at most once in this time: a turn that shows it again sooner writes nothing.
+USE_RESOLUTION = timedelta(hours=1)
+
+
+def notes_used(*, owner_id: int, notes: Sequence[tuple[str, str, str]], now: datetime | None = None) -> int:
+    """Mark ``notes`` (scope kind, scope key, topic) as shown to the model in a turn: their recall rows'
+    ``used_at``, which recall's recency and the suggestions to make room read (a note the assistant keeps
+    needing stays fresh). Rows a note write holds are skipped, not waited for: that write renews the note
+    anyway. Returns the number of rows marked."""
+    if not notes:
+        return 0
+    now = now or timezone.now()
+    table = NoteVector._meta.db_table
+    rows = ", ".join(["(%s, %s, %s)"] * len(notes))
+    sql = (f"UPDATE {table} SET used_at = %s WHERE id IN (SELECT id FROM {table} WHERE owner_id = %s "
+           f"AND (scope_kind, scope_key, topic) IN ({rows}) AND (used_at IS NULL OR used_at < %s) "
+           f"ORDER BY id FOR UPDATE SKIP LOCKED)")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [now, owner_id, *(value for note in notes for value in note), now - USE_RESOLUTION])
+        return cursor.rowcount
+
+
+def notes_last_used(*, owner_id: int, scope: Scope) -> dict[str, datetime]:
+    """When a turn last showed each note of ``scope`` to the model (topics never shown are left out)."""
+    rows = (NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                      used_at__isnull=False)
+            .values("topic").annotate(last=Max("used_at")).values_list("topic", "last"))
+    return dict(rows)
 
 
 def recall_contribution(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | None,

@@ -298,7 +298,10 @@ def test_the_notes_listing_shows_each_scope_with_its_entries(api, alices_notes):
     by_kind = {(s["kind"], s["key"]): s for s in scopes}
     yours = by_kind[("user", "")]
     assert [e["topic"] for e in yours["index"]] == ["home", "diet"]
-    assert yours["index"][0] == {"topic": "home", "summary": "lives in Rome", "file": "home.md", "importance": None}
+    home = yours["index"][0]
+    assert {k: home[k] for k in ("topic", "summary", "file", "importance", "written_by", "used_at")} == {
+        "topic": "home", "summary": "lives in Rome", "file": "home.md", "importance": None, "written_by": "user",
+        "used_at": None}
     agent = by_kind[("agent", "7")]
     assert agent["deleted_agent"] is True and agent["index"][0]["topic"] == "tone"
     assert any(kind == "channel" for kind, _ in by_kind)

@@ -73,18 +73,21 @@ def test_a_note_posted_to_another_users_agent_is_a_404(api, outsider):
     assert selectors.index_text(owner_id=outsider.pk, scope=Scope.agent(theirs.pk)) == ""
 
 
-def test_the_listing_says_who_changed_each_note_last_and_when(api, owner, time_machine):
+def test_the_listing_says_who_changed_each_note_last_when_and_when_a_chat_last_used_it(api, owner, time_machine):
     from localai_memory.notes.models import ChangeSet
     from localai_memory.notes.services import note_upsert
+    from localai_memory.recall.service import notes_used
 
     time_machine.move_to("2026-12-01 09:30:00+00:00", tick=False)
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     time_machine.move_to("2026-12-01 10:00:00+00:00", tick=False)
     note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="tea", summary="drinks green tea",
                 source=ChangeSet.Source.MODEL, actor="assistant")
+    notes_used(owner_id=owner.pk, notes=[("user", "", "tea")])
     listing = api.get(NOTES).json()["scopes"][0]["index"]
-    assert [(e["topic"], e["written_by"], e["written_at"]) for e in listing] == [
-        ("home", "user", "2026-12-01T09:30:00+00:00"), ("tea", "model", "2026-12-01T10:00:00+00:00")]
+    assert [(e["topic"], e["written_by"], e["written_at"], e["used_at"]) for e in listing] == [
+        ("home", "user", "2026-12-01T09:30:00+00:00", None),
+        ("tea", "model", "2026-12-01T10:00:00+00:00", "2026-12-01T10:00:00+00:00")]
 
 
 def test_an_agents_notes_are_reached_by_its_scope_and_another_users_agent_is_a_404(api, owner, outsider):
@@ -142,7 +145,7 @@ def test_importance_changes_how_recall_weighs_a_note_and_null_gives_it_back(api,
     assert raised.status_code == 200 and raised.json() == {"topic": "tea", "scope": "user", "importance": 1.0}
     assert score_of(api, "tea", "green tea") > default
     listed = api.get(NOTES).json()["scopes"][0]["index"]
-    assert [{k: v for k, v in e.items() if not k.startswith("written_")} for e in listed] == [
+    assert [{k: v for k, v in e.items() if k not in ("written_by", "written_at", "used_at")} for e in listed] == [
         {"topic": "tea", "summary": "drinks green tea every morning", "file": None, "importance": 1.0}]
 
     assert patch_json(api, {"topic": "tea", "importance": 0}).status_code == 200

@@ -115,6 +115,19 @@ def test_the_owners_weighing_decides_which_note_of_the_model_is_offered_first(ow
     assert [p.topic for p in suggestions(owner)] == ["old-guess"]
 
 
+def test_a_note_of_the_model_that_turns_still_show_is_not_offered(owner, model, make_chat):
+    from localai_memory.recall.service import notes_used
+
+    fill(owner, {"old-guess": 45, "older-guess": 60})
+    notes_used(owner_id=owner.pk, notes=[("user", "", "older-guess")], now=timezone.now() - timedelta(days=3))
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert [p.topic for p in suggestions(owner)] == ["old-guess"]  # the older one was shown three days ago
+
+
 def test_the_inbox_says_why_the_note_should_go(owner, model, make_chat, client):
     fill(owner, {"old-guess": 45})
     make_chat(owner, LISBON)

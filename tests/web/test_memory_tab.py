@@ -262,6 +262,7 @@ def test_each_note_says_who_changed_it_last_and_when(web):
 
     from localai_memory.notes.paths import Scope
     from localai_memory.notes.services import file_write, note_upsert
+    from localai_memory.recall.service import notes_used
 
     web.register("alice")
     owner = get_user_model().objects.get(username="alice")
@@ -274,11 +275,14 @@ def test_each_note_says_who_changed_it_last_and_when(web):
     add_note(web, "home", "lives in Rome")
     # A person's edit of only the details makes the note theirs, though its line is the assistant's.
     file_write(owner_id=owner.pk, path="Memory/style.md", content="No bullet lists, ever.", version=1)
+    # A turn brought "units" into a chat yesterday.
+    notes_used(owner_id=owner.pk, notes=[("user", "", "units")], now=timezone.now() - timedelta(days=1))
     page.reload()
 
     notes = page.locator(".notes-list li")
     expect(notes.filter(has_text="units — uses metric units")).to_contain_text(
-        "Last changed by the assistant, on its own, 3 days ago")
+        "Last changed by the assistant, on its own, 3 days ago; last brought into a chat 1 day ago")
+    expect(notes.filter(has_text="home — lives in Rome")).not_to_contain_text("brought into a chat")
     expect(notes.filter(has_text="home — lives in Rome")).to_contain_text("Last changed by you, just now")
     expect(notes.filter(has_text="style — short answers")).to_contain_text("Last changed by you, just now")
     web.accessible("memory tab with who changed each note")

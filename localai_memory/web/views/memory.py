@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -28,6 +28,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, parse_path
+from localai_memory.recall.service import notes_last_used
 
 from .common import AuthenticatedHttpRequest, back, flash_error, not_found_as_404, page
 from .files import editor_context, save_file
@@ -114,13 +115,15 @@ WRITER_WORDS = {"user": "you", "model": "the assistant, on its own", "import": "
 
 def _add_writers(owner_id: int, tab: Tab) -> None:
     """Each shown note's ``written``: who changed it last and when, so a person sees at a glance which notes
-    the assistant saved by itself (a note whose history is too old to tell gets none); and ``waiting``: a
+    the assistant saved by itself (a note whose history is too old to tell gets none); ``used``: when a turn
+    last brought it into a chat (recall); and ``waiting``: a
     suggestion to change or forget it that waits in the inbox ("change" or "forget")."""
     for scope in tab.scopes:
         if not scope["index"]:
             continue
         written = line_writers(owner_id=owner_id, scope=Scope(scope["kind"], scope["key"]),
                                topics=[entry["topic"] for entry in scope["index"]])
+        used = notes_last_used(owner_id=owner_id, scope=Scope(scope["kind"], scope["key"]))
         pending = proposal_list(owner_id=owner_id).filter(scope_kind=scope["kind"], scope_key=scope["key"])
         waiting = {topic: "forget" if delete else "change"
                    for topic, delete in pending.order_by("created_at").values_list("topic", "is_delete")}
@@ -128,9 +131,13 @@ def _add_writers(owner_id: int, tab: Tab) -> None:
             if entry["topic"] in waiting:
                 entry["waiting"] = waiting[entry["topic"]]
             if (last := written.get(entry["topic"])) is not None:
-                ago = ("just now" if timezone.now() - last.at < timedelta(minutes=1)
-                       else f"{timesince(last.at)} ago")
-                entry["written"] = {"by": WRITER_WORDS[last.author], "at": last.at, "ago": ago}
+                entry["written"] = {"by": WRITER_WORDS[last.author], "at": last.at, "ago": _ago(last.at)}
+            if (at := used.get(entry["topic"])) is not None:
+                entry["used"] = {"at": at, "ago": _ago(at)}
+
+
+def _ago(at: datetime) -> str:
+    return "just now" if timezone.now() - at < timedelta(minutes=1) else f"{timesince(at)} ago"
 
 
 def conversation_titles(owner_id: int) -> dict[str, str]:

@@ -1,0 +1,55 @@
+"""A note a turn shows the model is marked used: recall's recency counts its last use as much as its last
+write (a note the assistant keeps needing stays fresh), and a used note is not offered for forgetting."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from localai_memory.notes.paths import Scope
+from localai_memory.recall.models import NoteVector
+from localai_memory.recall.service import USE_RESOLUTION, notes_last_used, notes_used, owner_notes
+from tests.chats.helpers import new_chat, send
+
+from .conftest import note
+
+pytestmark = pytest.mark.django_db
+
+
+def used(owner, topic: str):
+    return notes_last_used(owner_id=owner.pk, scope=Scope.user()).get(topic)
+
+
+def test_a_note_shown_in_a_turn_is_marked_used_and_the_others_are_not(api, owner, outsider, model, alices_notes):
+    note(outsider, "home", "lives in Oslo", details="A flat by the fjord.")
+    with time_machine.travel("2026-12-01 09:00:00+00:00", tick=False):
+        body = send(api, new_chat(api), "Which neighbourhood do I live in now?")
+    shown = [n["topic"] for n in body["memory"]["recall"]["notes"] if n["shown"]]
+    assert "home" in shown and "pets" not in shown
+    assert used(owner, "home").isoformat() == "2026-12-01T09:00:00+00:00"
+    assert used(owner, "pets") is None
+    assert used(outsider, "home") is None  # the same topic of another user is not theirs to mark
+
+
+def test_a_use_is_written_once_an_hour_at_most(owner, alices_notes):
+    start = timezone.now()
+    assert notes_used(owner_id=owner.pk, notes=[("user", "", "home")], now=start) >= 1
+    assert notes_used(owner_id=owner.pk, notes=[("user", "", "home")], now=start + timedelta(minutes=5)) == 0
+    later = start + USE_RESOLUTION + timedelta(seconds=1)
+    assert notes_used(owner_id=owner.pk, notes=[("user", "", "home")], now=later) >= 1
+    assert used(owner, "home") == later
+
+
+def test_recency_is_the_last_write_or_use_whichever_came_later(owner):
+    with time_machine.travel(timezone.now() - timedelta(days=60), tick=False):
+        note(owner, "tea", "drinks green tea", source="model")
+    written = NoteVector.objects.filter(owner=owner, topic="tea").first().updated_at
+    [before] = owner_notes(owner_id=owner.pk, scopes=[Scope.user()])
+    assert before.updated_at == written
+    now = timezone.now()
+    notes_used(owner_id=owner.pk, notes=[("user", "", "tea")], now=now)
+    [after] = owner_notes(owner_id=owner.pk, scopes=[Scope.user()])
+    assert after.updated_at == now
