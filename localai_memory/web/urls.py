@@ -21,6 +21,7 @@ urlpatterns = [
     path("settings/memory/forget/", memory.memory_forget, name="memory-forget-page"),
     path("settings/memory/notes/add/", memory.memory_note_add, name="memory-note-add"),
     path("settings/memory/notes/delete/", memory.memory_note_delete, name="memory-note-delete"),
+    path("settings/memory/notes/importance/", memory.memory_note_importance, name="memory-note-importance"),
     path("settings/memory/note/", memory.memory_note, name="memory-note"),
     path("settings/memory/folder/delete/", memory.memory_folder_delete, name="memory-folder-delete"),
     # Chats

@@ -41,6 +41,28 @@ def test_a_note_added_without_a_topic_is_named_from_its_words_and_not_added_twic
     expect(page.locator(".notes-list li")).to_have_count(1)
 
 
+def test_a_notes_importance_is_set_and_given_back_on_the_tab(web):
+    web.register("alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome")
+    row = page.locator(".notes-list li").filter(has_text="home — lives in Rome")
+    expect(row.get_by_test_id("note-importance")).to_have_count(0)
+    row.locator("summary", has_text="Importance").click()
+    row.get_by_label("How much recall weighs it").fill("0.9")
+    row.get_by_role("button", name="Save importance").click()
+    expect(page.get_by_text("The note “home” now has importance 0.9.")).to_be_visible()
+    row = page.locator(".notes-list li").filter(has_text="home — lives in Rome")
+    expect(row.get_by_test_id("note-importance")).to_contain_text("Importance 0.9 (you set it")
+    web.accessible("memory tab with an importance set")
+
+    row.locator("summary", has_text="Importance").click()
+    expect(row.get_by_label("How much recall weighs it")).to_have_value("0.9")
+    row.get_by_label("How much recall weighs it").fill("")
+    row.get_by_role("button", name="Save importance").click()
+    expect(page.get_by_text("The note “home” has its writer's importance again.")).to_be_visible()
+    expect(page.get_by_test_id("note-importance")).to_have_count(0)
+
+
 def test_a_new_user_registers_and_finds_memory_on_with_ask_me_first(web):
     web.register("alice")
     page = web.page

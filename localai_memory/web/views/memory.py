@@ -348,6 +348,29 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
     return back(request, MEMORY_TAB)
 
 
+@login_required
+@require_POST
+def memory_note_importance(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Give one note an importance for recall (0 to 1), or empty for its writer's (``note_importance_set``)."""
+    scope = _note_scope(request)
+    topic = request.POST.get("topic", "").strip()
+    raw = request.POST.get("importance", "").strip()
+    try:
+        try:
+            value = None if raw == "" else float(raw)
+        except ValueError:
+            raise InvalidInput("Importance is a number from 0 to 1, or empty for the default.",
+                               code="invalid_importance") from None
+        value = notes_services.note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic,
+                                                   importance=value)
+    except ApplicationError as exc:
+        flash_error(request, exc)
+    else:
+        messages.success(request, f"The note “{topic}” now has importance {value:g}." if value is not None
+                         else f"The note “{topic}” has its writer's importance again.")
+    return back(request, MEMORY_TAB)
+
+
 def _note_scope(request: AuthenticatedHttpRequest) -> Scope:
     """The form's scope, if it is the user's own: their notes, one of their agents', or a conversation's."""
     raw = request.POST.get("scope", "user")
