@@ -16,6 +16,7 @@ paths, no traversal, no links, no encryption, bounded sizes, UTF-8 text.
 from __future__ import annotations
 
 import io
+import json
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -39,12 +40,20 @@ from localai_memory.notes.paths import (
     TOPIC_MAX_BYTES,
     IndexEntry,
     Scope,
+    check_topic,
     index_size,
     parse_index,
     parse_path,
     render_index,
 )
-from localai_memory.notes.services import apply_changes, cap_error, lock_owner
+from localai_memory.notes.services import (
+    IMPORTANCE_FILE,
+    apply_changes,
+    cap_error,
+    check_importance,
+    lock_owner,
+    note_importance_set,
+)
 from localai_memory.recall.ranking import Candidate as RankCandidate
 from localai_memory.recall.ranking import is_duplicate
 
@@ -75,11 +84,12 @@ class ImportResult:
     unchanged: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     change_id: int | None = None
+    importances: int = 0  # notes given the importance the export recorded
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "written": self.written, "added": self.added,
                 "proposals": self.proposals, "unchanged": self.unchanged, "skipped": self.skipped,
-                "change_id": self.change_id}
+                "change_id": self.change_id, "importances": self.importances}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -109,6 +119,8 @@ def read_export_zip(data: bytes) -> dict[str, str]:
             name = info.filename
             if name.startswith(ADDON_EXPORT_FOLDER + "/") and ".." not in name.split("/"):
                 continue  # what a memory add-on exported beside the notes is the add-on's to import
+            if name == IMPORTANCE_FILE:
+                continue  # read by ``read_export_importances``
             if name.endswith("/"):
                 if name == ROOT + "/" or name.startswith(ROOT + "/") and ".." not in name.split("/"):
                     continue  # a folder entry of the export layout
@@ -151,6 +163,59 @@ def read_export_zip(data: bytes) -> dict[str, str]:
     return files
 
 
+#: The largest ``IMPORTANCE_FILE`` an import reads (an entry is ~70 bytes; a user has a few hundred notes).
+IMPORTANCE_FILE_MAX_BYTES = 256 * 1024
+
+
+def read_export_importances(data: bytes) -> dict[tuple[Scope, str], float]:
+    """The importances an export zip records (``IMPORTANCE_FILE``): ``(scope, topic)`` → 0..1; empty when
+    the zip has none. A file that is not what Export writes is a 400 that says what is wrong."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:  # read_export_zip checked the zip already
+        try:
+            info = archive.getinfo(IMPORTANCE_FILE)
+        except KeyError:
+            return {}
+        if info.file_size > IMPORTANCE_FILE_MAX_BYTES:
+            raise TooLarge(f"{IMPORTANCE_FILE} is larger than {IMPORTANCE_FILE_MAX_BYTES} bytes.",
+                           code="import_too_large")
+        try:
+            with archive.open(info) as member:
+                body = json.loads(member.read(IMPORTANCE_FILE_MAX_BYTES + 1).decode("utf-8"))
+        except (ValueError, zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
+            raise _bad(f"{IMPORTANCE_FILE} is not the JSON Export writes: {exc}", path=IMPORTANCE_FILE) from None
+    entries = body.get("importance") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        raise _bad(f'{IMPORTANCE_FILE} must hold {{"importance": [{{"scope", "topic", "importance"}}, …]}}.',
+                   path=IMPORTANCE_FILE)
+    weights: dict[tuple[Scope, str], float] = {}
+    for number, entry in enumerate(entries, start=1):
+        try:
+            if not isinstance(entry, dict):
+                raise InvalidInput("each entry must be an object with scope, topic and importance")
+            value = check_importance(entry.get("importance"))
+            if value is None:
+                raise InvalidInput("importance must be a number from 0 to 1")
+            weights[(Scope.parse(entry.get("scope")), check_topic(entry.get("topic")))] = value
+        except InvalidInput as exc:
+            raise _bad(f"{IMPORTANCE_FILE}, entry {number}: {exc.message}", path=IMPORTANCE_FILE) from None
+    return weights
+
+
+def _give_importances(owner_id: int, weights: dict[tuple[Scope, str], float], topics: set[tuple[Scope, str]]
+                      ) -> int:
+    """Give the notes ``topics`` that an import brought in (or found as they were) the importance the export
+    recorded, where the owner has given them none; returns how many were set."""
+    if not weights:
+        return 0
+    have = notes_selectors.note_importances(owner_id=owner_id)
+    given = 0
+    for (scope, topic), value in weights.items():
+        if (scope, topic) in topics and (scope.kind, scope.key, topic) not in have:
+            note_importance_set(owner_id=owner_id, scope=scope, topic=topic, importance=value)
+            given += 1
+    return given
+
+
 def _scope_of(path: str) -> Scope:
     return parse_path(path).scope
 
@@ -165,6 +230,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
     """Import an export zip (see the module docstring). Raises InvalidInput (400) for a bad zip or index,
     TooLarge (413), CapExceeded (422, with the current entries) when an index would pass its cap."""
     files = read_export_zip(data)
+    weights = read_export_importances(data)
     for path, text in files.items():
         if parse_path(path).is_index:
             try:
@@ -175,8 +241,18 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
     if not NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").exists():
         change = apply_changes(owner_id=owner_id, writes=dict(files), source=ChangeSet.Source.IMPORT,
                         summary=f"Imported {len(files)} files", actor=actor)
-        return ImportResult(kind="zip", mode="restored", written=sorted(files), change_id=change.pk)
-    return _merge(owner_id=owner_id, files=files, actor=actor)
+        result = ImportResult(kind="zip", mode="restored", written=sorted(files), change_id=change.pk)
+        imported: set[tuple[Scope, str]] = set()
+        for path, text in files.items():
+            parsed = parse_path(path)
+            if parsed.is_index:
+                imported |= {(parsed.scope, entry.topic) for entry in parse_index(text)}
+    else:
+        result = _merge(owner_id=owner_id, files=files, actor=actor)
+        imported = {(parse_path(f"{note}.md").scope, note.rsplit("/", 1)[1])
+                    for note in [*result.added, *result.unchanged] if not note.endswith(".md")}
+    result.importances = _give_importances(owner_id, weights, imported)
+    return result
 
 
 def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:

@@ -9,6 +9,7 @@ under the lock. Nothing here decides *whether* the model may save: that is ``mem
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -595,8 +596,14 @@ def note_upsert(
     return change
 
 
+#: The export's record of the importances the owner gave their notes, beside the ``Memory/`` folder:
+#: ``{"importance": [{"scope": "user", "topic": "home", "importance": 0.9}, …]}`` (only when there are some).
+IMPORTANCE_FILE = "importance.json"
+
+
 def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
-    """A zip of the owner's files under ``folder``, exactly as they are (works while memory is off)."""
+    """A zip of the owner's files under ``folder``, exactly as they are (works while memory is off), and
+    ``IMPORTANCE_FILE`` when the owner gave any of those notes an importance of their own."""
     prefix = folder.rstrip("/") + "/"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -605,4 +612,16 @@ def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, note.content.encode())
+        weights = [(Scope.parse(row.scope_kind if row.scope_kind == "user" else f"{row.scope_kind}:{row.scope_key}"),
+                    row) for row in NoteImportance.objects.filter(owner_id=owner_id).order_by(
+                        "scope_kind", "scope_key", "topic")]
+        weights = [(scope, row) for scope, row in weights if f"{scope.root}/".startswith(prefix)]
+        if weights:
+            info = zipfile.ZipInfo(IMPORTANCE_FILE,
+                                   date_time=max(row.updated_at for _, row in weights).timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            body = {"importance": [{"scope": scope.name, "topic": row.topic, "importance": row.importance}
+                                   for scope, row in weights]}
+            archive.writestr(info, json.dumps(body, indent=1, ensure_ascii=False).encode())
     return buffer.getvalue()

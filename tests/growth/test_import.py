@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import pytest
@@ -70,6 +71,54 @@ def test_the_export_imports_into_a_new_account_with_byte_identical_files(owner, 
     assert response.json()["mode"] == "restored"
     assert files_of(newcomer) == files_of(owner)
     assert ChangeSet.objects.get(owner=newcomer).source == "import"
+
+
+def test_the_importances_you_gave_travel_with_the_export(owner, make_user, client_for):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", summary="short answers",
+                               source="files", actor="you")
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="home", importance=0.95)
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", importance=0.2)
+    exported = notes_services.memory_export(owner_id=owner.pk)
+    assert json.loads(files_of(owner)[notes_services.IMPORTANCE_FILE]) == {"importance": [
+        {"scope": "agent:7", "topic": "tone", "importance": 0.2},
+        {"scope": "user", "topic": "home", "importance": 0.95}]}
+
+    newcomer = make_user("newcomer")
+    response = upload(client_for(newcomer), exported)
+    assert response.status_code == 200 and response.json()["importances"] == 2, response.content
+    assert notes_selectors.note_importances(owner_id=newcomer.pk) == {
+        ("user", "", "home"): 0.95, ("agent", "7", "tone"): 0.2}
+
+    # Merged into an account that weighed "home" itself: its own weighing stays.
+    other = make_user("other")
+    notes_services.note_upsert(owner_id=other.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    notes_services.note_importance_set(owner_id=other.pk, scope=Scope.user(), topic="home", importance=0.5)
+    result = importing.import_zip(owner_id=other.pk, data=exported)
+    assert result.mode == "merged" and result.importances == 1
+    assert notes_selectors.note_importances(owner_id=other.pk) == {
+        ("user", "", "home"): 0.5, ("agent", "7", "tone"): 0.2}
+
+
+def test_an_export_without_importances_has_no_importance_file(owner, alices_memory):
+    assert notes_services.IMPORTANCE_FILE not in files_of(owner)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("not json", "not the JSON Export writes"),
+    ('{"importance": {}}', "must hold"),
+    ('{"importance": [{"scope": "user", "topic": "home", "importance": 7}]}', "entry 1"),
+    ('{"importance": [{"scope": "galaxy", "topic": "home", "importance": 0.5}]}', "entry 1"),
+    ('{"importance": [{"scope": "user", "topic": "Home!", "importance": 0.5}]}', "entry 1"),
+])
+def test_a_bad_importance_file_is_refused_and_nothing_is_written(owner, api, body, message):
+    response = upload(api, a_zip({"Memory/index.md": "- home: lives in Rome\n", "importance.json": body}))
+
+    error = assert_error(response, 400, "invalid_import")
+    assert message in error["message"]
+    assert not NoteFile.objects.filter(owner=owner).exists()
 
 
 def test_importing_into_a_full_index_is_refused_with_the_listing_and_nothing_is_half_imported(
