@@ -51,8 +51,8 @@ from localai_memory.notes.services import (
     apply_changes,
     cap_error,
     check_importance,
+    importance_change,
     lock_owner,
-    note_importance_set,
 )
 from localai_memory.recall.ranking import Candidate as RankCandidate
 from localai_memory.recall.ranking import is_duplicate
@@ -201,19 +201,23 @@ def read_export_importances(data: bytes) -> dict[tuple[Scope, str], float]:
     return weights
 
 
-def _give_importances(owner_id: int, weights: dict[tuple[Scope, str], float], topics: set[tuple[Scope, str]]
-                      ) -> int:
+def _give_importances(owner_id: int, weights: dict[tuple[Scope, str], float], topics: set[tuple[Scope, str]],
+                      result: ImportResult, actor: str) -> None:
     """Give the notes ``topics`` that an import brought in (or found as they were) the importance the export
-    recorded, where the owner has given them none; returns how many were set."""
+    recorded, where the owner has given them none, as part of the import's change set (one of their own
+    when the import wrote no file), so that its Undo takes them back too."""
     if not weights:
-        return 0
+        return
     have = notes_selectors.note_importances(owner_id=owner_id)
-    given = 0
+    change = ChangeSet.objects.get(pk=result.change_id) if result.change_id else None
     for (scope, topic), value in weights.items():
         if (scope, topic) in topics and (scope.kind, scope.key, topic) not in have:
-            note_importance_set(owner_id=owner_id, scope=scope, topic=topic, importance=value)
-            given += 1
-    return given
+            _, made = importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=value,
+                                        change=change, source=ChangeSet.Source.IMPORT, actor=actor)
+            change = change or made
+            result.importances += 1
+    if change is not None and result.change_id is None:
+        result.change_id = change.pk
 
 
 def _scope_of(path: str) -> Scope:
@@ -251,7 +255,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
         result = _merge(owner_id=owner_id, files=files, actor=actor)
         imported = {(parse_path(f"{note}.md").scope, note.rsplit("/", 1)[1])
                     for note in [*result.added, *result.unchanged] if not note.endswith(".md")}
-    result.importances = _give_importances(owner_id, weights, imported)
+    _give_importances(owner_id, weights, imported, result, actor)
     return result
 
 

@@ -14,7 +14,13 @@ from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField
 from localai_memory.core.errors import Conflict, InvalidInput
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope, parse_index
-from localai_memory.notes.services import KEEP, check_importance, note_importance_set, note_save
+from localai_memory.notes.services import (
+    KEEP,
+    check_importance,
+    importance_change,
+    note_importance_set,
+    note_save,
+)
 
 from . import services
 from .models import MessagingSave, SaveMode
@@ -225,7 +231,8 @@ class NotesApi(ApiView):
                 raise Conflict(f"That is already in memory, as the note {topic!r}.", code="already_saved",
                                details={"topic": topic, "scope": scope.name})
             if importance is not None:
-                note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic, importance=importance)
+                note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic, importance=importance,
+                                    change=change)
         return Response({"topic": topic, "scope": scope.name, "importance": importance,
                          "change": change_json(change),
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)},
@@ -236,11 +243,14 @@ class NotesApi(ApiView):
         """Give one note an importance for recall: ``{topic, scope?, importance}``, 0 to 1 (how much it
         weighs among notes about as relevant), or null for the one its writer gives (you 0.8, an import 0.6,
         the assistant 0.4). Its text is not changed."""
+        from localai_memory.notes.api import change_json
+
         data = validated(ImportanceInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
-        value = note_importance_set(owner_id=request.user.pk, scope=scope, topic=data["topic"],
-                                    importance=data["importance"])
-        return Response({"topic": data["topic"], "scope": scope.name, "importance": value})
+        value, change = importance_change(owner_id=request.user.pk, scope=scope, topic=data["topic"],
+                                          importance=data["importance"])
+        return Response({"topic": data["topic"], "scope": scope.name, "importance": value,
+                         "change": change_json(change) if change else None})
 
     @extend_schema(parameters=[OpenApiParameter("topic", str, required=True), OpenApiParameter("scope", str)],
                    responses={200: OpenApiTypes.OBJECT})

@@ -45,6 +45,8 @@ def change_json(change: ChangeSet) -> dict:
         "undone_by": reverted.pk if reverted else None,
         "files": [{"path": f.path, "before": f.before, "after": f.after, "before_version": f.before_version,
                    "after_version": f.after_version} for f in change.files.all()],
+        # the importances it gave notes: {scope, topic, before, after}, null being the writer's default
+        "importance": change.importance or [],
     }
 
 

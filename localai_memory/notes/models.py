@@ -55,6 +55,9 @@ class ChangeSet(models.Model):
     chat_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     proposal_id = models.BigIntegerField(null=True, blank=True)
     reverts = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reverted_by")
+    importance = models.JSONField(
+        null=True, blank=True,
+        help_text="The importances it gave notes: [{scope, topic, before, after}] (null: the writer's default).")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -322,14 +322,30 @@ def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = 
             if exc.code != "no_change" or importance is KEEP:
                 raise
     if importance is not KEEP:
-        note_importance_set(owner_id=owner_id, scope=scope, topic=topic, importance=importance)
+        _, weighed = importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=importance,
+                                       change=change, source=source, actor=actor)
+        change = change or weighed
     return change
 
 
+def note_importance_set(*, owner_id: int, scope: Scope, topic: str, importance: object,
+                        change: ChangeSet | None = None, source: str = ChangeSet.Source.FILES,
+                        actor: str = "you") -> float | None:
+    """``importance_change`` when only the importance it set matters to the caller."""
+    return importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=importance, change=change,
+                             source=source, actor=actor)[0]
+
+
 @transaction.atomic
-def note_importance_set(*, owner_id: int, scope: Scope, topic: str, importance: object) -> float | None:
+def importance_change(*, owner_id: int, scope: Scope, topic: str, importance: object,
+                      change: ChangeSet | None = None, source: str = ChangeSet.Source.FILES,
+                      actor: str = "you") -> tuple[float | None, ChangeSet | None]:
     """Give one note of ``scope`` an importance from 0 to 1 for recall, or None to take it back to the one its
-    writer gives it. The note must exist (NotFound names the topics that do). Returns what was set."""
+    writer gives it. The note must exist (NotFound names the topics that do).
+
+    The change is part of ``change`` when given (a note written with its importance in one step), else a
+    change set of its own, so that Undo gives back the importance it had; nothing is recorded when the note
+    has that importance already. Returns what was set and the change set that records it (None: no change)."""
     value = check_importance(importance)
     topic = check_topic(topic)
     lock_owner(owner_id)
@@ -338,15 +354,33 @@ def note_importance_set(*, owner_id: int, scope: Scope, topic: str, importance: 
     if topic not in topics:
         raise NotFound(f"There is no note {topic!r} here. These notes exist: {', '.join(topics) or 'none'}.",
                        code="unknown_topic")
-    rows = NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
-                                         topic=topic)
+    before = _importance_of(owner_id, scope, topic)
+    if before == value:
+        return value, None
+    _importance_write(owner_id, scope, topic, value)
+    entry = {"scope": scope.name, "topic": topic, "before": before, "after": value}
+    if change is None:
+        words = f"{value:g}" if value is not None else "its writer's"
+        change = ChangeSet.objects.create(owner_id=owner_id, created_at=timezone.now(), source=source,
+                                          summary=f"Importance of {topic}: {words}"[:300], actor=actor)
+    change.importance = [*(change.importance or []), entry]
+    change.save(update_fields=["importance"])
+    return value, change
+
+
+def _importance_of(owner_id: int, scope: Scope, topic: str) -> float | None:
+    return NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                         topic=topic).values_list("importance", flat=True).first()
+
+
+def _importance_write(owner_id: int, scope: Scope, topic: str, value: float | None) -> None:
     if value is None:
-        rows.delete()
+        NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                      topic=topic).delete()
     else:
         NoteImportance.objects.update_or_create(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
                                                 topic=topic,
                                                 defaults={"importance": value, "updated_at": timezone.now()})
-    return value
 
 
 @transaction.atomic
@@ -480,12 +514,25 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
     files = list(change.files.all())
     current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=[x.path for x in files])}
     changed = [f.path for f in files if current.get(f.path) != f.after]
+    weighed = [(Scope.parse(e["scope"]), e) for e in change.importance or []]
+    changed += [f"the importance of {e['topic']}" for scope, e in weighed
+                if _importance_of(owner_id, scope, e["topic"]) != e["after"]]
     if changed:
-        raise Conflict("These files changed after this change; undo the later change first or edit them in "
+        raise Conflict("These changed after this change; undo the later change first or edit them in "
                        "Files: " + ", ".join(changed), code="changed_since", details={"paths": changed})
     trashed = TrashEntry.objects.filter(change_set=change, restored_at__isnull=True).first()
-    undo = apply_changes(owner_id=owner_id, writes={f.path: f.before for f in files}, source=source,
-                  summary=f"Undid: {change.summary}"[:300], actor=actor, reverts=change, validate=False)
+    summary = f"Undid: {change.summary}"[:300]
+    if files:
+        undo = apply_changes(owner_id=owner_id, writes={f.path: f.before for f in files}, source=source,
+                             summary=summary, actor=actor, reverts=change, validate=False)
+    else:  # only importances
+        undo = ChangeSet.objects.create(owner_id=owner_id, created_at=timezone.now(), source=source,
+                                        summary=summary, actor=actor, reverts=change)
+    if weighed:
+        for scope, entry in weighed:
+            _importance_write(owner_id, scope, entry["topic"], entry["before"])
+        undo.importance = [{**e, "before": e["after"], "after": e["before"]} for _, e in weighed]
+        undo.save(update_fields=["importance"])
     if trashed is not None:  # undoing a move to the Trash is its restore
         trashed.restored_at, trashed.restored_by = undo.created_at, undo
         trashed.save(update_fields=["restored_at", "restored_by"])

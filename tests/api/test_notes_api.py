@@ -142,7 +142,9 @@ def test_importance_changes_how_recall_weighs_a_note_and_null_gives_it_back(api,
     default = score_of(api, "tea", "green tea")
 
     raised = patch_json(api, {"topic": "tea", "importance": 1})
-    assert raised.status_code == 200 and raised.json() == {"topic": "tea", "scope": "user", "importance": 1.0}
+    assert raised.status_code == 200
+    assert {k: raised.json()[k] for k in ("topic", "scope", "importance")} == {
+        "topic": "tea", "scope": "user", "importance": 1.0}
     assert score_of(api, "tea", "green tea") > default
     listed = api.get(NOTES).json()["scopes"][0]["index"]
     assert [{k: v for k, v in e.items() if k not in ("written_by", "written_at", "used_at")} for e in listed] == [
@@ -195,9 +197,46 @@ def test_the_memory_tab_shows_an_importance_you_gave(client, owner):
 def test_the_same_text_with_a_new_importance_changes_only_the_importance(api, owner):
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     again = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": 0.2})
-    assert again.status_code == 200 and again.json()["change"] is None
+    assert again.status_code == 200
+    assert again.json()["change"]["files"] == []
+    assert again.json()["change"]["importance"] == [{"scope": "user", "topic": "home", "before": None, "after": 0.2}]
     assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.2}
     assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"}), 409, "no_change")
+
+
+def test_an_importance_is_undone_as_any_change_and_a_later_one_is_never_lost(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    first = patch_json(api, {"topic": "home", "importance": 0.9}).json()["change"]
+    assert first["summary"] == "Importance of home: 0.9"
+    second = patch_json(api, {"topic": "home", "importance": 0.3}).json()["change"]
+    assert patch_json(api, {"topic": "home", "importance": 0.3}).json()["change"] is None  # nothing changed
+
+    stale = assert_error(post_json(api, f"/api/chats/changes/{first['id']}/undo", {}), 409, "changed_since")
+    assert "the importance of home" in stale["message"]
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.3}
+    undone = post_json(api, f"/api/chats/changes/{second['id']}/undo", {})
+    assert undone.status_code == 200, undone.content
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.9}
+    assert post_json(api, f"/api/chats/changes/{first['id']}/undo", {}).status_code == 200
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+    audit = api.get("/api/chats/changes/audit").json()["changes"]
+    assert [c["summary"] for c in audit[:2]] == ["Undid: Importance of home: 0.9", "Undid: Importance of home: 0.3"]
+
+
+def test_undoing_a_note_written_with_its_importance_takes_both_back(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    both = put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon", "importance": 0.9}).json()["change"]
+    assert [f["path"] for f in both["files"]] == ["Memory/index.md"] and both["importance"][0]["after"] == 0.9
+    assert post_json(api, f"/api/chats/changes/{both['id']}/undo", {}).status_code == 200
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+
+
+def test_another_user_cannot_undo_my_importance(api, outsider_api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    change = patch_json(api, {"topic": "home", "importance": 0.9}).json()["change"]
+    assert_error(post_json(outsider_api, f"/api/chats/changes/{change['id']}/undo", {}), 404)
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.9}
 
 
 def test_a_new_note_of_a_topic_that_once_had_an_importance_starts_from_the_default(api, owner):

@@ -101,6 +101,11 @@ def test_the_importances_you_gave_travel_with_the_export(owner, make_user, clien
     assert notes_selectors.note_importances(owner_id=other.pk) == {
         ("user", "", "home"): 0.5, ("agent", "7", "tone"): 0.2}
 
+    # The import's Undo takes back the importances it gave with its notes.
+    notes_services.change_undo(owner_id=newcomer.pk, change_id=response.json()["change_id"])
+    assert notes_selectors.note_importances(owner_id=newcomer.pk) == {}
+    assert not NoteFile.objects.filter(owner=newcomer).exists()
+
 
 def test_an_export_without_importances_has_no_importance_file(owner, alices_memory):
     assert notes_services.IMPORTANCE_FILE not in files_of(owner)

@@ -296,7 +296,7 @@ class Command(BaseCommand):
                     raise CommandError(f"That is already in {item.label}, as the note {topic!r}.")
                 if weight is not notes_services.KEEP:
                     notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
-                                                       importance=weight)
+                                                       importance=weight, change=change)
         else:
             if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
                 raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
