@@ -316,6 +316,12 @@ RECALL_WEIGHTS = _recall_weights(env_str("LOCALAI_MEMORY_RECALL_WEIGHTS", "0.5,0
 RECALL_DECAY_DAYS = env_float("LOCALAI_MEMORY_RECALL_DECAY_DAYS", 30.0)
 if RECALL_DECAY_DAYS <= 0:
     raise ImproperlyConfigured("LOCALAI_MEMORY_RECALL_DECAY_DAYS must be more than 0 days")
+# At most this many notes recalled into a turn, within this many bytes of the prompt.
+RECALL_MAX_NOTES = env_int("LOCALAI_MEMORY_RECALL_MAX_NOTES", 6)
+RECALL_MAX_BYTES = env_int("LOCALAI_MEMORY_RECALL_MAX_BYTES", 2048)
+if not 1 <= RECALL_MAX_NOTES <= 20 or not 256 <= RECALL_MAX_BYTES <= 16384:
+    raise ImproperlyConfigured("LOCALAI_MEMORY_RECALL_MAX_NOTES must be from 1 to 20 and "
+                               "LOCALAI_MEMORY_RECALL_MAX_BYTES from 256 to 16384")
 TELEGRAM_API_BASE_URL = env_str("TELEGRAM_API_BASE_URL", "https://api.telegram.org")
 SLACK_API_BASE_URL = env_str("SLACK_API_BASE_URL", "https://slack.com/api/")
 DISCORD_API_BASE_URL = env_str("DISCORD_API_BASE_URL", "https://discord.com/api/v10")

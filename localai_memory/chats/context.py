@@ -179,11 +179,13 @@ class RecallBlock:
 
 def recall_block(notes: list[RecalledNote]) -> RecallBlock:
     """The fenced section of recalled notes: each topic's details (and its line when the memory block had
-    no room for it), best first, neutralised, within RECALL_MAX_BYTES. A topic whose line is in the block
+    no room for it), best first, neutralised, within RECALL_MAX_BYTES (``LOCALAI_MEMORY_RECALL_MAX_BYTES``). A topic whose line is in the block
     and that has no details adds nothing. A topic file longer than the room left for it is shown from the
     part that matched (``RecalledNote.details_from``), after a line saying the start is left out.
     "" when nothing is added."""
-    budget = RECALL_MAX_BYTES
+    from django.conf import settings
+
+    budget = int(getattr(settings, "RECALL_MAX_BYTES", RECALL_MAX_BYTES))
     sections: list[str] = []
     shown: set[tuple[str, str, str]] = set()
     for note in notes:

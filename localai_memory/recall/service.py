@@ -284,16 +284,17 @@ def filler_lexemes() -> tuple[str, ...]:
 
 
 def configured() -> RecallConfig:
-    """The recall knobs the server's settings give (``RECALL_WEIGHTS``, ``RECALL_DECAY_DAYS``; the measured
-    defaults otherwise)."""
+    """The recall knobs the server's settings give (``RECALL_WEIGHTS``, ``RECALL_DECAY_DAYS``,
+    ``RECALL_MAX_NOTES``; the measured defaults otherwise)."""
     from django.conf import settings
 
     relevance, recency, importance = getattr(settings, "RECALL_WEIGHTS", (0.5, 0.3, 0.2))
     weights = RecallWeights(relevance=relevance, recency=recency, importance=importance)
     decay = float(getattr(settings, "RECALL_DECAY_DAYS", DEFAULT_CONFIG.decay_days))
-    if weights == DEFAULT_CONFIG.weights and decay == DEFAULT_CONFIG.decay_days:
+    most = int(getattr(settings, "RECALL_MAX_NOTES", DEFAULT_CONFIG.max_items))
+    if (weights, decay, most) == (DEFAULT_CONFIG.weights, DEFAULT_CONFIG.decay_days, DEFAULT_CONFIG.max_items):
         return DEFAULT_CONFIG
-    return replace(DEFAULT_CONFIG, weights=weights, decay_days=decay)
+    return replace(DEFAULT_CONFIG, weights=weights, decay_days=decay, max_items=most)
 
 
 def lexical_scores(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | str,

@@ -46,6 +46,8 @@ def test_the_measured_blend_is_the_default_and_a_configured_one_reorders_the_not
     ("LOCALAI_MEMORY_RECALL_DECAY_DAYS", "0", "more than 0 days"),
     ("LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE", "60", "at least 300 seconds"),
     ("LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE", "5", "at least 30"),
+    ("LOCALAI_MEMORY_RECALL_MAX_NOTES", "0", "from 1 to 20"),
+    ("LOCALAI_MEMORY_RECALL_MAX_BYTES", "100000", "from 256 to 16384"),
 ])
 def test_a_setting_that_makes_no_sense_stops_the_start_with_what_to_write(variable, value, message):
     env = {**os.environ, variable: value, "DATABASE_URL": "postgresql://x@localhost/x",

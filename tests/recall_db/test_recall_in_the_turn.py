@@ -80,6 +80,22 @@ def test_recalled_details_stay_within_the_budget(api, owner, model):
     assert body["memory"]["recall"]["count"] >= 2
 
 
+def test_the_server_sets_how_many_notes_recall_brings_and_how_much_room_they_take(api, owner, model, settings):
+    for n in range(4):
+        note(owner, f"garden-{n}", f"garden bed {n} grows tomatoes",
+             details="\n".join(f"Tomato variety {n}-{k}: water every morning, feed weekly." for k in range(40)))
+    settings.RECALL_MAX_NOTES = 1
+    settings.RECALL_MAX_BYTES = 600
+    body = send(api, new_chat(api), "How should I care for my tomato garden beds?")
+    assert body["memory"]["recall"]["count"] == 1
+    assert 300 < len(recalled_section(model.last_request).encode()) <= 600 + 200
+    settings.RECALL_MAX_NOTES = 20
+    settings.RECALL_MAX_BYTES = 8000
+    body = send(api, new_chat(api), "How should I care for my tomato garden beds?")
+    assert body["memory"]["recall"]["count"] >= 2
+    assert len(recalled_section(model.last_request).encode()) > RECALL_MAX_BYTES + 200
+
+
 def test_a_follow_up_keeps_its_topic_from_the_users_earlier_message(owner, model, alices_notes):
     chat = chat_create(owner_id=owner.pk)
     history = [{"role": "user", "content": "Could you find a walking route for my dog?"},
