@@ -298,7 +298,9 @@ def _versions_match_changes(using: str) -> Iterator[Violation]:
 
 
 def _empty_change_sets(using: str) -> Iterator[Violation]:
-    sql = "SELECT cs.id, cs.owner_id, cs.source FROM {cs} cs WHERE NOT EXISTS (SELECT 1 FROM {fc} fc WHERE fc.change_set_id = cs.id)"
+    # A change set of importances only (``ChangeSet.importance``) touches no file by design.
+    sql = ("SELECT cs.id, cs.owner_id, cs.source FROM {cs} cs WHERE NOT EXISTS (SELECT 1 FROM {fc} fc "
+           "WHERE fc.change_set_id = cs.id) AND (cs.importance IS NULL OR cs.importance = '[]'::jsonb)")
     for row in _rows(using, sql):
         yield Violation("empty_change_set", f"change set {row['id']} ({row['source']}) touched no file", row)
 

@@ -202,16 +202,17 @@ def read_export_importances(data: bytes) -> dict[tuple[Scope, str], float]:
 
 
 def _give_importances(owner_id: int, weights: dict[tuple[Scope, str], float], topics: set[tuple[Scope, str]],
-                      result: ImportResult, actor: str) -> None:
-    """Give the notes ``topics`` that an import brought in (or found as they were) the importance the export
-    recorded, where the owner has given them none, as part of the import's change set (one of their own
-    when the import wrote no file), so that its Undo takes them back too."""
+                      kept: set[tuple[Scope, str]], result: ImportResult, actor: str) -> None:
+    """Give the notes ``topics`` that an import brought in the importance the export recorded, as part of the
+    import's change set (one of their own when the import wrote no file), so that its Undo takes them back
+    too. A note the account ``kept`` as it was keeps the importance its owner gave it, if any; a note the
+    import brought in takes the export's over one left from an older note of its topic."""
     if not weights:
         return
     have = notes_selectors.note_importances(owner_id=owner_id)
     change = ChangeSet.objects.get(pk=result.change_id) if result.change_id else None
     for (scope, topic), value in weights.items():
-        if (scope, topic) in topics and (scope.kind, scope.key, topic) not in have:
+        if (scope, topic) in topics and not ((scope, topic) in kept and (scope.kind, scope.key, topic) in have):
             _, made = importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=value,
                                         change=change, source=ChangeSet.Source.IMPORT, actor=actor)
             change = change or made
@@ -251,11 +252,17 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
             parsed = parse_path(path)
             if parsed.is_index:
                 imported |= {(parsed.scope, entry.topic) for entry in parse_index(text)}
+        kept: set[tuple[Scope, str]] = set()
     else:
         result = _merge(owner_id=owner_id, files=files, actor=actor)
-        imported = {(parse_path(f"{note}.md").scope, note.rsplit("/", 1)[1])
-                    for note in [*result.added, *result.unchanged] if not note.endswith(".md")}
-    _give_importances(owner_id, weights, imported, result, actor)
+
+        def notes(named: list[str]) -> set[tuple[Scope, str]]:
+            return {(parse_path(f"{note}.md").scope, note.rsplit("/", 1)[1]) for note in named
+                    if not note.endswith(".md")}
+
+        kept = notes(result.unchanged)
+        imported = notes(result.added) | kept
+    _give_importances(owner_id, weights, imported, kept, result, actor)
     return result
 
 

@@ -60,7 +60,8 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
         return await _run(tools.search, owner_id=owner_id, query=query, agent_id=agent_id)
 
     @server.tool(description="Every note of the user (scope, topic, summary line, whether it has details, who "
-                             "last wrote it and when). agent_id lists as a chat of that saved agent would.")
+                             "last wrote it and when, when a chat last brought it in). agent_id lists as a chat of that "
+                             "saved agent would.")
     async def memory_list(agent_id: int | None = None) -> dict[str, Any]:
         return await _run(tools.list_notes, owner_id=owner_id, agent_id=agent_id)
 

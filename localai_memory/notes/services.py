@@ -309,8 +309,8 @@ def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = 
     """A person's write of one note, its text and its importance as one step: the text when a ``summary`` is
     given (``note_upsert``), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
     back the writer's). A bad importance is a 400 before anything is written. With the text as it is already,
-    only the importance changes and no change set is made (None); with nothing to change, the store's 409
-    ``no_change``."""
+    only the importance changes, in a change set of its own (None when it has that importance already); with
+    nothing to change, the store's 409 ``no_change``."""
     if importance is not KEEP:
         check_importance(importance)
     change = None
@@ -514,12 +514,16 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
     files = list(change.files.all())
     current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=[x.path for x in files])}
     changed = [f.path for f in files if current.get(f.path) != f.after]
-    weighed = [(Scope.parse(e["scope"]), e) for e in change.importance or []]
-    changed += [f"the importance of {e['topic']}" for scope, e in weighed
-                if _importance_of(owner_id, scope, e["topic"]) != e["after"]]
     if changed:
-        raise Conflict("These changed after this change; undo the later change first or edit them in "
+        raise Conflict("These files changed after this change; undo the later change first or edit them in "
                        "Files: " + ", ".join(changed), code="changed_since", details={"paths": changed})
+    weighed = [(Scope.parse(e["scope"]), e) for e in change.importance or []]
+    reweighed = [{"scope": e["scope"], "topic": e["topic"]} for scope, e in weighed
+                 if _importance_of(owner_id, scope, e["topic"]) != e["after"]]
+    if reweighed:
+        raise Conflict("The importance of " + ", ".join(e["topic"] for e in reweighed) + " changed after this "
+                       "change; undo the later change first.", code="changed_since",
+                       details={"paths": [], "importance": reweighed})
     trashed = TrashEntry.objects.filter(change_set=change, restored_at__isnull=True).first()
     summary = f"Undid: {change.summary}"[:300]
     if files:
@@ -630,8 +634,11 @@ def note_upsert(
                            summary=f"{verb} {topic} in {scope.label}", actor=actor, automatic=automatic,
                            undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
     if verb == "Saved":  # a new note starts from its writer's importance, not one an older note of its topic had
-        NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
-                                      topic=topic).delete()
+        old = _importance_of(owner_id, scope, topic)
+        if old is not None:  # recorded, so that the Undo of this save gives it back
+            _importance_write(owner_id, scope, topic, None)
+            change.importance = [{"scope": scope.name, "topic": topic, "before": old, "after": None}]
+            change.save(update_fields=["importance"])
     if delete:  # the note goes to the Trash: its line (under the index's path) and its topic file
         trashed = TrashEntry.objects.create(owner_id=owner_id, kind=TrashEntry.Kind.NOTE,
                                             label=f"“{topic}” in {scope.label}", created_at=change.created_at,
@@ -662,7 +669,11 @@ def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
         weights = [(Scope.parse(row.scope_kind if row.scope_kind == "user" else f"{row.scope_kind}:{row.scope_key}"),
                     row) for row in NoteImportance.objects.filter(owner_id=owner_id).order_by(
                         "scope_kind", "scope_key", "topic")]
-        weights = [(scope, row) for scope, row in weights if f"{scope.root}/".startswith(prefix)]
+        # Only the notes the export holds: an importance outlives its note (a note in the Trash keeps it).
+        indexes = NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix, path__endswith="/index.md")
+        indexed = {(parse_path(f.path).scope, entry.topic) for f in indexes for entry in parse_index(f.content)}
+        weights = [(scope, row) for scope, row in weights
+                   if f"{scope.root}/".startswith(prefix) and (scope, row.topic) in indexed]
         if weights:
             info = zipfile.ZipInfo(IMPORTANCE_FILE,
                                    date_time=max(row.updated_at for _, row in weights).timetuple()[:6])

@@ -312,10 +312,11 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
         existing = {(row.topic, row.kind, row.part): row for row in
                     NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
                     .defer("embedding", "search")}
-        # Which row embedded each passage before this write, by whom, when (rows are changed below). By the
-        # embedded text: a part that only gained the blank line above it embeds the same.
+        # Which row embedded each passage before this write, by whom, when, and when a turn last used it (rows
+        # are changed below). By the embedded text: a part that only gained the blank line above it embeds the
+        # same.
         with_vector = {(row.topic, row.kind, passage(row.topic, row.kind, row.text)):
-                       (row.pk, row.source, row.updated_at) for row in existing.values() if row.model_id}
+                       (row.pk, row.source, row.updated_at, row.used_at) for row in existing.values() if row.model_id}
         gone += [row.pk for key, row in existing.items() if key not in wanted]
         for key, item in wanted.items():
             row = existing.get(key)
@@ -326,13 +327,13 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
                 to_create.append(row)
             elif row.text != item.text or row.path != item.path:
                 row.text, row.path, row.source, row.updated_at = item.text, item.path, source, now
-                row.embedding, row.model_id, row.dim = None, "", None
+                row.embedding, row.model_id, row.dim, row.used_at = None, "", None, None
                 to_update.append(row)
             else:
                 continue
             earlier = with_vector.get((item.topic, item.kind, passage(item.topic, item.kind, item.text)))
             if earlier is not None:
-                pk, row.source, row.updated_at = earlier
+                pk, row.source, row.updated_at, row.used_at = earlier
                 moved.setdefault(pk, []).append(row)
             else:
                 pending.append(row)
@@ -355,7 +356,7 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
         NoteVector.objects.bulk_create(to_create)
         result.created = len(to_create)
     if to_update:
-        NoteVector.objects.bulk_update(to_update, ["text", "path", "source", "updated_at", "embedding",
+        NoteVector.objects.bulk_update(to_update, ["text", "path", "source", "updated_at", "used_at", "embedding",
                                                    "model_id", "dim"])
         result.updated = len(to_update)
     result.waiting = len(pending) - result.embedded

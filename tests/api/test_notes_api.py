@@ -194,6 +194,34 @@ def test_the_memory_tab_shows_an_importance_you_gave(client, owner):
     assert page.count('data-testid="note-importance"') == 1 and "Importance 0.95 (you set it" in page
 
 
+def test_a_deleted_agents_notes_offer_no_importance_form_that_could_not_be_saved(client, owner):
+    from localai_memory.agents.services import agent_create, agent_delete
+    from localai_memory.notes.services import note_upsert
+
+    agent = agent_create(owner_id=owner.pk, name="Chef")
+    note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="oven", summary="gas oven", source="files")
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files")
+    agent_delete(owner_id=owner.pk, agent_id=agent.pk, memory="keep")
+    client.force_login(owner)
+
+    deleted = client.get("/settings/memory/?tab=deleted").content.decode()
+    yours = client.get("/settings/memory/").content.decode()
+
+    assert "oven" in deleted and "/settings/memory/notes/importance/" not in deleted
+    assert "/settings/memory/notes/importance/" in yours
+
+
+def test_undoing_a_new_note_gives_back_the_importance_its_topic_had(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    patch_json(api, {"topic": "home", "importance": 0.9})
+    forget(api, topic="home")
+    saved = put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon"}).json()["change"]
+    assert selectors.note_importances(owner_id=owner.pk) == {}  # a new note starts from its writer's
+    assert saved["importance"] == [{"scope": "user", "topic": "home", "before": 0.9, "after": None}]
+    assert post_json(api, f"/api/chats/changes/{saved['id']}/undo", {}).status_code == 200
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.9}
+
+
 def test_the_same_text_with_a_new_importance_changes_only_the_importance(api, owner):
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     again = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": 0.2})
@@ -212,7 +240,8 @@ def test_an_importance_is_undone_as_any_change_and_a_later_one_is_never_lost(api
     assert patch_json(api, {"topic": "home", "importance": 0.3}).json()["change"] is None  # nothing changed
 
     stale = assert_error(post_json(api, f"/api/chats/changes/{first['id']}/undo", {}), 409, "changed_since")
-    assert "the importance of home" in stale["message"]
+    assert "The importance of home changed" in stale["message"]
+    assert stale["details"] == {"paths": [], "importance": [{"scope": "user", "topic": "home"}]}
     assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.3}
     undone = post_json(api, f"/api/chats/changes/{second['id']}/undo", {})
     assert undone.status_code == 200, undone.content

@@ -107,6 +107,25 @@ def test_the_importances_you_gave_travel_with_the_export(owner, make_user, clien
     assert not NoteFile.objects.filter(owner=newcomer).exists()
 
 
+def test_an_importance_left_from_a_forgotten_note_neither_travels_nor_blocks_the_exports(owner):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                               source="files", actor="you")
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="home", importance=0.95)
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="diet", importance=0.1)
+    exported = notes_services.memory_export(owner_id=owner.pk)
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", delete=True, source="files",
+                               actor="you")
+    assert [e["topic"] for e in json.loads(files_of(owner)[notes_services.IMPORTANCE_FILE])["importance"]] == ["home"]
+
+    notes_services.memory_forget(owner_id=owner.pk, actor="you")  # to the Trash; the importances stay behind
+    result = importing.import_zip(owner_id=owner.pk, data=exported)
+    assert result.mode == "restored" and result.importances == 2
+    assert notes_selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.95,
+                                                                  ("user", "", "diet"): 0.1}
+
+
 def test_an_export_without_importances_has_no_importance_file(owner, alices_memory):
     assert notes_services.IMPORTANCE_FILE not in files_of(owner)
 

@@ -74,6 +74,7 @@ def test_list_json_is_the_same_notes(owner, notes):
 
     assert {(n["scope"], n["topic"]) for n in data["notes"]} == {("user", "home"), ("agent:7", "tone")}
     assert {n["written_by"] for n in data["notes"]} == {"user"} and all(n["written_at"] for n in data["notes"])
+    assert [n["used_at"] for n in data["notes"]] == [None, None]
 
 
 def test_list_of_another_user_shows_none_of_alices_notes(owner, outsider, notes):

@@ -53,3 +53,12 @@ def test_recency_is_the_last_write_or_use_whichever_came_later(owner):
     notes_used(owner_id=owner.pk, notes=[("user", "", "tea")], now=now)
     [after] = owner_notes(owner_id=owner.pk, scopes=[Scope.user()])
     assert after.updated_at == now
+
+
+def test_a_rewritten_note_waits_for_a_turn_to_use_its_new_text(owner):
+    note(owner, "tea", "drinks green tea", details="Sencha, mornings.")
+    notes_used(owner_id=owner.pk, notes=[("user", "", "tea")])
+    assert used(owner, "tea") is not None
+    note(owner, "tea", "drinks black tea", details="Sencha, mornings.")  # the line changes, the file does not
+    rows = dict(NoteVector.objects.filter(owner=owner, topic="tea").values_list("kind", "used_at"))
+    assert rows["line"] is None and rows["details"] is not None

@@ -20,7 +20,9 @@ from localai_memory.notes.services import (
     change_undo,
     file_delete,
     file_write,
+    importance_change,
     memory_forget,
+    note_importance_set,
     note_upsert,
     trash_restore,
 )
@@ -61,6 +63,10 @@ def workload(owner, other) -> dict:
     same = proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="pets", summary="A cat")
     note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="pets", summary="A cat", source="files")
     assert proposal_confirm(owner_id=owner.pk, proposal_id=same.pk, actor="you") is None
+    # An importance given, changed and undone: change sets of importances only, touching no file.
+    note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="home", importance=0.9)
+    _, weighed = importance_change(owner_id=owner.pk, scope=Scope.user(), topic="home", importance=0.2)
+    change_undo(owner_id=owner.pk, change_id=weighed.pk)
     return ids
 
 
@@ -80,6 +86,12 @@ def checks_broken() -> set[str]:
 
 def test_every_invariant_holds_after_a_day_of_ordinary_use(worked):
     assert check_invariants() == []
+
+
+def test_it_reports_a_change_set_that_touched_neither_a_file_nor_an_importance(worked, owner):
+    ChangeSet.objects.create(owner=owner, created_at=ChangeSet.objects.first().created_at, source="files",
+                             summary="nothing", importance=[])
+    assert checks_broken() == {"empty_change_set"}
 
 
 def test_it_reports_a_note_changed_behind_the_stores_back(worked, owner):

@@ -48,7 +48,7 @@ def test_a_notes_importance_is_set_and_given_back_on_the_tab(web):
     row = page.locator(".notes-list li").filter(has_text="home — lives in Rome")
     expect(row.get_by_test_id("note-importance")).to_have_count(0)
     row.locator("summary", has_text="Importance").click()
-    row.get_by_label("How much recall weighs it").fill("0.9")
+    row.get_by_label("How much recall weighs the note home").fill("0.9")
     row.get_by_role("button", name="Save importance").click()
     expect(page.get_by_text("The note “home” now has importance 0.9.")).to_be_visible()
     row = page.locator(".notes-list li").filter(has_text="home — lives in Rome")
@@ -56,8 +56,8 @@ def test_a_notes_importance_is_set_and_given_back_on_the_tab(web):
     web.accessible("memory tab with an importance set")
 
     row.locator("summary", has_text="Importance").click()
-    expect(row.get_by_label("How much recall weighs it")).to_have_value("0.9")
-    row.get_by_label("How much recall weighs it").fill("")
+    expect(row.get_by_label("How much recall weighs the note home")).to_have_value("0.9")
+    row.get_by_label("How much recall weighs the note home").fill("")
     row.get_by_role("button", name="Save importance").click()
     expect(page.get_by_text("The note “home” has its writer's importance again.")).to_be_visible()
     expect(page.get_by_test_id("note-importance")).to_have_count(0)
@@ -302,8 +302,9 @@ def test_each_note_says_who_changed_it_last_and_when(web):
     page.reload()
 
     notes = page.locator(".notes-list li")
-    expect(notes.filter(has_text="units — uses metric units")).to_contain_text(
-        "Last changed by the assistant, on its own, 3 days ago; last brought into a chat 1 day ago")
+    units = notes.filter(has_text="units — uses metric units")
+    expect(units).to_contain_text("Last changed by the assistant, on its own, 3 days ago")
+    expect(units).to_contain_text("Last brought into a chat 1 day ago")
     expect(notes.filter(has_text="home — lives in Rome")).not_to_contain_text("brought into a chat")
     expect(notes.filter(has_text="home — lives in Rome")).to_contain_text("Last changed by you, just now")
     expect(notes.filter(has_text="style — short answers")).to_contain_text("Last changed by you, just now")

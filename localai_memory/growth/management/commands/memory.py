@@ -40,6 +40,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope
+from localai_memory.recall.service import notes_last_used
 
 ACTOR = "you (terminal)"
 #: Who changed a note last, in the table of ``list`` ("?": its history is too old to tell).
@@ -190,8 +191,11 @@ class Command(BaseCommand):
         for item in scopes:
             entries = notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
             written = line_writers(owner_id=self.user.pk, scope=item, topics=[e.topic for e in entries])
+            used = notes_last_used(owner_id=self.user.pk, scope=item) if entries else {}
             for entry in entries:
-                rows.append({"scope": item.name, **entry.as_dict(), **written_json(written.get(entry.topic))})
+                last_used = used.get(entry.topic)
+                rows.append({"scope": item.name, **entry.as_dict(), **written_json(written.get(entry.topic)),
+                             "used_at": last_used.isoformat() if last_used else None})
         if not rows and not self.as_json:
             self.stdout.write("No notes.")
             return
