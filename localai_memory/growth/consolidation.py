@@ -100,6 +100,9 @@ EPISODES_MAX_LINES = 30
 #: A full index gets a suggestion to forget a note the model saved at least this long ago (days) and nobody
 #: changed since: recall's time constant, after which such a note ranks at a third of its weight or less.
 ROOM_AFTER_DAYS = 30
+#: A note the model saved that nobody changed and no chat needed for this many days is suggested for
+#: forgetting, full index or not (one suggestion waits at a time per scope).
+UNUSED_AFTER_DAYS = 90
 #: Chats considered per pass (the most recently active ones).
 CHATS_CONSIDERED = 50
 #: The record of each pass is kept this long.
@@ -345,6 +348,7 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
     summaries: dict[Scope, list[tuple[_ChatWork, str]]] = {}
     episode_scopes_busy: dict[Scope, bool] = {}
     planned_summaries = 0
+    tidied: set[Scope] = set()
     marks = {m.chat_id: m for m in ChatWatermark.objects.filter(owner_id=owner_id)}
     for chat in _chats_with_work(owner_id):
         if result.model_calls >= MAX_CHATS or budget <= 0:
@@ -401,6 +405,9 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
         result.chats += 1
         with transaction.atomic():
             _propose_candidates(work, reply.candidates, result, now=now)
+            if scope not in tidied:  # once a pass per scope
+                tidied.add(scope)
+                _propose_unused(work, result, now=now)
             mark.facts_through = max(mark.facts_through, chat.last_typed)
             if wants_summary and not reply.summary:
                 mark.summarised_at, mark.summary_outcome = now, "none"
@@ -503,11 +510,12 @@ def _waiting_summaries(owner_id: int, scope: Scope) -> list[RankCandidate]:
             for pk, summary in rows.values_list("pk", "summary")]
 
 
-def _decide(work: _ChatWork, text: str, *, is_delete: bool, makes_room: bool = False
+def _decide(work: _ChatWork, text: str, *, is_delete: bool, makes_room: bool = False, unused: bool = False
             ) -> tuple[policy.NoteDecision, str]:
     """The chat's rules for this note, and why it waits: a pass is a background run that never saves."""
     note = policy.decide_note(work.facts, policy.NoteFacts.of(text, scope=None, saved_in_this_reply=0,
-                                                               is_delete=is_delete, makes_room=makes_room))
+                                                               is_delete=is_delete, makes_room=makes_room,
+                                                               unused=unused))
     if note.outcome in ("ask", "locked"):
         return note, note.reason
     # A run that starts by itself is offered no propose tool (it cannot save), so "save now" waits too.
@@ -603,30 +611,9 @@ def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: d
     while a suggestion already waits, or that found no note to suggest, is dropped (the pass has read its
     chat; the model may find it again in a later chat). Returns whether a new suggestion keeps ``fact``."""
     owner_id, scope = work.chat.owner_id, work.scope
-    # Any waiting make-room delete of this scope, whatever its reason says (one made before the policy named
-    # it under Always confirm says ``always_confirm``): the kept fact marks it too.
-    waiting = (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, is_delete=True,
-                                       status=Proposal.Status.PENDING, expires_at__gt=now)
-               .filter(Q(reason="make_room") | Q(makes_room_for__isnull=False)))
-    if waiting.exists():
+    if _host_delete_waits(owner_id, scope, now):
         return False
-    entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
-    topics = [e.topic for e in entries if e.topic != EPISODES_TOPIC]
-    written = line_writers(owner_id=owner_id, scope=scope, topics=topics)
-    # The owner's weighing counts: a note they gave more weight than the model's own is theirs to keep; one
-    # they gave less goes first.
-    model_weight = IMPORTANCE_BY_SOURCE["model"]
-    weights = {topic: weight for (kind, key, topic), weight in notes_selectors.note_importances(
-        owner_id=owner_id).items() if (kind, key) == (scope.kind, scope.key)}
-    # A note a turn showed the model lately is in use, however old its writing.
-    used = recall_service.notes_last_used(owner_id=owner_id, scope=scope)
-    last_seen = {topic: max(w.at, used.get(topic, w.at)) for topic, w in written.items()}
-    stale = sorted((weights.get(topic, model_weight), last_seen[topic], topic) for topic, w in written.items()
-                   if w.model_only and last_seen[topic] <= now - timedelta(days=ROOM_AFTER_DAYS)
-                   and weights.get(topic, model_weight) <= model_weight)
-    for _weight, _when, topic in stale:
-        if _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary="")):
-            continue
+    for topic in _stale_topics(owner_id, scope, now=now, days=ROOM_AFTER_DAYS):
         note, reason = _decide(work, topic, is_delete=True, makes_room=True)
         if note.outcome == "refuse":
             return False
@@ -643,6 +630,62 @@ def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: d
         result.proposals.append(proposal.pk)
         return True
     return False
+
+
+def _propose_unused(work: _ChatWork, result: PassResult, *, now: datetime) -> None:
+    """Suggest forgetting one note of the chat's scope that the model saved ``UNUSED_AFTER_DAYS`` or more ago
+    and that since then nobody changed and no turn brought into a chat, full index or not: notes nobody
+    needs stay out of every prompt. The same notes as ``_propose_room`` may offer (never a person's, never
+    one its owner weighed above the model's own), one suggestion at a time per scope, none the owner turned
+    down before. Confirmed, it is an ordinary delete with Undo."""
+    owner_id, scope = work.chat.owner_id, work.scope
+    if _host_delete_waits(owner_id, scope, now):
+        return
+    for topic in _stale_topics(owner_id, scope, now=now, days=UNUSED_AFTER_DAYS):
+        note, reason = _decide(work, topic, is_delete=True, unused=True)
+        if note.outcome == "refuse":
+            return
+        try:
+            proposal = proposal_create(
+                owner_id=owner_id, scope=scope, topic=topic, delete=True, reason=reason,
+                locked=note.outcome == "locked", requester_only=note.requester_only, origin="job",
+                source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk,
+            )
+        except (NotFound, AlreadySaved):
+            continue
+        if not getattr(proposal, "duplicate", False):
+            result.proposals.append(proposal.pk)
+        return
+
+
+def _host_delete_waits(owner_id: int, scope: Scope, now: datetime) -> bool:
+    """A delete the host suggested itself waits in ``scope`` (to make room, or of a note nobody needs;
+    whatever its reason says: one made before the policy named it under Always confirm says
+    ``always_confirm``, and a kept fact marks a make-room one too)."""
+    return (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, is_delete=True,
+                                    status=Proposal.Status.PENDING, expires_at__gt=now)
+            .filter(Q(reason__in=("make_room", "unused")) | Q(makes_room_for__isnull=False)).exists())
+
+
+def _stale_topics(owner_id: int, scope: Scope, *, now: datetime, days: int) -> list[str]:
+    """The notes of ``scope`` the host may suggest forgetting, first to offer first: the model saved them
+    ``days`` or more ago, and since then nobody changed them (``line_writers``: every change the lookback
+    shows is the model's own) and no turn brought them into a chat (``recall.service.notes_used``); never
+    ``recent-chats``, never one its owner gave more weight than the model's own, and none the owner turned
+    down before. One its owner gave less weight comes first, then the longest unused."""
+    entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+    topics = [e.topic for e in entries if e.topic != EPISODES_TOPIC]
+    written = line_writers(owner_id=owner_id, scope=scope, topics=topics)
+    model_weight = IMPORTANCE_BY_SOURCE["model"]
+    weights = {topic: weight for (kind, key, topic), weight in notes_selectors.note_importances(
+        owner_id=owner_id).items() if (kind, key) == (scope.kind, scope.key)}
+    used = recall_service.notes_last_used(owner_id=owner_id, scope=scope)
+    last_seen = {topic: max(w.at, used.get(topic, w.at)) for topic, w in written.items()}
+    stale = sorted((weights.get(topic, model_weight), last_seen[topic], topic) for topic, w in written.items()
+                   if w.model_only and last_seen[topic] <= now - timedelta(days=days)
+                   and weights.get(topic, model_weight) <= model_weight)
+    return [topic for _weight, _when, topic in stale
+            if not _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary=""))]
 
 
 _EPISODE_LINE = re.compile(r"^- (\d{4}-\d{2}-\d{2}): ")

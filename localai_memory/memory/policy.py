@@ -148,8 +148,11 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "too_long": "The note is long, so it waits for your confirmation.",
         "reply_limit": "This reply already saved 5 notes, so this one waits for your confirmation.",
         "delete_needs_confirmation": "Forgetting an older note, or part of one, waits for your confirmation.",
-        "make_room": "These notes are full. The assistant saved this one a month or more ago and nobody has "
-        "changed it since: forgetting it makes room for new notes. Undo brings it back.",
+        "make_room": "These notes are full. The assistant saved this one a month or more ago, and since then "
+        "nobody has changed it and no chat has needed it: forgetting it makes room for new notes. Undo brings it "
+        "back.",
+        "unused": "The assistant saved this note three months ago or more, and since then nobody has changed it "
+        "and no chat has needed it: forgetting it keeps your notes short. Undo brings it back.",
         "scope_not_allowed": "The note cannot be saved there: this chat may only save to the offered scopes.",
         "sender_not_paired": "Only a paired sender can save a note beyond this conversation.",
         # Notes typed with /remember (decide_typed_note).
@@ -270,6 +273,8 @@ class NoteFacts:
     """The change deletes an older note (``delete: true``) or shortens it (drops lines of its topic file)."""
     makes_room: bool = False
     """A delete the host suggests itself: a full index, and a note the model saved long ago."""
+    unused: bool = False
+    """A delete the host suggests itself: a note the model saved long ago that no chat has needed since."""
 
     def __post_init__(self) -> None:
         _check("scope", self.scope, (*get_args(Scope), None))
@@ -279,7 +284,7 @@ class NoteFacts:
     @classmethod
     def of(
         cls, text: str, *, scope: Scope | None, saved_in_this_reply: int, is_delete: bool = False,
-        makes_room: bool = False,
+        makes_room: bool = False, unused: bool = False,
     ) -> NoteFacts:
         """The facts of a note whose whole text (summary and details) is ``text``."""
         return cls(
@@ -289,6 +294,7 @@ class NoteFacts:
             saved_in_this_reply=saved_in_this_reply,
             is_delete=is_delete,
             makes_room=makes_room,
+            unused=unused,
         )
 
 
@@ -510,12 +516,13 @@ def _note(
 
 
 def decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
-    """What happens to a note the model proposes on a turn with ``facts``. A delete that makes room (the
-    host's own suggestion) waits as any delete does (asked, or locked under Always confirm, who may answer
-    unchanged), and whenever it waits it says why it was suggested."""
+    """What happens to a note the model proposes on a turn with ``facts``. A delete the host suggests itself
+    (to make room, or of a note nobody needs) waits as any delete does (asked, or locked under Always
+    confirm, who may answer unchanged), and whenever it waits it says why it was suggested."""
     decision = _decide_note(facts, note)
-    if note.makes_room and note.is_delete and decision.outcome in ("ask", "locked"):
-        return replace(decision, reason="make_room", message=MESSAGES["make_room"])
+    why = "make_room" if note.makes_room else "unused" if note.unused else None
+    if why and note.is_delete and decision.outcome in ("ask", "locked"):
+        return replace(decision, reason=why, message=MESSAGES[why])
     return decision
 
 

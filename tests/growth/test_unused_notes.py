@@ -1,0 +1,86 @@
+"""A note the model saved three months ago or more, that nobody changed and no chat needed since, is suggested
+for forgetting, full index or not: one suggestion at a time per scope, never a person's note, never one its
+owner weighed above the model's own, never again once turned down. The owner decides; Undo brings it back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from localai_memory.growth.consolidation import consolidate_user
+from localai_memory.memory import policy, proposals
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.services import settings_update
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.paths import Scope
+from localai_memory.recall.service import notes_used
+from tests.fakes.openai_server import reply
+
+from .conftest import facts_reply
+from .test_make_room import index, suggestions, write
+
+pytestmark = pytest.mark.django_db
+
+
+def a_pass(owner, model, make_chat, text: str = "Planning a trip to the mountains next week.") -> None:
+    make_chat(owner, text)
+    model.script(reply(facts_reply()))
+    consolidate_user(owner_id=owner.pk)
+
+
+def test_a_note_nobody_needed_for_three_months_is_suggested_for_forgetting(owner, model, make_chat):
+    write(owner, "old-guess", "the model's guess about old-guess", source="model", days_ago=100)
+    write(owner, "older-guess", "the model's guess about older-guess", source="model", days_ago=120)
+    write(owner, "recent-guess", "the model's guess about recent-guess", source="model", days_ago=60)
+    write(owner, "typed", "something I typed long ago", source="files", days_ago=400)
+
+    a_pass(owner, model, make_chat)
+
+    [suggestion] = suggestions(owner)
+    assert (suggestion.topic, suggestion.is_delete, suggestion.reason) == ("older-guess", True, "unused")
+    assert "no chat has needed it" in policy.MESSAGES[suggestion.reason]
+    assert "- older-guess:" in index(owner)  # nothing is forgotten until the owner says so
+
+    a_pass(owner, model, make_chat, "And I need boots for the trip.")
+    assert [p.topic for p in suggestions(owner)] == ["older-guess"]  # one at a time
+
+    change = proposals.proposal_confirm(owner_id=owner.pk, proposal_id=suggestion.pk, actor="you")
+    assert "- older-guess:" not in index(owner)
+    notes_services.change_undo(owner_id=owner.pk, change_id=change.pk)
+    assert "- older-guess:" in index(owner)
+
+
+def test_a_note_a_chat_brought_in_lately_or_weighed_up_by_its_owner_is_not_suggested(owner, model, make_chat):
+    write(owner, "used-guess", "the model's guess about used-guess", source="model", days_ago=200)
+    write(owner, "weighed-guess", "the model's guess about weighed-guess", source="model", days_ago=200)
+    notes_used(owner_id=owner.pk, notes=[("user", "", "used-guess")], now=timezone.now() - timedelta(days=10))
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="weighed-guess",
+                                       importance=0.9)
+
+    a_pass(owner, model, make_chat)
+
+    assert suggestions(owner) == []
+
+
+def test_a_suggestion_turned_down_is_not_made_again_and_the_next_one_comes(owner, model, make_chat):
+    write(owner, "old-guess", "the model's guess about old-guess", source="model", days_ago=100)
+    write(owner, "older-guess", "the model's guess about older-guess", source="model", days_ago=120)
+    a_pass(owner, model, make_chat)
+    [first] = suggestions(owner)
+    proposals.proposal_reject(owner_id=owner.pk, proposal_id=first.pk, actor="you")
+
+    a_pass(owner, model, make_chat, "And I need boots for the trip.")
+
+    assert [p.topic for p in suggestions(owner)] == ["old-guess"]
+    assert Proposal.objects.filter(owner=owner, topic="older-guess").count() == 1
+
+
+def test_under_never_nothing_is_suggested(owner, model, make_chat):
+    write(owner, "old-guess", "the model's guess about old-guess", source="model", days_ago=100)
+    settings_update(user_id=owner.pk, save_mode="never")
+
+    a_pass(owner, model, make_chat)
+
+    assert suggestions(owner) == []
