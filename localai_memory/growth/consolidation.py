@@ -103,6 +103,8 @@ ROOM_AFTER_DAYS = 30
 #: A note the model saved that nobody changed and no chat needed for this many days is suggested for
 #: forgetting, full index or not (one suggestion waits at a time per scope).
 UNUSED_AFTER_DAYS = 90
+#: A note suggested as unused and left unanswered is not suggested again for this many days.
+UNUSED_AGAIN_AFTER_DAYS = 30
 #: Chats considered per pass (the most recently active ones).
 CHATS_CONSIDERED = 50
 #: The record of each pass is kept this long.
@@ -611,8 +613,16 @@ def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: d
     while a suggestion already waits, or that found no note to suggest, is dropped (the pass has read its
     chat; the model may find it again in a later chat). Returns whether a new suggestion keeps ``fact``."""
     owner_id, scope = work.chat.owner_id, work.scope
-    if _host_delete_waits(owner_id, scope, now):
+    if _host_delete_waits(owner_id, scope, now, unused=False):
         return False
+    # A suggestion to forget a note nobody needs waits already: it makes the room, and keeps the fact.
+    unused = (Proposal.objects.select_for_update().filter(
+        owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, is_delete=True, reason="unused",
+        makes_room_for__isnull=True, status=Proposal.Status.PENDING, expires_at__gt=now).order_by("pk").first())
+    if unused is not None:
+        unused.reason, unused.makes_room_for = "make_room", fact
+        unused.save(update_fields=["reason", "makes_room_for"])
+        return True
     for topic in _stale_topics(owner_id, scope, now=now, days=ROOM_AFTER_DAYS):
         note, reason = _decide(work, topic, is_delete=True, makes_room=True)
         if note.outcome == "refuse":
@@ -641,7 +651,7 @@ def _propose_unused(work: _ChatWork, result: PassResult, *, now: datetime) -> No
     owner_id, scope = work.chat.owner_id, work.scope
     if _host_delete_waits(owner_id, scope, now):
         return
-    for topic in _stale_topics(owner_id, scope, now=now, days=UNUSED_AFTER_DAYS):
+    for topic in _stale_topics(owner_id, scope, now=now, days=UNUSED_AFTER_DAYS, unused=True):
         note, reason = _decide(work, topic, is_delete=True, unused=True)
         if note.outcome == "refuse":
             return
@@ -658,16 +668,17 @@ def _propose_unused(work: _ChatWork, result: PassResult, *, now: datetime) -> No
         return
 
 
-def _host_delete_waits(owner_id: int, scope: Scope, now: datetime) -> bool:
-    """A delete the host suggested itself waits in ``scope`` (to make room, or of a note nobody needs;
-    whatever its reason says: one made before the policy named it under Always confirm says
-    ``always_confirm``, and a kept fact marks a make-room one too)."""
+def _host_delete_waits(owner_id: int, scope: Scope, now: datetime, *, unused: bool = True) -> bool:
+    """A delete the host suggested itself waits in ``scope``: one to make room (whatever its reason says:
+    one made before the policy named it under Always confirm says ``always_confirm``; the kept fact marks
+    it), or, with ``unused``, one of a note nobody needs."""
+    reasons = ("make_room", "unused") if unused else ("make_room",)
     return (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, is_delete=True,
                                     status=Proposal.Status.PENDING, expires_at__gt=now)
-            .filter(Q(reason__in=("make_room", "unused")) | Q(makes_room_for__isnull=False)).exists())
+            .filter(Q(reason__in=reasons) | Q(makes_room_for__isnull=False)).exists())
 
 
-def _stale_topics(owner_id: int, scope: Scope, *, now: datetime, days: int) -> list[str]:
+def _stale_topics(owner_id: int, scope: Scope, *, now: datetime, days: int, unused: bool = False) -> list[str]:
     """The notes of ``scope`` the host may suggest forgetting, first to offer first: the model saved them
     ``days`` or more ago, and since then nobody changed them (``line_writers``: every change the lookback
     shows is the model's own) and no turn brought them into a chat (``recall.service.notes_used``); never
@@ -684,8 +695,16 @@ def _stale_topics(owner_id: int, scope: Scope, *, now: datetime, days: int) -> l
     stale = sorted((weights.get(topic, model_weight), last_seen[topic], topic) for topic, w in written.items()
                    if w.model_only and last_seen[topic] <= now - timedelta(days=days)
                    and weights.get(topic, model_weight) <= model_weight)
-    return [topic for _weight, _when, topic in stale
-            if not _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary=""))]
+    # Not a note with a change or a forget waiting (confirmed, it would no longer be the note the card
+    # describes); with ``unused``, not one suggested as unused in the last month either (an ignored
+    # suggestion expires after a day; it is not made again every day).
+    held_by = Q(status=Proposal.Status.PENDING, expires_at__gt=now)
+    if unused:
+        held_by |= Q(reason="unused", created_at__gt=now - timedelta(days=UNUSED_AGAIN_AFTER_DAYS))
+    held = set(Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
+               .filter(held_by).values_list("topic", flat=True))
+    return [topic for _weight, _when, topic in stale if topic not in held
+            and not _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary=""))]
 
 
 _EPISODE_LINE = re.compile(r"^- (\d{4}-\d{2}-\d{2}): ")

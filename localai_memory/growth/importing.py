@@ -207,16 +207,19 @@ def _give_importances(owner_id: int, weights: dict[tuple[Scope, str], float], to
     import's change set (one of their own when the import wrote no file), so that its Undo takes them back
     too. A note the account ``kept`` as it was keeps the importance its owner gave it, if any; a note the
     import brought in takes the export's over one left from an older note of its topic."""
-    if not weights:
-        return
     have = notes_selectors.note_importances(owner_id=owner_id)
     change = ChangeSet.objects.get(pk=result.change_id) if result.change_id else None
-    for (scope, topic), value in weights.items():
-        if (scope, topic) in topics and not ((scope, topic) in kept and (scope.kind, scope.key, topic) in have):
-            _, made = importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=value,
-                                        change=change, source=ChangeSet.Source.IMPORT, actor=actor)
-            change = change or made
-            result.importances += 1
+    for scope, topic in sorted(topics, key=lambda note: (note[0].root, note[1])):
+        value = weights.get((scope, topic))
+        if (scope, topic) in kept and ((scope.kind, scope.key, topic) in have or value is None):
+            continue  # a note that was there keeps what its owner gave it
+        if value is None and (scope.kind, scope.key, topic) not in have:
+            continue
+        # the export's weight; or, where it gives none, not one left from an older note of the topic
+        _, made = importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=value,
+                                    change=change, source=ChangeSet.Source.IMPORT, actor=actor)
+        change = change or made
+        result.importances += value is not None
     if change is not None and result.change_id is None:
         result.change_id = change.pk
 

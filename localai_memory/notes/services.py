@@ -517,9 +517,14 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
     if changed:
         raise Conflict("These files changed after this change; undo the later change first or edit them in "
                        "Files: " + ", ".join(changed), code="changed_since", details={"paths": changed})
-    weighed = [(Scope.parse(e["scope"]), e) for e in change.importance or []]
-    reweighed = [{"scope": e["scope"], "topic": e["topic"]} for scope, e in weighed
-                 if _importance_of(owner_id, scope, e["topic"]) != e["after"]]
+    # Per note, what it had before the change's first entry and after its last (a new note saved with an
+    # importance clears the one its topic had, then gives its own: two entries).
+    weighed: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in change.importance or []:
+        key = (entry["scope"], entry["topic"])
+        weighed[key] = {**entry, "before": weighed[key]["before"]} if key in weighed else dict(entry)
+    reweighed = [{"scope": e["scope"], "topic": e["topic"]} for e in weighed.values()
+                 if _importance_of(owner_id, Scope.parse(e["scope"]), e["topic"]) != e["after"]]
     if reweighed:
         raise Conflict("The importance of " + ", ".join(e["topic"] for e in reweighed) + " changed after this "
                        "change; undo the later change first.", code="changed_since",
@@ -533,9 +538,9 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
         undo = ChangeSet.objects.create(owner_id=owner_id, created_at=timezone.now(), source=source,
                                         summary=summary, actor=actor, reverts=change)
     if weighed:
-        for scope, entry in weighed:
-            _importance_write(owner_id, scope, entry["topic"], entry["before"])
-        undo.importance = [{**e, "before": e["after"], "after": e["before"]} for _, e in weighed]
+        for entry in weighed.values():
+            _importance_write(owner_id, Scope.parse(entry["scope"]), entry["topic"], entry["before"])
+        undo.importance = [{**e, "before": e["after"], "after": e["before"]} for e in weighed.values()]
         undo.save(update_fields=["importance"])
     if trashed is not None:  # undoing a move to the Trash is its restore
         trashed.restored_at, trashed.restored_by = undo.created_at, undo
@@ -670,8 +675,12 @@ def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
                     row) for row in NoteImportance.objects.filter(owner_id=owner_id).order_by(
                         "scope_kind", "scope_key", "topic")]
         # Only the notes the export holds: an importance outlives its note (a note in the Trash keeps it).
-        indexes = NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix, path__endswith="/index.md")
-        indexed = {(parse_path(f.path).scope, entry.topic) for f in indexes for entry in parse_index(f.content)}
+        indexed: set[tuple[Scope, str]] = set()
+        for index in NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix, path__endswith="/index.md"):
+            try:  # an index edited into a shape the parser refuses still exports; its notes' weights do not
+                indexed |= {(parse_path(index.path).scope, entry.topic) for entry in parse_index(index.content)}
+            except InvalidInput:
+                continue
         weights = [(scope, row) for scope, row in weights
                    if f"{scope.root}/".startswith(prefix) and (scope, row.topic) in indexed]
         if weights:

@@ -222,6 +222,17 @@ def test_undoing_a_new_note_gives_back_the_importance_its_topic_had(api, owner):
     assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.9}
 
 
+def test_undoing_a_new_note_saved_with_its_own_importance_gives_back_the_one_its_topic_had(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    patch_json(api, {"topic": "home", "importance": 0.9})
+    forget(api, topic="home")
+    saved = put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon", "importance": 0.5}).json()["change"]
+    assert [(e["before"], e["after"]) for e in saved["importance"]] == [(0.9, None), (None, 0.5)]
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.5}
+    assert post_json(api, f"/api/chats/changes/{saved['id']}/undo", {}).status_code == 200
+    assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.9}
+
+
 def test_the_same_text_with_a_new_importance_changes_only_the_importance(api, owner):
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     again = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": 0.2})

@@ -126,6 +126,22 @@ def test_an_importance_left_from_a_forgotten_note_neither_travels_nor_blocks_the
                                                                   ("user", "", "diet"): 0.1}
 
 
+def test_an_imported_note_does_not_take_the_importance_left_from_a_forgotten_note_of_its_topic(owner):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Oslo",
+                               source="files", actor="you")
+    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="home", importance=0.9)
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", delete=True, source="files",
+                               actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="tea", summary="green tea",
+                               source="files", actor="you")
+    zipped = a_zip({"Memory/index.md": "- home: lives in Rome\n- tea: green tea\n"})
+
+    result = importing.import_zip(owner_id=owner.pk, data=zipped)
+
+    assert result.mode == "merged" and "Memory/home" in result.added
+    assert notes_selectors.note_importances(owner_id=owner.pk) == {}
+
+
 def test_an_export_without_importances_has_no_importance_file(owner, alices_memory):
     assert notes_services.IMPORTANCE_FILE not in files_of(owner)
 

@@ -24,6 +24,12 @@ from .test_make_room import index, suggestions, write
 pytestmark = pytest.mark.django_db
 
 
+def waiting_unused(owner) -> list[str]:
+    """The topics of the unused-note suggestions that wait now (not past their 24 hours)."""
+    return [p.topic for p in Proposal.objects.filter(owner=owner, status=Proposal.Status.PENDING, reason="unused",
+                                                     expires_at__gt=timezone.now())]
+
+
 def a_pass(owner, model, make_chat, text: str = "Planning a trip to the mountains next week.") -> None:
     make_chat(owner, text)
     model.script(reply(facts_reply()))
@@ -75,6 +81,48 @@ def test_a_suggestion_turned_down_is_not_made_again_and_the_next_one_comes(owner
 
     assert [p.topic for p in suggestions(owner)] == ["old-guess"]
     assert Proposal.objects.filter(owner=owner, topic="older-guess").count() == 1
+
+
+def test_a_note_with_a_change_waiting_is_not_suggested_and_an_ignored_one_rests_a_month(owner, model, make_chat,
+                                                                                       time_machine):
+    from localai_memory.memory.proposals import proposal_create
+
+    write(owner, "old-guess", "the model's guess about old-guess", source="model", days_ago=100)
+    write(owner, "older-guess", "the model's guess about older-guess", source="model", days_ago=120)
+    proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="older-guess", summary="a better guess")
+    a_pass(owner, model, make_chat)
+    assert sorted(p.topic for p in suggestions(owner)) == ["old-guess", "older-guess"]
+    [unused] = [p for p in suggestions(owner) if p.reason == "unused"]
+    assert unused.topic == "old-guess"  # not the one whose change waits
+
+    time_machine.move_to(timezone.now() + timedelta(days=2))  # both expire unanswered
+    a_pass(owner, model, make_chat, "And I need boots for the trip.")
+    assert waiting_unused(owner) == ["older-guess"]
+    time_machine.move_to(timezone.now() + timedelta(days=2))
+    a_pass(owner, model, make_chat, "And a map of the valley.")
+    assert waiting_unused(owner) == []  # both rest for a month
+    time_machine.move_to(timezone.now() + timedelta(days=30))
+    a_pass(owner, model, make_chat, "Back home now.")
+    assert waiting_unused(owner) == ["older-guess"]
+
+
+def test_a_full_index_turns_a_waiting_unused_suggestion_into_the_room_for_a_new_fact(owner, model, make_chat):
+    from .conftest import fact
+    from .test_make_room import LISBON, fill
+
+    fill(owner, {"old-guess": 100, "older-guess": 120})
+    a_pass(owner, model, make_chat)
+    [unused] = suggestions(owner)
+    assert (unused.topic, unused.reason) == ("older-guess", "unused")
+
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+    consolidate_user(owner_id=owner.pk)
+
+    [room] = suggestions(owner)
+    assert room.pk == unused.pk and room.reason == "make_room" and room.makes_room_for["topic"] == "home"
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+    assert [(p.topic, p.is_delete) for p in suggestions(owner)] == [("home", False)]  # the fact, in its turn
 
 
 def test_under_never_nothing_is_suggested(owner, model, make_chat):
