@@ -132,3 +132,14 @@ def test_under_never_nothing_is_suggested(owner, model, make_chat):
     a_pass(owner, model, make_chat)
 
     assert suggestions(owner) == []
+
+
+def test_the_inbox_says_why_and_does_not_pin_the_suggestion_on_a_chat(owner, model, make_chat, client):
+    write(owner, "old-guess", "the model's guess about old-guess", source="model", days_ago=100)
+    a_pass(owner, model, make_chat)
+    client.force_login(owner)
+
+    page = client.get("/inbox/").content.decode()
+
+    assert "no chat has needed it" in page and "old-guess" in page
+    assert "Proposed in the chat" not in page and "From: " in page

@@ -76,7 +76,7 @@ def origin_label(proposal: Proposal, chat_titles: dict[int, str], senders: dict[
             where = f"the messaging chat “{chat_titles[proposal.chat_id]}”"
         asked = senders.get(proposal.requested_by_sender_id or 0)
         return f"Proposed in {where}" + (f", asked by {asked}" if asked else "")
-    if proposal.chat_id is not None:
+    if proposal.chat_id is not None and proposal.reason != "unused":  # a note nobody needs: no chat's idea
         title = chat_titles.get(proposal.chat_id)
         return f"Proposed in the chat “{title}”" if title else "Proposed in a chat you deleted"
     return f"From: {source}"
