@@ -181,18 +181,14 @@ class NotesApi(ApiView):
         note says who changed it last (``written_by``: ``user``, ``model`` or ``import``) and when
         (``written_at``), both null when its history is too old to tell, and when a chat turn last brought it
         in as relevant (``used_at``, to the hour; null if none has since it was written)."""
-        from localai_memory.growth.selectors import line_writers, written_json
-        from localai_memory.recall.service import notes_last_used
+        from localai_memory.recall.service import notes_activity
 
         scopes = scope_listing(owner_id=request.user.pk)
+        activity = notes_activity(owner_id=request.user.pk)
+        unknown = {"written_by": None, "written_at": None, "used_at": None}
         for scope in scopes:
-            item = Scope(scope["kind"], scope["key"])
-            written = line_writers(owner_id=request.user.pk, scope=item,
-                                   topics=[entry["topic"] for entry in scope["index"]])
-            used = notes_last_used(owner_id=request.user.pk, scope=item) if scope["index"] else {}
             for entry in scope["index"]:
-                entry.update(written_json(written.get(entry["topic"])))
-                entry["used_at"] = used[entry["topic"]].isoformat() if entry["topic"] in used else None
+                entry.update(activity.get((scope["kind"], scope["key"], entry["topic"]), unknown))
         return Response({"scopes": scopes})
 
     @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})

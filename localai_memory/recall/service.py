@@ -527,6 +527,27 @@ def notes_used(*, owner_id: int, notes: Sequence[tuple[str, str, str]], now: dat
         return cursor.rowcount
 
 
+def notes_activity(*, owner_id: int) -> dict[tuple[str, str, str], dict[str, str | None]]:
+    """Every note of the owner (scope kind, scope key, topic) → ``written_by`` (``user``, ``model`` or
+    ``import``: who wrote its passage changed last), ``written_at`` and ``used_at`` (ISO 8601, or None), from
+    recall's rows in one indexed read: what the notes listing and the terminal show. (The Memory tab reads the
+    change history instead, ``growth.selectors.line_writers``, which also tells a note only the model wrote.)"""
+    rows = NoteVector.objects.filter(owner_id=owner_id).values_list("scope_kind", "scope_key", "topic", "source",
+                                                                   "updated_at", "used_at")
+    latest: dict[tuple[str, str, str], tuple[datetime, str, datetime | None]] = {}
+    for kind, key, topic, source, updated_at, used_at in rows:
+        note = (kind, key, topic)
+        seen = latest.get(note)
+        used = max((at for at in (used_at, seen[2] if seen else None) if at is not None), default=None)
+        if seen is None or updated_at > seen[0]:
+            latest[note] = (updated_at, source, used)
+        else:
+            latest[note] = (seen[0], seen[1], used)
+    return {note: {"written_by": source, "written_at": at.isoformat(),
+                   "used_at": used.isoformat() if used else None}
+            for note, (at, source, used) in latest.items()}
+
+
 def notes_last_used(*, owner_id: int, scope: Scope) -> dict[str, datetime]:
     """When a turn last showed each note of ``scope`` to the model (topics never shown are left out)."""
     rows = (NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,

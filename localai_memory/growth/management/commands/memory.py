@@ -25,12 +25,10 @@ from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
 from localai_memory.growth.selectors import (
     last_pass,
-    line_writers,
     memory_stats,
     owner_context,
     owner_scopes,
     pass_sentence,
-    written_json,
 )
 from localai_memory.growth.services import memory_clear, memory_leftovers
 from localai_memory.memory import proposals
@@ -40,7 +38,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope
-from localai_memory.recall.service import notes_last_used
+from localai_memory.recall.service import notes_activity
 
 ACTOR = "you (terminal)"
 #: Who changed a note last, in the table of ``list`` ("?": its history is too old to tell).
@@ -188,14 +186,12 @@ class Command(BaseCommand):
     def do_list(self, *, scope: str | None = None, **_: Any) -> None:
         scopes = [parse_scope(scope)] if scope not in (None, "all") else owner_scopes(owner_id=self.user.pk)
         rows: list[dict[str, Any]] = []
+        activity = notes_activity(owner_id=self.user.pk)
+        unknown = {"written_by": None, "written_at": None, "used_at": None}
         for item in scopes:
-            entries = notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
-            written = line_writers(owner_id=self.user.pk, scope=item, topics=[e.topic for e in entries])
-            used = notes_last_used(owner_id=self.user.pk, scope=item) if entries else {}
-            for entry in entries:
-                last_used = used.get(entry.topic)
-                rows.append({"scope": item.name, **entry.as_dict(), **written_json(written.get(entry.topic)),
-                             "used_at": last_used.isoformat() if last_used else None})
+            for entry in notes_selectors.index_entries(owner_id=self.user.pk, scope=item):
+                rows.append({"scope": item.name, **entry.as_dict(),
+                             **activity.get((item.kind, item.key, entry.topic), unknown)})
         if not rows and not self.as_json:
             self.stdout.write("No notes.")
             return
