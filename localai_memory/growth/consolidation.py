@@ -684,16 +684,25 @@ def _stale_topics(owner_id: int, scope: Scope, *, now: datetime, days: int, unus
     shows is the model's own) and no turn brought them into a chat (``recall.service.notes_used``); never
     ``recent-chats``, never one its owner gave more weight than the model's own, and none the owner turned
     down before. One its owner gave less weight comes first, then the longest unused."""
+    cutoff = now - timedelta(days=days)
+    # First from recall's rows, one indexed read: the notes whose every passage the model wrote and that no
+    # write or use touched since the cutoff. Most passes find none and stop here; the change history
+    # (``line_writers``, a heavier read) then decides among the few left.
+    rows = recall_service.notes_activity(owner_id=owner_id, scope=scope)
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
-    topics = [e.topic for e in entries if e.topic != EPISODES_TOPIC]
+    topics = [e.topic for e in entries if e.topic != EPISODES_TOPIC
+              and (activity := rows.get((scope.kind, scope.key, e.topic))) is not None
+              and activity.model_only and activity.last <= cutoff]
+    if not topics:
+        return []
     written = line_writers(owner_id=owner_id, scope=scope, topics=topics)
     model_weight = IMPORTANCE_BY_SOURCE["model"]
     weights = {topic: weight for (kind, key, topic), weight in notes_selectors.note_importances(
         owner_id=owner_id).items() if (kind, key) == (scope.kind, scope.key)}
-    used = recall_service.notes_last_used(owner_id=owner_id, scope=scope)
-    last_seen = {topic: max(w.at, used.get(topic, w.at)) for topic, w in written.items()}
+    last_seen = {topic: max(w.at, rows[(scope.kind, scope.key, topic)].used_at or w.at)
+                 for topic, w in written.items()}
     stale = sorted((weights.get(topic, model_weight), last_seen[topic], topic) for topic, w in written.items()
-                   if w.model_only and last_seen[topic] <= now - timedelta(days=days)
+                   if w.model_only and last_seen[topic] <= cutoff
                    and weights.get(topic, model_weight) <= model_weight)
     # Not a note with a change or a forget waiting (confirmed, it would no longer be the note the card
     # describes); with ``unused``, not one suggested as unused in the last month either (an ignored

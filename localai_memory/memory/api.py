@@ -188,7 +188,8 @@ class NotesApi(ApiView):
         unknown = {"written_by": None, "written_at": None, "used_at": None}
         for scope in scopes:
             for entry in scope["index"]:
-                entry.update(activity.get((scope["kind"], scope["key"], entry["topic"]), unknown))
+                found = activity.get((scope["kind"], scope["key"], entry["topic"]))
+                entry.update(found.as_json() if found else unknown)
         return Response({"scopes": scopes})
 
     @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})

@@ -38,7 +38,7 @@ from localai_memory.notes.paths import SCOPE_KINDS, Scope
 
 from . import index
 from .embedders import Embedder
-from .models import DETAILS, LINE, SOURCE_USER, TEXT_SEARCH_CONFIG, NoteVector
+from .models import DETAILS, LINE, SOURCE_MODEL, SOURCE_USER, TEXT_SEARCH_CONFIG, NoteVector
 from .ranking import (
     DEFAULT_CONFIG,
     STOPWORDS,
@@ -527,25 +527,46 @@ def notes_used(*, owner_id: int, notes: Sequence[tuple[str, str, str]], now: dat
         return cursor.rowcount
 
 
-def notes_activity(*, owner_id: int) -> dict[tuple[str, str, str], dict[str, str | None]]:
-    """Every note of the owner (scope kind, scope key, topic) → ``written_by`` (``user``, ``model`` or
-    ``import``: who wrote its passage changed last), ``written_at`` and ``used_at`` (ISO 8601, or None), from
-    recall's rows in one indexed read: what the notes listing and the terminal show. (The Memory tab reads the
-    change history instead, ``growth.selectors.line_writers``, which also tells a note only the model wrote.)"""
-    rows = NoteVector.objects.filter(owner_id=owner_id).values_list("scope_kind", "scope_key", "topic", "source",
-                                                                   "updated_at", "used_at")
-    latest: dict[tuple[str, str, str], tuple[datetime, str, datetime | None]] = {}
-    for kind, key, topic, source, updated_at, used_at in rows:
-        note = (kind, key, topic)
-        seen = latest.get(note)
-        used = max((at for at in (used_at, seen[2] if seen else None) if at is not None), default=None)
-        if seen is None or updated_at > seen[0]:
-            latest[note] = (updated_at, source, used)
-        else:
-            latest[note] = (seen[0], seen[1], used)
-    return {note: {"written_by": source, "written_at": at.isoformat(),
-                   "used_at": used.isoformat() if used else None}
-            for note, (at, source, used) in latest.items()}
+@dataclass(frozen=True)
+class NoteActivity:
+    """Who wrote a note's passage that changed last, when, and when a turn last used it (recall's rows)."""
+
+    written_by: str  # user, model or import
+    written_at: datetime
+    used_at: datetime | None
+    #: every passage of it is the model's own (no person's or import's text in it)
+    model_only: bool
+
+    @property
+    def last(self) -> datetime:
+        """Its last write or use."""
+        return max(self.written_at, self.used_at or self.written_at)
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"written_by": self.written_by, "written_at": self.written_at.isoformat(),
+                "used_at": self.used_at.isoformat() if self.used_at else None}
+
+
+def notes_activity(*, owner_id: int, scope: Scope | None = None) -> dict[tuple[str, str, str], NoteActivity]:
+    """Every note of the owner (or of ``scope``), by (scope kind, scope key, topic), from recall's rows in one
+    indexed read: what the notes listing and the terminal show, and the first sieve of the notes the host may
+    suggest forgetting. (The Memory tab reads the change history, ``growth.selectors.line_writers``.)"""
+    rows = NoteVector.objects.filter(owner_id=owner_id)
+    if scope is not None:
+        rows = rows.filter(scope_kind=scope.kind, scope_key=scope.key)
+    found: dict[tuple[str, str, str], NoteActivity] = {}
+    for kind, key, topic, source, updated_at, used_at in rows.values_list(
+            "scope_kind", "scope_key", "topic", "source", "updated_at", "used_at"):
+        seen = found.get((kind, key, topic))
+        if seen is None:
+            found[(kind, key, topic)] = NoteActivity(source, updated_at, used_at, source == SOURCE_MODEL)
+            continue
+        newer = updated_at > seen.written_at
+        found[(kind, key, topic)] = NoteActivity(
+            source if newer else seen.written_by, updated_at if newer else seen.written_at,
+            max((at for at in (used_at, seen.used_at) if at is not None), default=None),
+            seen.model_only and source == SOURCE_MODEL)
+    return found
 
 
 def notes_last_used(*, owner_id: int, scope: Scope) -> dict[str, datetime]:

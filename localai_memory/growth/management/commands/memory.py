@@ -190,8 +190,8 @@ class Command(BaseCommand):
         unknown = {"written_by": None, "written_at": None, "used_at": None}
         for item in scopes:
             for entry in notes_selectors.index_entries(owner_id=self.user.pk, scope=item):
-                rows.append({"scope": item.name, **entry.as_dict(),
-                             **activity.get((item.kind, item.key, entry.topic), unknown)})
+                found = activity.get((item.kind, item.key, entry.topic))
+                rows.append({"scope": item.name, **entry.as_dict(), **(found.as_json() if found else unknown)})
         if not rows and not self.as_json:
             self.stdout.write("No notes.")
             return
