@@ -81,10 +81,21 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
 
 def owned_scope(*, user_id: int, raw: object) -> Scope:
     """A scope a client named (``user``, ``agent:<id>``, ``channel:<key>``; ``user`` when absent), if it is the
-    user's own: an agent's notes only of one of their agents (another's is a 404, as if it did not exist)."""
+    user's own: an agent's notes only of one of their agents, or of one they deleted whose notes they kept
+    (the Deleted agents tab: still theirs to read, edit and delete); another's is a 404, as if it did not
+    exist."""
+    from localai_memory.agents.models import Agent
     from localai_memory.agents.selectors import access_agent
+    from localai_memory.core.errors import NotFound
+    from localai_memory.notes.models import NoteFile
 
     scope = Scope.parse(raw if raw not in (None, "") else "user")
     if scope.kind == "agent":
-        access_agent(user_id, scope.key)
+        try:
+            access_agent(user_id, scope.key)
+        except NotFound:
+            kept = (not Agent.objects.filter(pk=int(scope.key)).exists()
+                    and NoteFile.objects.filter(owner_id=user_id, path__startswith=f"{scope.root}/").exists())
+            if not kept:
+                raise
     return scope

@@ -194,21 +194,29 @@ def test_the_memory_tab_shows_an_importance_you_gave(client, owner):
     assert page.count('data-testid="note-importance"') == 1 and "Importance 0.95 (you set it" in page
 
 
-def test_a_deleted_agents_notes_offer_no_importance_form_that_could_not_be_saved(client, owner):
+def test_a_deleted_agents_kept_notes_stay_yours_to_weigh_and_delete_and_nobody_elses(api, outsider_api, client, owner):
     from localai_memory.agents.services import agent_create, agent_delete
     from localai_memory.notes.services import note_upsert
 
     agent = agent_create(owner_id=owner.pk, name="Chef")
-    note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="oven", summary="gas oven", source="files")
-    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files")
+    scope = f"agent:{agent.pk}"
+    for topic, summary in (("oven", "gas oven"), ("knives", "sharp knives")):
+        note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic=topic, summary=summary, source="files")
     agent_delete(owner_id=owner.pk, agent_id=agent.pk, memory="keep")
     client.force_login(owner)
+    assert "/settings/memory/notes/importance/" in client.get("/settings/memory/?tab=deleted").content.decode()
 
-    deleted = client.get("/settings/memory/?tab=deleted").content.decode()
-    yours = client.get("/settings/memory/").content.decode()
+    assert patch_json(api, {"topic": "oven", "scope": scope, "importance": 0.9}).status_code == 200
+    assert selectors.note_importances(owner_id=owner.pk) == {("agent", str(agent.pk), "oven"): 0.9}
+    response = client.post("/settings/memory/notes/delete/", {"scope": scope, "topic": "knives"})
+    assert response.status_code == 302
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.agent(agent.pk)) == "- oven: gas oven\n"
 
-    assert "oven" in deleted and "/settings/memory/notes/importance/" not in deleted
-    assert "/settings/memory/notes/importance/" in yours
+    # Another user naming that folder, or a deleted agent folder the owner has no notes in: 404.
+    assert_error(patch_json(outsider_api, {"topic": "oven", "scope": scope, "importance": 0.1}), 404)
+    assert_error(forget(outsider_api, topic="oven", scope=scope), 404)
+    assert_error(put_json(api, NOTES, {"topic": "x", "summary": "y", "scope": "agent:999999"}), 404)
+    assert selectors.note_importances(owner_id=owner.pk) == {("agent", str(agent.pk), "oven"): 0.9}
 
 
 def test_undoing_a_new_note_gives_back_the_importance_its_topic_had(api, owner):
