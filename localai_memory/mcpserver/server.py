@@ -44,7 +44,8 @@ async def _run(fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, An
 
 
 def build_server(*, owner_id: int, propose: bool) -> MCPServer:
-    """The MCP server of ``owner_id``; ``memory_propose`` only when the user turned it on."""
+    """The MCP server of ``owner_id``; ``memory_propose`` and ``memory_forget`` only when the user turned
+    proposing on."""
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(description="The user's saved notes relevant to a query, best first (empty when none "
@@ -81,6 +82,11 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
                                  delete: bool = False, agent_id: int | None = None) -> dict[str, Any]:
             return await _run(tools.propose, owner_id=owner_id, topic=topic, summary=summary, details=details,
                               delete=delete, agent_id=agent_id)
+
+        @server.tool(description="Suggest forgetting the note that best matches what the user wants forgotten "
+                                 "(\"forget that I live in Rome\"). It is never deleted until the user confirms.")
+        async def memory_forget(query: str, agent_id: int | None = None) -> dict[str, Any]:
+            return await _run(tools.forget, owner_id=owner_id, query=query, agent_id=agent_id)
 
     return server
 

@@ -126,14 +126,46 @@ def stats(*, owner_id: int) -> dict[str, Any]:
     return memory_stats(owner_id=owner_id, state=context.state)
 
 
-def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None = None, delete: bool = False,
-            agent_id: int | None = None) -> dict[str, Any]:
-    """Propose a note for the inbox: ``proposed`` with its id, or ``refused`` with the reason. Never saves."""
-    context, agent = _context(owner_id, agent_id)
+def _proposing_allowed(context: Any) -> None:
     if context.state is None or not context.state.mcp_propose_enabled:
         raise Forbidden("Proposing notes over MCP is off. Turn on \"Let other assistants propose notes (MCP)\" on "
                         "the Memory tab of your settings.",
                         code="mcp_propose_off")
+
+
+def forget(*, owner_id: int, query: str, agent_id: int | None = None) -> dict[str, Any]:
+    """Propose forgetting the note that best matches ``query`` ("forget that I live in Rome"): ``proposed``
+    with the topic it names, ``not_found`` when no note relates, ``refused`` with the policy's reason. The
+    user confirms it in the inbox, as any proposal; nothing is deleted here."""
+    context, agent = _context(owner_id, agent_id)
+    _proposing_allowed(context)
+    found = recall_service.search(owner_id=owner_id, scopes=_scopes(context, agent), query=query, limit=1)
+    if not found["results"]:
+        return {"status": "not_found", "message": "No note relates to that; nothing was proposed. memory_list "
+                                                  "shows every note, and memory_propose with delete names one."}
+    best = found["results"][0]
+    scope = Scope.user() if best["scope"] == "user" else Scope(best["scope"], best["key"])
+    note = policy.decide_note(context.facts, policy.NoteFacts.of(best["topic"], scope=None, saved_in_this_reply=0,
+                                                                 is_delete=True))
+    if note.outcome == "refuse":
+        return {"status": "refused", "reason": note.reason, "message": note.message}
+    reason = note.reason if note.outcome in ("ask", "locked") else "ask_first"
+    try:
+        proposal = proposal_create(owner_id=owner_id, scope=scope, topic=best["topic"], delete=True, reason=reason,
+                                   locked=note.outcome == "locked", requester_only=note.requester_only,
+                                   origin="web", source=Proposal.Source.MCP)
+    except ApplicationError as exc:
+        return {"status": "refused", "reason": exc.code, "message": exc.message}
+    return {"status": "proposed", "proposal_id": proposal.pk, "topic": best["topic"], "scope": scope.name,
+            "summary": best["summary"],
+            "message": f"Forgetting {best['topic']!r} ({best['summary']}) waits for the user's confirmation."}
+
+
+def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None = None, delete: bool = False,
+            agent_id: int | None = None) -> dict[str, Any]:
+    """Propose a note for the inbox: ``proposed`` with its id, or ``refused`` with the reason. Never saves."""
+    context, agent = _context(owner_id, agent_id)
+    _proposing_allowed(context)
     topic = slugify(topic, summary) or topic
     note = policy.decide_note(context.facts, policy.NoteFacts.of(
         topic if delete else f"{summary}\n{details or ''}", scope=None, saved_in_this_reply=0, is_delete=delete))

@@ -18,6 +18,7 @@ from localai_memory.accounts.services import token_create
 from localai_memory.agents.models import Agent
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.services import provider_pick, settings_update
+from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import NoteFile
 from localai_memory.notes.paths import Scope
@@ -176,6 +177,35 @@ def test_propose_is_offered_only_when_turned_on_and_only_ever_proposes(mcp_sessi
     proposal = Proposal.objects.get(pk=result.structured_content["proposal_id"])
     assert (proposal.source, proposal.status, proposal.topic) == ("mcp", "pending", "units")
     assert not NoteFile.objects.filter(owner=owner, content__contains="metric").exists()
+
+
+def test_forget_proposes_forgetting_the_note_that_matches_and_nothing_else(mcp_session, owner, alices_notes):
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True, save_mode="auto")
+
+    async def work(client: Client) -> tuple[set[str], Any, Any]:
+        return (await tool_names(client),
+                await client.call_tool("memory_forget", {"query": "forget that I live in Rome"}),
+                await client.call_tool("memory_forget", {"query": "explain quantum tunnelling"}))
+
+    names, matched, unrelated = mcp_session(owner, work)
+
+    assert "memory_forget" in names
+    assert matched.structured_content["status"] == "proposed" and matched.structured_content["topic"] == "home"
+    proposal = Proposal.objects.get(pk=matched.structured_content["proposal_id"])
+    assert (proposal.source, proposal.status, proposal.is_delete, proposal.topic) == ("mcp", "pending", True, "home")
+    assert "- home: lives in Rome" in notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
+    assert unrelated.structured_content["status"] == "not_found"
+    assert Proposal.objects.filter(owner=owner).count() == 1
+
+
+def test_forget_is_offered_only_with_proposing_on_and_refused_under_never(mcp_session, owner, alices_notes):
+    assert "memory_forget" not in mcp_session(owner, tool_names)
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True, save_mode="never")
+
+    result = mcp_session(owner, call("memory_forget", {"query": "forget that I live in Rome"}))
+
+    assert result.structured_content["status"] == "refused"
+    assert not Proposal.objects.filter(owner=owner).exists()
 
 
 def test_propose_of_what_memory_already_says_under_another_topic_is_refused_as_a_duplicate(mcp_session, owner,
