@@ -29,7 +29,14 @@ from localai_memory.memory.proposals import AlreadySaved
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import SUMMARY_MAX_CHARS, IndexEntry, Scope, clean_summary
-from localai_memory.notes.services import CapExceeded, lock_owner, note_upsert
+from localai_memory.notes.services import (
+    KEEP,
+    CapExceeded,
+    check_importance,
+    importance_change,
+    lock_owner,
+    note_upsert,
+)
 from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import STOPWORDS
 
@@ -138,13 +145,15 @@ def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Sco
 
 
 @transaction.atomic
-def note_add(*, owner_id: int, scope: Scope, summary: object, details: str | None = None, source: str,
-             actor: str = "you") -> tuple[ChangeSet | None, str]:
+def note_add(*, owner_id: int, scope: Scope, summary: object, details: str | None = None,
+             importance: object = KEEP, source: str, actor: str = "you") -> tuple[ChangeSet | None, str]:
     """A note its owner adds without naming a topic (the Memory tab, ``memory add "<fact>"``, ``POST
     /api/chats/memory/notes``): saved at once, as any note the owner writes, under a topic made from its
     first content words as for ``/remember`` (chosen under the owner's lock, so two notes added at once never
-    share one). Returns the change set and the topic; ``(None, topic)`` when the scope has this line already
-    (nothing is written). Bad text is the store's 400, past a cap its 422."""
+    share one), with ``importance`` in the same change set when one is given. Returns the change set and the
+    topic; ``(None, topic)`` when the scope has this line already (nothing is written). Bad text or a bad
+    importance is a 400 before anything is written, past a cap the store's 422."""
+    weight = None if importance is KEEP else check_importance(importance)
     summary = clean_summary(summary)
     lock_owner(owner_id)
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
@@ -154,6 +163,9 @@ def note_add(*, owner_id: int, scope: Scope, summary: object, details: str | Non
     topic = topic_for(summary, _topics_in_use(owner_id, scope, entries))
     change = note_upsert(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
                          source=source, actor=actor)
+    if weight is not None:
+        importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=weight, change=change,
+                          source=source, actor=actor)
     return change, topic
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.apps import apps
-from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -16,9 +15,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope, parse_index
 from localai_memory.notes.services import (
     KEEP,
-    check_importance,
     importance_change,
-    note_importance_set,
     note_save,
 )
 
@@ -220,17 +217,15 @@ class NotesApi(ApiView):
 
         data = validated(NewNoteInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
-        importance = check_importance(data["importance"]) if "importance" in data else None
-        with transaction.atomic():
-            change, topic = note_add(owner_id=request.user.pk, scope=scope, summary=data["summary"],
-                                     details=data.get("details") or None, source=ChangeSet.Source.FILES)
-            if change is None:
-                raise Conflict(f"That is already in memory, as the note {topic!r}.", code="already_saved",
-                               details={"topic": topic, "scope": scope.name})
-            if importance is not None:
-                note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic, importance=importance,
-                                    change=change)
-        return Response({"topic": topic, "scope": scope.name, "importance": importance,
+        change, topic = note_add(owner_id=request.user.pk, scope=scope, summary=data["summary"],
+                                 details=data.get("details") or None, importance=data.get("importance", KEEP),
+                                 source=ChangeSet.Source.FILES)
+        if change is None:
+            raise Conflict(f"That is already in memory, as the note {topic!r}.", code="already_saved",
+                           details={"topic": topic, "scope": scope.name})
+        importance = data.get("importance")
+        return Response({"topic": topic, "scope": scope.name,
+                         "importance": None if importance is None else float(importance),
                          "change": change_json(change),
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)},
                         status=201)

@@ -18,7 +18,6 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
 from localai_memory.core.errors import ApplicationError, InvalidInput
 from localai_memory.growth import importing
@@ -289,14 +288,10 @@ class Command(BaseCommand):
             raise CommandError("A new note has its default importance already; give a number from 0 to 1.")
         weight = importance if isinstance(importance, float) else notes_services.KEEP
         if topic is None:
-            with transaction.atomic():  # the note and its importance, or nothing
-                change, topic = note_add(owner_id=self.user.pk, scope=item, summary=summary, details=details,
-                                         source=ChangeSet.Source.CLI, actor=ACTOR)
-                if change is None:
-                    raise CommandError(f"That is already in {item.label}, as the note {topic!r}.")
-                if weight is not notes_services.KEEP:
-                    notes_services.note_importance_set(owner_id=self.user.pk, scope=item, topic=topic,
-                                                       importance=weight, change=change)
+            change, topic = note_add(owner_id=self.user.pk, scope=item, summary=summary, details=details,
+                                     importance=weight, source=ChangeSet.Source.CLI, actor=ACTOR)
+            if change is None:
+                raise CommandError(f"That is already in {item.label}, as the note {topic!r}.")
         else:
             if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
                 raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
