@@ -102,13 +102,14 @@ def list_notes(*, owner_id: int, agent_id: int | None = None) -> dict[str, Any]:
     for scope in _scopes(context, agent):
         entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
         written = line_writers(owner_id=owner_id, scope=scope, topics=[e.topic for e in entries])
-        used = recall_service.notes_last_used(owner_id=owner_id, scope=scope) if entries else {}
+        activity = recall_service.notes_activity(owner_id=owner_id, scope=scope) if entries else {}
         for entry in entries:
             last = written.get(entry.topic)
+            used = activity.get((scope.kind, scope.key, entry.topic))
             notes.append({"scope": scope.name, "topic": entry.topic, "summary": entry.summary,
                           "path": scope.topic_path(entry.file) if entry.file else scope.index_path,
                           "has_details": entry.file is not None, **written_json(last),
-                          "used_at": used[entry.topic].isoformat() if entry.topic in used else None})
+                          "used_at": used.used_at.isoformat() if used and used.used_at else None})
     return {"notes": notes, "count": len(notes), "note": DATA_NOTE}
 
 

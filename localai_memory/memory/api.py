@@ -178,15 +178,13 @@ class NotesApi(ApiView):
         note says who changed it last (``written_by``: ``user``, ``model`` or ``import``) and when
         (``written_at``), both null when its history is too old to tell, and when a chat turn last brought it
         in as relevant (``used_at``, to the hour; null if none has since it was written)."""
-        from localai_memory.recall.service import notes_activity
+        from localai_memory.recall.service import activity_json, notes_activity
 
         scopes = scope_listing(owner_id=request.user.pk)
         activity = notes_activity(owner_id=request.user.pk)
-        unknown = {"written_by": None, "written_at": None, "used_at": None}
         for scope in scopes:
             for entry in scope["index"]:
-                found = activity.get((scope["kind"], scope["key"], entry["topic"]))
-                entry.update(found.as_json() if found else unknown)
+                entry.update(activity_json(activity.get((scope["kind"], scope["key"], entry["topic"]))))
         return Response({"scopes": scopes})
 
     @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})

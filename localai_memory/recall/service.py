@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import psycopg
 from django.db import connection
-from django.db.models import Max
 from django.utils import timezone
 
 from localai_memory.core.errors import InvalidInput
@@ -542,9 +541,6 @@ class NoteActivity:
         """Its last write or use."""
         return max(self.written_at, self.used_at or self.written_at)
 
-    def as_json(self) -> dict[str, str | None]:
-        return {"written_by": self.written_by, "written_at": self.written_at.isoformat(),
-                "used_at": self.used_at.isoformat() if self.used_at else None}
 
 
 def notes_activity(*, owner_id: int, scope: Scope | None = None) -> dict[tuple[str, str, str], NoteActivity]:
@@ -569,12 +565,13 @@ def notes_activity(*, owner_id: int, scope: Scope | None = None) -> dict[tuple[s
     return found
 
 
-def notes_last_used(*, owner_id: int, scope: Scope) -> dict[str, datetime]:
-    """When a turn last showed each note of ``scope`` to the model (topics never shown are left out)."""
-    rows = (NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
-                                      used_at__isnull=False)
-            .values("topic").annotate(last=Max("used_at")).values_list("topic", "last"))
-    return dict(rows)
+def activity_json(activity: NoteActivity | None) -> dict[str, str | None]:
+    """A note's ``written_by``, ``written_at`` and ``used_at`` as the listings give them (all None for a note
+    recall has no row of)."""
+    if activity is None:
+        return {"written_by": None, "written_at": None, "used_at": None}
+    return {"written_by": activity.written_by, "written_at": activity.written_at.isoformat(),
+            "used_at": activity.used_at.isoformat() if activity.used_at else None}
 
 
 def recall_contribution(*, owner_id: int, scopes: Sequence[Scope], query: RecallQuery | None,

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from localai_memory.notes.paths import Scope
 from localai_memory.recall.models import NoteVector
-from localai_memory.recall.service import USE_RESOLUTION, notes_last_used, notes_used, owner_notes
+from localai_memory.recall.service import USE_RESOLUTION, notes_activity, notes_used, owner_notes
 from tests.chats.helpers import new_chat, send
 
 from .conftest import note
@@ -20,7 +20,8 @@ pytestmark = pytest.mark.django_db
 
 
 def used(owner, topic: str):
-    return notes_last_used(owner_id=owner.pk, scope=Scope.user()).get(topic)
+    found = notes_activity(owner_id=owner.pk, scope=Scope.user()).get(("user", "", topic))
+    return found.used_at if found else None
 
 
 def test_a_note_shown_in_a_turn_is_marked_used_and_the_others_are_not(api, owner, outsider, model, alices_notes):

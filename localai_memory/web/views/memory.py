@@ -28,7 +28,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, parse_path
-from localai_memory.recall.service import notes_last_used
+from localai_memory.recall.service import notes_activity
 
 from .common import AuthenticatedHttpRequest, back, flash_error, not_found_as_404, page
 from .files import editor_context, save_file
@@ -121,9 +121,9 @@ def _add_writers(owner_id: int, tab: Tab) -> None:
     for scope in tab.scopes:
         if not scope["index"]:
             continue
-        written = line_writers(owner_id=owner_id, scope=Scope(scope["kind"], scope["key"]),
-                               topics=[entry["topic"] for entry in scope["index"]])
-        used = notes_last_used(owner_id=owner_id, scope=Scope(scope["kind"], scope["key"]))
+        item = Scope(scope["kind"], scope["key"])
+        written = line_writers(owner_id=owner_id, scope=item, topics=[entry["topic"] for entry in scope["index"]])
+        activity = notes_activity(owner_id=owner_id, scope=item)
         pending = proposal_list(owner_id=owner_id).filter(scope_kind=scope["kind"], scope_key=scope["key"])
         waiting = {topic: "forget" if delete else "change"
                    for topic, delete in pending.order_by("created_at").values_list("topic", "is_delete")}
@@ -132,8 +132,9 @@ def _add_writers(owner_id: int, tab: Tab) -> None:
                 entry["waiting"] = waiting[entry["topic"]]
             if (last := written.get(entry["topic"])) is not None:
                 entry["written"] = {"by": WRITER_WORDS[last.author], "at": last.at, "ago": _ago(last.at)}
-            if (at := used.get(entry["topic"])) is not None:
-                entry["used"] = {"at": at, "ago": _ago(at)}
+            found = activity.get((item.kind, item.key, entry["topic"]))
+            if found is not None and found.used_at is not None:
+                entry["used"] = {"at": found.used_at, "ago": _ago(found.used_at)}
 
 
 def _ago(at: datetime) -> str:

@@ -37,7 +37,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope
-from localai_memory.recall.service import notes_activity
+from localai_memory.recall.service import activity_json, notes_activity
 
 ACTOR = "you (terminal)"
 #: Who changed a note last, in the table of ``list`` ("?": its history is too old to tell).
@@ -186,11 +186,10 @@ class Command(BaseCommand):
         scopes = [parse_scope(scope)] if scope not in (None, "all") else owner_scopes(owner_id=self.user.pk)
         rows: list[dict[str, Any]] = []
         activity = notes_activity(owner_id=self.user.pk)
-        unknown = {"written_by": None, "written_at": None, "used_at": None}
         for item in scopes:
             for entry in notes_selectors.index_entries(owner_id=self.user.pk, scope=item):
-                found = activity.get((item.kind, item.key, entry.topic))
-                rows.append({"scope": item.name, **entry.as_dict(), **(found.as_json() if found else unknown)})
+                rows.append({"scope": item.name, **entry.as_dict(),
+                             **activity_json(activity.get((item.kind, item.key, entry.topic)))})
         if not rows and not self.as_json:
             self.stdout.write("No notes.")
             return
