@@ -623,23 +623,8 @@ def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: d
         unused.reason, unused.makes_room_for = "make_room", fact
         unused.save(update_fields=["reason", "makes_room_for"])
         return True
-    for topic in _stale_topics(owner_id, scope, now=now, days=ROOM_AFTER_DAYS):
-        note, reason = _decide(work, topic, is_delete=True, makes_room=True)
-        if note.outcome == "refuse":
-            return False
-        try:
-            proposal = proposal_create(
-                owner_id=owner_id, scope=scope, topic=topic, delete=True, reason=reason,
-                locked=note.outcome == "locked", requester_only=note.requester_only, origin="job",
-                source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk, makes_room_for=fact,
-            )
-        except (NotFound, AlreadySaved):
-            continue
-        if getattr(proposal, "duplicate", False):
-            return False  # the same delete waits already, made by somebody else: it keeps no fact
-        result.proposals.append(proposal.pk)
-        return True
-    return False
+    return _suggest_forgetting(work, result, _stale_topics(owner_id, scope, now=now, days=ROOM_AFTER_DAYS),
+                               makes_room_for=fact)
 
 
 def _propose_unused(work: _ChatWork, result: PassResult, *, now: datetime) -> None:
@@ -649,23 +634,35 @@ def _propose_unused(work: _ChatWork, result: PassResult, *, now: datetime) -> No
     one its owner weighed above the model's own), one suggestion at a time per scope, none the owner turned
     down before. Confirmed, it is an ordinary delete with Undo."""
     owner_id, scope = work.chat.owner_id, work.scope
-    if _host_delete_waits(owner_id, scope, now):
-        return
-    for topic in _stale_topics(owner_id, scope, now=now, days=UNUSED_AFTER_DAYS, unused=True):
-        note, reason = _decide(work, topic, is_delete=True, unused=True)
+    if not _host_delete_waits(owner_id, scope, now):
+        _suggest_forgetting(work, result, _stale_topics(owner_id, scope, now=now, days=UNUSED_AFTER_DAYS,
+                                                        unused=True))
+
+
+def _suggest_forgetting(work: _ChatWork, result: PassResult, topics: list[str], *,
+                        makes_room_for: dict[str, Any] | None = None) -> bool:
+    """Suggest forgetting the first of ``topics`` the store still has, as the chat's rules say (to make room
+    for ``makes_room_for``, else as a note nobody needs). Returns whether a new suggestion was made: not when
+    the rules refuse, when none is left, or when the same delete waits already (made by somebody else, it
+    keeps no fact)."""
+    for topic in topics:
+        note, reason = _decide(work, topic, is_delete=True, makes_room=makes_room_for is not None,
+                               unused=makes_room_for is None)
         if note.outcome == "refuse":
-            return
+            return False
         try:
             proposal = proposal_create(
-                owner_id=owner_id, scope=scope, topic=topic, delete=True, reason=reason,
+                owner_id=work.chat.owner_id, scope=work.scope, topic=topic, delete=True, reason=reason,
                 locked=note.outcome == "locked", requester_only=note.requester_only, origin="job",
-                source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk,
+                source=Proposal.Source.CONSOLIDATION, chat_id=work.chat.pk, makes_room_for=makes_room_for,
             )
         except (NotFound, AlreadySaved):
             continue
-        if not getattr(proposal, "duplicate", False):
-            result.proposals.append(proposal.pk)
-        return
+        if getattr(proposal, "duplicate", False):
+            return False
+        result.proposals.append(proposal.pk)
+        return True
+    return False
 
 
 def _host_delete_waits(owner_id: int, scope: Scope, now: datetime, *, unused: bool = True) -> bool:
