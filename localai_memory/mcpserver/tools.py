@@ -150,13 +150,9 @@ def forget(*, owner_id: int, query: str, agent_id: int | None = None) -> dict[st
                                                                  is_delete=True))
     if note.outcome == "refuse":
         return {"status": "refused", "reason": note.reason, "message": note.message}
-    reason = note.reason if note.outcome in ("ask", "locked") else "ask_first"
-    try:
-        proposal = proposal_create(owner_id=owner_id, scope=scope, topic=best["topic"], delete=True, reason=reason,
-                                   locked=note.outcome == "locked", requester_only=note.requester_only,
-                                   origin="web", source=Proposal.Source.MCP)
-    except ApplicationError as exc:
-        return {"status": "refused", "reason": exc.code, "message": exc.message}
+    proposal = _outside_proposal(owner_id=owner_id, scope=scope, topic=best["topic"], note=note, delete=True)
+    if not isinstance(proposal, Proposal):
+        return proposal
     return {"status": "proposed", "proposal_id": proposal.pk, "topic": best["topic"], "scope": scope.name,
             "summary": best["summary"],
             "message": f"Forgetting {best['topic']!r} ({best['summary']}) waits for the user's confirmation."}
@@ -180,16 +176,30 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
             return {"status": "refused", "reason": "duplicate", "duplicate_of": duplicate.as_dict(),
                     "message": f"Memory already says this under {duplicate.topic!r}: {duplicate.line!r}. Nothing "
                                f"was proposed; to change that note, propose topic {duplicate.topic!r}."}
-    # An outside assistant never saves by itself: "save now" waits for the owner too.
-    reason = note.reason if note.outcome in ("ask", "locked") else "ask_first"
+    proposal = _outside_proposal(owner_id=owner_id, scope=scope, topic=topic, note=note, summary=summary,
+                                 details=details, delete=delete)
+    if not isinstance(proposal, Proposal):
+        return proposal
+    return {"status": "proposed", "proposal_id": proposal.pk, "topic": topic, "scope": scope.name,
+            "message": policy.MESSAGES.get(_waits_because(note), "The note waits for the owner's confirmation.")}
+
+
+def _waits_because(note: policy.NoteDecision) -> str:
+    """Why an outside assistant's note waits: the policy's reason, or, where the policy would save it at
+    once, ``ask_first`` (an outside assistant never saves by itself)."""
+    return note.reason if note.outcome in ("ask", "locked") else "ask_first"
+
+
+def _outside_proposal(*, owner_id: int, scope: Scope, topic: str, note: policy.NoteDecision, summary: str = "",
+                      details: str | None = None, delete: bool = False) -> Proposal | dict[str, Any]:
+    """The proposal an outside assistant's note makes, waiting as the policy's ``note`` says; or the tool's
+    answer when the store refuses it."""
     try:
-        proposal = proposal_create(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
-                                   delete=delete, reason=reason, locked=note.outcome == "locked",
-                                   requester_only=note.requester_only, origin="web", source=Proposal.Source.MCP)
+        return proposal_create(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
+                               delete=delete, reason=_waits_because(note), locked=note.outcome == "locked",
+                               requester_only=note.requester_only, origin="web", source=Proposal.Source.MCP)
     except AlreadySaved as exc:
         return {"status": "already_saved", "message": exc.message}
     except ApplicationError as exc:
         return {"status": "refused", "reason": exc.code, "message": exc.message,
                 **({"details": exc.details} if exc.details is not None else {})}
-    return {"status": "proposed", "proposal_id": proposal.pk, "topic": topic, "scope": scope.name,
-            "message": policy.MESSAGES.get(reason, "The note waits for the owner's confirmation.")}
