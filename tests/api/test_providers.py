@@ -214,28 +214,26 @@ def test_an_addon_that_was_picked_and_then_uninstalled_turns_memory_off_and_is_n
     assert "tools" not in model.last_request  # it never falls back to the built-in notes by itself
 
 
-@pytest.mark.django_db
-def test_the_memory_tab_keeps_an_uninstalled_addon_selected_and_says_so(client, owner):
+def provider_menu(client, owner, provider: str) -> str:
+    """The Memory tab's provider menu for a user whose settings name ``provider``."""
     from localai_memory.memory.models import MemorySettings
 
-    MemorySettings.objects.update_or_create(user=owner, defaults={"provider": "uninstalled-addon", "enabled": True})
+    MemorySettings.objects.update_or_create(user=owner, defaults={"provider": provider, "enabled": True})
     client.force_login(owner)
-
     page = client.get("/settings/memory/").content.decode()
+    return page[page.index('id="id_provider"'):page.index("</select>", page.index('id="id_provider"'))]
 
-    menu = page[page.index('id="id_provider"'):page.index("</select>", page.index('id="id_provider"'))]
+
+@pytest.mark.django_db
+def test_the_memory_tab_keeps_an_uninstalled_addon_selected_and_says_so(client, owner):
+    menu = provider_menu(client, owner, "uninstalled-addon")
+
     assert '<option value="uninstalled-addon" selected>uninstalled-addon (not installed)</option>' in menu
     assert menu.count(" selected") == 1  # not Built-in, which does not serve
 
 
 @pytest.mark.django_db
 def test_the_memory_tab_shows_the_old_memory_addons_name_as_built_in(client, owner):
-    from localai_memory.memory.models import MemorySettings
+    menu = provider_menu(client, owner, "memory")
 
-    MemorySettings.objects.update_or_create(user=owner, defaults={"provider": "memory", "enabled": True})
-    client.force_login(owner)
-
-    page = client.get("/settings/memory/").content.decode()
-
-    menu = page[page.index('id="id_provider"'):page.index("</select>", page.index('id="id_provider"'))]
     assert '<option value="builtin" selected>Built-in</option>' in menu and "not installed" not in menu
