@@ -357,15 +357,21 @@ def importance_change(*, owner_id: int, scope: Scope, topic: str, importance: ob
     before = _importance_of(owner_id, scope, topic)
     if before == value:
         return value, None
-    _importance_write(owner_id, scope, topic, value)
-    entry = {"scope": scope.name, "topic": topic, "before": before, "after": value}
     if change is None:
         words = f"{value:g}" if value is not None else "its writer's"
         change = ChangeSet.objects.create(owner_id=owner_id, created_at=timezone.now(), source=source,
                                           summary=f"Importance of {topic}: {words}"[:300], actor=actor)
-    change.importance = [*(change.importance or []), entry]
-    change.save(update_fields=["importance"])
+    _importance_recorded(owner_id, scope, topic, before, value, change)
     return value, change
+
+
+def _importance_recorded(owner_id: int, scope: Scope, topic: str, before: float | None, after: float | None,
+                         change: ChangeSet) -> None:
+    """Give the note ``after`` and record it in ``change``, so that its Undo gives back ``before``."""
+    _importance_write(owner_id, scope, topic, after)
+    change.importance = [*(change.importance or []),
+                         {"scope": scope.name, "topic": topic, "before": before, "after": after}]
+    change.save(update_fields=["importance"])
 
 
 def _importance_of(owner_id: int, scope: Scope, topic: str) -> float | None:
@@ -641,9 +647,7 @@ def note_upsert(
     if verb == "Saved":  # a new note starts from its writer's importance, not one an older note of its topic had
         old = _importance_of(owner_id, scope, topic)
         if old is not None:  # recorded, so that the Undo of this save gives it back
-            _importance_write(owner_id, scope, topic, None)
-            change.importance = [{"scope": scope.name, "topic": topic, "before": old, "after": None}]
-            change.save(update_fields=["importance"])
+            _importance_recorded(owner_id, scope, topic, old, None, change)
     if delete:  # the note goes to the Trash: its line (under the index's path) and its topic file
         trashed = TrashEntry.objects.create(owner_id=owner_id, kind=TrashEntry.Kind.NOTE,
                                             label=f"“{topic}” in {scope.label}", created_at=change.created_at,
