@@ -11,6 +11,7 @@ import json
 import re
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -178,33 +179,147 @@ def _origin(message: dict[str, Any], number: int) -> str:
     return origin.strip().lower() or "user"
 
 
-def _parse_messages(raw: Any) -> tuple[list[dict[str, str]], str, bool]:
-    """(earlier messages as context, the last user message, whether the user typed it): the last message must
-    be the user's. A message the client marked with another ``origin`` than ``user`` keeps the mark."""
+@dataclass(frozen=True)
+class _Conversation:
+    """What an OpenAI client sent: the messages before its last user message, that message, and what follows
+    it when the client comes back with the results of its own tools (the assistant's calls, the results)."""
+
+    earlier: list[dict[str, Any]]
+    content: str
+    typed: bool
+    pending: list[dict[str, Any]]
+
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        return [*self.earlier, {"role": "user", "content": self.content}, *self.pending]
+
+
+#: How many tools a client may bring, and how many calls one assistant message may hold (OpenAI's limit).
+CLIENT_TOOLS_MAX = 128
+
+
+def _tool_calls_of(raw: Any, where: str) -> list[dict[str, Any]]:
+    """An assistant message's ``tool_calls``, checked and in OpenAI's shape."""
+    if not isinstance(raw, list) or not raw or len(raw) > CLIENT_TOOLS_MAX:
+        raise InvalidInput(f"{where}: tool_calls must be a list of 1 to {CLIENT_TOOLS_MAX} calls",
+                           code="invalid_messages")
+    calls = []
+    for number, call in enumerate(raw):
+        function = call.get("function") if isinstance(call, dict) else None
+        call_id = call.get("id") if isinstance(call, dict) else None
+        if (not isinstance(function, dict) or not isinstance(function.get("name"), str)
+                or not isinstance(call_id, str) or not 0 < len(call_id) <= 200
+                or call.get("type", "function") != "function"):
+            raise InvalidInput(f"{where}: tool_calls[{number}] needs an id, type function and a function name",
+                               code="invalid_messages")
+        arguments = function.get("arguments", "")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        if not isinstance(arguments, str):
+            raise InvalidInput(f"{where}: tool_calls[{number}] arguments must be JSON text",
+                               code="invalid_messages")
+        calls.append({"id": call_id, "type": "function",
+                      "function": {"name": function["name"], "arguments": arguments}})
+    return calls
+
+
+def _parse_messages(raw: Any) -> _Conversation:
+    """The conversation a client sent. The last message is the user's, or the result of a tool the
+    assistant called after it; a tool result answers a call of the assistant message just before it. A
+    message the client marked with another ``origin`` than ``user`` keeps the mark."""
     if not isinstance(raw, list) or not raw:
         raise InvalidInput("messages must be a non-empty list", code="invalid_messages")
     if len(raw) > 500:
         raise InvalidInput("at most 500 messages", code="invalid_messages")
-    parsed: list[dict[str, str]] = []
+    parsed: list[dict[str, Any]] = []
+    open_calls: set[str] = set()  # the ids of the last assistant message's calls, while results follow it
     for number, message in enumerate(raw):
+        where = f"messages[{number}]"
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InvalidInput(f"messages[{number}] must be an object with a role", code="invalid_messages")
+            raise InvalidInput(f"{where} must be an object with a role", code="invalid_messages")
         role = message["role"]
         if role == "developer":
             role = "system"
         if role not in ("system", "user", "assistant", "tool"):
-            raise InvalidInput(f"messages[{number}]: unknown role {role!r}", code="invalid_messages")
+            raise InvalidInput(f"{where}: unknown role {role!r}", code="invalid_messages")
+        entry: dict[str, Any] = {"role": role, "content": _text_of(message.get("content"), where)}
         if role == "tool":
-            continue  # the client's own tool results are not ours to replay
-        entry = {"role": role, "content": _text_of(message.get("content"), f"messages[{number}]")}
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in open_calls:
+                raise InvalidInput(f"{where}: a tool result needs the tool_call_id of a call in the assistant "
+                                   "message before it", code="invalid_messages")
+            entry["tool_call_id"] = call_id
+        elif role == "assistant" and message.get("tool_calls"):
+            entry["tool_calls"] = _tool_calls_of(message["tool_calls"], where)
+            open_calls = {call["id"] for call in entry["tool_calls"]}
+        else:
+            open_calls = set()
         origin = _origin(message, number)
-        if origin != "user":
+        if origin != "user" and role != "tool":
             entry["origin"] = origin
         parsed.append(entry)
-    if not parsed or parsed[-1]["role"] != "user":
-        raise InvalidInput("the last message must be the user's", code="invalid_messages")
-    last = parsed.pop()
-    return parsed, last["content"], "origin" not in last
+    users = [number for number, entry in enumerate(parsed) if entry["role"] == "user"]
+    after = parsed[users[-1] + 1:] if users else parsed
+    if not users or (after and (after[-1]["role"] != "tool"
+                                or any(m["role"] not in ("assistant", "tool") for m in after))):
+        raise InvalidInput("the last message must be the user's, or the results of the tools the assistant "
+                           "called after it", code="invalid_messages")
+    last = parsed[users[-1]]
+    return _Conversation(earlier=parsed[:users[-1]], content=last["content"], typed="origin" not in last,
+                         pending=after)
+
+
+def _client_tools(body: dict[str, Any]) -> services.ClientTools | None:
+    """The client's own ``tools``, ``tool_choice`` and ``parallel_tool_calls``, checked; None without tools."""
+    from localai_memory.memory.providers import RESERVED_TOOLS
+
+    if body.get("functions") or body.get("function_call"):
+        raise InvalidInput("the legacy functions field is not supported; send your functions as tools",
+                           code="functions_not_supported")
+    raw = body.get("tools")
+    if raw is None or raw == []:
+        if body.get("tool_choice") not in (None, "none", "auto"):
+            raise InvalidInput("tool_choice needs tools", code="invalid_tool_choice")
+        return None
+    if not isinstance(raw, list) or len(raw) > CLIENT_TOOLS_MAX:
+        raise InvalidInput(f"tools must be a list of at most {CLIENT_TOOLS_MAX} tools", code="invalid_tools")
+    definitions: list[dict[str, Any]] = []
+    for number, tool in enumerate(raw):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if (not isinstance(function, dict) or tool.get("type", "function") != "function"
+                or not isinstance(name, str) or not TOOL_NAME.fullmatch(name)):
+            raise InvalidInput(f"tools[{number}] must be a function with a name of letters, digits, _ and - "
+                               "(at most 64)", code="invalid_tools")
+        if name in RESERVED_TOOLS:
+            raise InvalidInput(f"the tool name {name} is memory's own; give your tool another name",
+                               code="tool_name_taken")
+        if any(known["function"]["name"] == name for known in definitions):
+            raise InvalidInput(f"two tools are named {name}", code="invalid_tools")
+        parameters = function.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(parameters, dict) or not isinstance(function.get("description", ""), str):
+            raise InvalidInput(f"tools[{number}]: parameters must be a JSON schema object and description "
+                               "a text", code="invalid_tools")
+        shown = {"name": name, "parameters": parameters}
+        if function.get("description"):
+            shown["description"] = function["description"]
+        if isinstance(function.get("strict"), bool):
+            shown["strict"] = function["strict"]
+        definitions.append({"type": "function", "function": shown})
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        named = choice.get("function") if choice.get("type") == "function" else None
+        if not isinstance(named, dict) or named.get("name") not in {d["function"]["name"] for d in definitions}:
+            raise InvalidInput("tool_choice names none of the tools", code="invalid_tool_choice")
+        choice = {"type": "function", "function": {"name": named["name"]}}
+    elif choice not in (None, "auto", "none", "required"):
+        raise InvalidInput("tool_choice must be auto, none, required or one of the tools",
+                           code="invalid_tool_choice")
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise InvalidInput("parallel_tool_calls must be true or false", code="invalid_parallel_tool_calls")
+    return services.ClientTools(definitions=tuple(definitions), choice=None if choice == "auto" else choice,
+                                parallel=parallel)
 
 
 def _int_or_none(value: Any, name: str) -> int | None:
@@ -218,6 +333,9 @@ def _int_or_none(value: Any, name: str) -> int | None:
         return int(value.strip())
     raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
 
+
+#: A tool's name, as OpenAI allows it.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 #: How GET /v1/models names each of the user's agents, so a client that only knows "model" can pick one.
 AGENT_MODEL = re.compile(r"agent-(\d{1,18})")
@@ -257,10 +375,8 @@ class ChatCompletionsApi(ApiView):
         body = request.data
         if not isinstance(body, dict):
             raise InvalidInput("the body must be a JSON object", code="invalid_body")
-        if body.get("tools") or body.get("functions"):
-            raise InvalidInput("client tools are not supported; memory tools are the host's",
-                               code="client_tools_not_supported")
-        earlier, content, typed = _parse_messages(body.get("messages"))
+        client_tools = _client_tools(body)
+        sent = _parse_messages(body.get("messages"))
         if body.get("n") not in (None, 1):
             raise InvalidInput("n must be 1", code="invalid_n")
         agent_id = _int_or_none(body.get("agent", request.headers.get("X-Agent-Id")), "agent")
@@ -273,46 +389,58 @@ class ChatCompletionsApi(ApiView):
             if agent_id is not None and chat.agent_id != agent_id:
                 raise InvalidInput("this chat runs another agent", code="agent_mismatch")
         else:  # the chat this conversation continues, or a new one
-            chat = (services.chat_of_thread(owner_id=request.user.pk, agent_id=agent_id, earlier=earlier)
+            # What came before this request's news: the user's message, or (coming back with its tools'
+            # results, which the key leaves out) all of it.
+            before = sent.sent if sent.pending else sent.earlier
+            chat = (services.chat_of_thread(owner_id=request.user.pk, agent_id=agent_id, earlier=before)
                     or services.chat_create(owner_id=request.user.pk, agent_id=agent_id, origin=Origin.WEB,
-                                            title=content))
+                                            title=sent.content))
         # The client holds the conversation: the chat's log is stored after the reply is sent.
-        result = services.turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed,
-                                   store_after_response=True)
+        result = services.turn_run(chat=chat, content=sent.content, history=sent.earlier, typed_by_user=sent.typed,
+                                   store_after_response=True, client_tools=client_tools, pending=sent.pending)
         if chat_id is None:
-            services.thread_continues(chat, earlier, content, result.reply)
+            services.thread_continues(chat, sent.sent, result)
         model = body.get("model") if isinstance(body.get("model"), str) else settings.LLM_MODEL
         created = int(time.time())
         completion_id = f"chatcmpl-{chat.pk}-{secrets.token_hex(8)}"
         headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk),
                    "Server-Timing": services.server_timing(result.timings)}
+        calls = [call.as_message_part() for call in result.tool_calls]
         if body.get("stream") is True:
-            return _stream(completion_id, created, model, result.reply, headers)
+            return _stream(completion_id, created, model, result.reply, calls, headers)
         usage = result.usage or {}
+        message: dict[str, Any] = {"role": Role.ASSISTANT.value, "content": result.reply}
+        if calls:
+            message.update(content=result.reply or None, tool_calls=calls)
         payload = {
             "id": completion_id,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "message": {"role": Role.ASSISTANT.value, "content": result.reply},
-                         "finish_reason": "stop", "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop",
+                         "logprobs": None}],
             "usage": {key: usage.get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")},
             "memory": result.memory,
         }
         return Response(payload, headers=headers)
 
 
-def _stream(completion_id: str, created: int, model: str, text: str, headers: dict[str, str],
-            ) -> StreamingHttpResponse:
-    """The finished reply as server-sent events, for clients that ask to stream."""
+def _stream(completion_id: str, created: int, model: str, text: str, calls: list[dict[str, Any]],
+            headers: dict[str, str]) -> StreamingHttpResponse:
+    """The finished reply (its text, and its calls of the client's tools) as server-sent events, for clients
+    that ask to stream."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
         body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         return f"data: {json.dumps(body)}\n\n"
 
-    events = [chunk({"role": "assistant", "content": ""}), chunk({"content": text}), chunk({}, "stop"),
-              "data: [DONE]\n\n"]
+    events = [chunk({"role": "assistant", "content": ""})]
+    if text or not calls:
+        events.append(chunk({"content": text}))
+    if calls:
+        events.append(chunk({"tool_calls": [{"index": number, **call} for number, call in enumerate(calls)]}))
+    events += [chunk({}, "tool_calls" if calls else "stop"), "data: [DONE]\n\n"]
     response = StreamingHttpResponse(iter(events), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     for key, value in headers.items():

@@ -73,13 +73,18 @@ def chat_completion(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
     model: str | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+    parallel_tool_calls: bool | None = None,
 ) -> ModelReply:
-    """One ``POST {LLM_BASE_URL}/chat/completions``. Raises ModelUnavailable or ModelBadResponse."""
+    """One ``POST {LLM_BASE_URL}/chat/completions``; ``tool_choice`` (``auto`` when not given) and
+    ``parallel_tool_calls`` go with the tools. Raises ModelUnavailable or ModelBadResponse."""
     base_url = str(settings.LLM_BASE_URL).rstrip("/")
     body: dict[str, Any] = {"model": model or settings.LLM_MODEL, "messages": messages, "stream": False}
     if tools:
         body["tools"] = tools
-        body["tool_choice"] = "auto"
+        body["tool_choice"] = tool_choice or "auto"
+        if parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = parallel_tool_calls
     headers = {"Accept": "application/json"}
     if settings.LLM_API_KEY:
         headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
@@ -70,6 +70,29 @@ class TurnResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: a command the chat ran instead of asking the model (``remember``: ``/remember <fact>``), else None
     command: str | None = None
+    #: the model's calls of the client's own tools (``ClientTools``): the turn ends with them, unanswered
+    tool_calls: tuple[llm.ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClientTools:
+    """The tools an OpenAI client brings to ``/v1/chat/completions``. The model is offered them beside
+    memory's; the host never runs them: a reply that calls one ends the turn with those calls (``tool_calls``),
+    the client runs them and sends their results in its next request, which continues the turn. The host's
+    own calls in the same reply are run (a note saved is saved)."""
+
+    definitions: tuple[dict[str, Any], ...] = ()
+    #: OpenAI's ``tool_choice``: None (``auto``), ``none`` (not offered), ``required``, or one named tool
+    choice: str | dict[str, Any] | None = None
+    parallel: bool | None = None
+
+    @property
+    def offered(self) -> list[dict[str, Any]]:
+        return [] if self.choice == "none" else list(self.definitions)
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(tool["function"]["name"] for tool in self.definitions)
 
 
 @dataclass(frozen=True)
@@ -112,16 +135,25 @@ turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] =
 THREAD_MIN_CHARS = 20
 
 
+def _call_ids(message: dict[str, Any]) -> list[str]:
+    calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+    return [str(call.get("id")) for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
+
+
 def thread_key(messages: list[dict[str, Any]]) -> str:
-    """A hash of a conversation's user and assistant messages (their text, trimmed; system prompts and tool
-    output left out, since clients rewrite them), for OpenAI clients that send the whole conversation but no
-    chat id: the key of a chat after a reply equals the key of what the client sends before its next
-    message, so that turn continues the chat instead of starting one per message."""
+    """A hash of a conversation's user and assistant messages (their text, trimmed, and the ids of the
+    assistant's tool calls; system prompts and tool output left out, since clients rewrite them), for OpenAI
+    clients that send the whole conversation but no chat id: the key of a chat after a reply equals the key
+    of what the client sends before its next message (or with its tools' results), so that turn continues the
+    chat instead of starting one per message."""
     digest = hashlib.sha256()
     for message in messages:
         if message.get("role") in ("user", "assistant"):
             text = message.get("content")
-            digest.update(json.dumps([message["role"], text.strip() if isinstance(text, str) else ""]).encode())
+            entry: list[Any] = [message["role"], text.strip() if isinstance(text, str) else ""]
+            if ids := _call_ids(message):
+                entry.append(ids)
+            digest.update(json.dumps(entry).encode())
     return digest.hexdigest()
 
 
@@ -129,6 +161,7 @@ def chat_of_thread(*, owner_id: int, agent_id: int | None, earlier: list[dict[st
     """The owner's chat (with this agent) whose conversation so far is ``earlier``, if one is; the newest
     when several are (a conversation the client sent twice from the same point)."""
     said = [m.get("content") for m in earlier if m.get("role") == "user"]
+    said += [call_id for m in earlier for call_id in _call_ids(m)]  # the model's call ids tell threads apart
     if not any(m.get("role") == "assistant" for m in earlier):
         return None  # a first message: a new conversation
     if sum(len(text.strip()) for text in said if isinstance(text, str)) < THREAD_MIN_CHARS:
@@ -140,10 +173,13 @@ def chat_of_thread(*, owner_id: int, agent_id: int | None, earlier: list[dict[st
             .order_by("-updated_at", "-id").first())
 
 
-def thread_continues(chat: Chat, earlier: list[dict[str, Any]], content: str, reply: str) -> None:
-    """Remember the conversation as it now is, for the client's next turn: before the reply is sent (one
-    UPDATE, for clients that send no chat id only), so a client that answers at once still finds the chat."""
-    key = thread_key([*earlier, {"role": "user", "content": content}, {"role": "assistant", "content": reply}])
+def thread_continues(chat: Chat, conversation: list[dict[str, Any]], result: TurnResult) -> None:
+    """Remember the conversation as it now is (what the client sent, and the reply), for the client's next
+    turn: before the reply is sent (one UPDATE, for clients that send no chat id only), so a client that
+    answers at once still finds the chat."""
+    reply = {"role": "assistant", "content": result.reply,
+             "tool_calls": [call.as_message_part() for call in result.tool_calls]}
+    key = thread_key([*conversation, reply])
     Chat.objects.filter(pk=chat.pk).update(thread_key=key)
 
 
@@ -338,7 +374,8 @@ def _history(chat: Chat) -> list[dict[str, Any]]:
 
 def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
              history: list[dict[str, Any]] | None = None, typed_by_user: bool = True,
-             store_after_response: bool = False) -> TurnResult:
+             store_after_response: bool = False, client_tools: ClientTools | None = None,
+             pending: list[dict[str, Any]] | None = None) -> TurnResult:
     """One turn: decide memory, call the model with its tools, store the message and the reply, return it.
 
     ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
@@ -358,8 +395,15 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     client sends the conversation itself every turn: what memory did (notes saved, proposals) is written
     during the turn either way; only the chat's log follows the reply, and is lost if the database fails
     in that millisecond (logged).
+
+    ``client_tools`` are an OpenAI client's own tools (``ClientTools``): a reply calling one ends the turn
+    with those calls, and the message is stored alone. ``pending`` is what follows ``content`` when the
+    client comes back with its tools' results (the assistant's calls and the results): the turn continues
+    that message (recall still reads it; it is not stored again, and is not a ``/remember``), and stores the
+    reply alone.
     """
     content = _check_content(content)
+    continues = bool(pending)
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
     scopes = chat_scopes(chat=chat)
@@ -367,7 +411,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
-    fact = remember.parse(content) if typed_by_user else None
+    fact = remember.parse(content) if typed_by_user and not continues else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call
         return _remember_turn(chat=chat, user_message=user_message, fact=fact, facts=facts, decision=decision,
                               scopes=scopes, sender=sender, store_after_response=store_after_response)
@@ -393,10 +437,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     timings = {"recall": (time.perf_counter() - started) * 1000, "model": 0.0}
     if recall_text:
         system += "\n\n" + recall_text
-    # The model gets role and content only: recall's ``origin`` marks are ours, not the protocol's.
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system},
-                                      *({"role": m["role"], "content": m["content"]} for m in earlier),
-                                      {"role": "user", "content": content}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *map(_for_model, earlier),
+                                      {"role": "user", "content": content}, *map(_for_model, pending or ())]
     report = new_report(decision)
     report["read"] = block.read
     report["recall"] = recall_report
@@ -407,27 +449,45 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
                       report=report, addon=addon)
     definitions = context.tool_definitions(decision, tools) + (addon.tools if addon is not None else [])
+    if client_tools is not None and (taken := client_tools.names & {d["function"]["name"] for d in definitions}):
+        raise InvalidInput(f"the tool name {min(taken)} is memory's own here; give your tool another name",
+                           code="tool_name_taken")
     try:
-        reply = _loop(messages, definitions, ctx, timings)
+        reply = _loop(messages, definitions, ctx, timings, client_tools)
     except UpstreamError as exc:
-        _keep(chat, user_message)
+        if not continues:
+            _keep(chat, user_message)
         exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}
         raise
     except Exception:
-        _keep(chat, user_message)
+        if not continues:
+            _keep(chat, user_message)
         raise
     text = (reply.content or "").replace("\x00", "")  # PostgreSQL text holds no NUL; a model may send one
     # The reply's time is when it came, not when it is stored (after the response, on another thread).
     assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report, created_at=timezone.now())
-    _store(chat, [user_message, assistant], after=store_after_response)
-    if typed_by_user:
+    # The log holds what was said: a message once, and a reply that only calls the client's tools not at all.
+    stored = ([] if continues else [user_message]) + ([assistant] if text or not reply.tool_calls else [])
+    if stored:
+        _store(chat, stored, after=store_after_response)
+    if typed_by_user and not continues:
         from localai_memory.growth.consolidation import consolidation_schedule_after_turn
 
         owner_id = chat.owner_id
         after_response(lambda: consolidation_schedule_after_turn(owner_id))
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage,
-                      timings=timings)
+                      timings=timings, tool_calls=reply.tool_calls)
+
+
+def _for_model(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as the model gets it: role and content, and the tool calls and call id of a client's tools;
+    recall's ``origin`` marks are ours, not the protocol's."""
+    shown = {"role": message["role"], "content": message["content"]}
+    for key in ("tool_calls", "tool_call_id"):
+        if key in message:
+            shown[key] = message[key]
+    return shown
 
 
 def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,
@@ -469,34 +529,51 @@ def _recall(request: RecallRequest) -> tuple[str, dict[str, Any]]:
 
 
 def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx: ToolContext,
-          timings: dict[str, float]) -> llm.ModelReply:
+          timings: dict[str, float], client: ClientTools | None = None) -> llm.ModelReply:
     """Call the model; run its tool calls and call it again, at most MAX_TOOL_ROUNDS times; then it answers.
-    ``timings["model"]`` adds up the milliseconds spent waiting for the model."""
+    A reply calling the client's tools ends the loop with those calls (after the host's of the same reply
+    ran). ``timings["model"]`` adds up the milliseconds spent waiting for the model."""
+    theirs = client.offered if client is not None else []
+    names = frozenset(tool["function"]["name"] for tool in theirs)
 
-    def ask(tools: list[dict[str, Any]] | None) -> llm.ModelReply:
+    def ask(tools: list[dict[str, Any]]) -> llm.ModelReply:
         started = time.perf_counter()
         try:
-            return llm.chat_completion(messages=messages, tools=tools)
+            return llm.chat_completion(messages=messages, tools=tools or None,
+                                       tool_choice=client.choice if client and theirs else None,
+                                       parallel_tool_calls=client.parallel if client and theirs else None)
         finally:
             timings["model"] = timings.get("model", 0.0) + (time.perf_counter() - started) * 1000
 
     for _ in range(MAX_TOOL_ROUNDS):
-        reply = ask(definitions or None)
+        reply = ask(definitions + theirs)
         if not reply.tool_calls:
             return reply
+        for_client = tuple(call for call in reply.tool_calls if call.name in names)
+        ran = _run_calls(ctx, [call for call in reply.tool_calls if call.name not in names])
+        if for_client:  # the client runs these, and comes back with their results
+            return replace(reply, tool_calls=for_client, finish_reason="tool_calls")
         messages.append(reply.as_message())
-        for number, call in enumerate(reply.tool_calls):
-            if number < MAX_CALLS_PER_ROUND:
-                result = run_tool(ctx, call.name, call.arguments)
-            else:
-                result = {"status": "error", "error": "too_many_calls",
-                          "message": f"At most {MAX_CALLS_PER_ROUND} tool calls are run per round."}
-            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                             "content": json.dumps(result, ensure_ascii=False)})
-    # Enough tools: the model answers from what it has (no tools offered on this last call).
-    final = ask(None)
-    return llm.ModelReply(content=final.content, tool_calls=(), finish_reason=final.finish_reason,
-                          usage=final.usage, model=final.model)
+        messages.extend(ran)
+    # Enough of memory's tools: the model answers from what it has (only the client's are offered now).
+    final = ask(theirs)
+    for_client = tuple(call for call in final.tool_calls if call.name in names)
+    return replace(final, tool_calls=for_client,
+                   finish_reason="tool_calls" if for_client else final.finish_reason)
+
+
+def _run_calls(ctx: ToolContext, calls: list[llm.ToolCall]) -> list[dict[str, Any]]:
+    """Run the host's tool calls of one reply (at most MAX_CALLS_PER_ROUND); their results as tool messages."""
+    results = []
+    for number, call in enumerate(calls):
+        if number < MAX_CALLS_PER_ROUND:
+            result = run_tool(ctx, call.name, call.arguments)
+        else:
+            result = {"status": "error", "error": "too_many_calls",
+                      "message": f"At most {MAX_CALLS_PER_ROUND} tool calls are run per round."}
+        results.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                        "content": json.dumps(result, ensure_ascii=False)})
+    return results
 
 
 def server_timing(timings: dict[str, float]) -> str:

@@ -1,0 +1,234 @@
+"""An OpenAI client's own tools on ``POST /v1/chat/completions``: the model is offered them beside memory's,
+a call of one goes back to the client (``finish_reason: tool_calls``), the client's next request carries the
+result and the turn goes on with memory as before. Memory's calls are the host's to run; the client's never
+are. Shown with DRF's client and with the official OpenAI Python client against a live server."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from localai_memory.chats.models import Chat, Message
+from tests.chats.helpers import index_of, note, set_memory, system_of, tool_results, tools_of
+from tests.chats.test_chats_api import bearer
+from tests.fakes.openai_server import reply, tool_calls
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather now in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+CALL_ID = "call_8f3a2c91e07b"
+
+
+def complete(client, messages, status=200, **body):
+    response = client.post("/v1/chat/completions", {"messages": messages, **body}, format="json")
+    assert response.status_code == status, response.content
+    return response
+
+
+def log_of(chat_id: int) -> list[tuple[str, str]]:
+    return list(Message.objects.filter(chat_id=chat_id).order_by("id").values_list("role", "content"))
+
+
+@pytest.mark.django_db
+def test_a_call_of_the_clients_tool_goes_back_to_it_and_its_result_continues_the_turn(owner, client_for, model):
+    note(owner, "home", "lives in Rome")
+    client = bearer(client_for, owner)
+    asked = {"role": "user", "content": "Weather?"}
+
+    model.script(tool_calls(("get_weather", {"city": "Rome"}, CALL_ID)))
+    first = complete(client, [asked], tools=[WEATHER])
+    choice = first.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]}
+    sent = model.requests[0]
+    assert set(tools_of(sent)) >= {"context_read", "propose_change", "get_weather"}
+    assert sent["tool_choice"] == "auto" and "parallel_tool_calls" not in sent
+    assert "lives in Rome" in system_of(sent)  # memory is in front of the model as on any turn
+    assert json.loads(first["X-Memory"])["read"] == 1
+    chat_id = int(first["X-Chat-Id"])
+    assert log_of(chat_id) == [("user", "Weather?")]  # nothing was said back yet
+
+    model.script(reply("Sunny and 21 °C in Rome."))
+    came_back = [asked, choice["message"], {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny, 21 C"}]
+    second = complete(client, came_back, tools=[WEATHER])
+    assert second.json()["choices"][0] == {"index": 0, "finish_reason": "stop", "logprobs": None, "message": {
+        "role": "assistant", "content": "Sunny and 21 °C in Rome."}}
+    shown = model.requests[1]["messages"]
+    assert "lives in Rome" in shown[0]["content"]
+    assert shown[1:] == [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": choice["message"]["tool_calls"]},
+        {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny, 21 C"}]
+    # One chat (found by the conversation and its call id, with no chat id sent), each message once.
+    assert int(second["X-Chat-Id"]) == chat_id
+    assert log_of(chat_id) == [("user", "Weather?"), ("assistant", "Sunny and 21 °C in Rome.")]
+
+    model.script(reply("You're welcome."))
+    third = complete(client, [*came_back, second.json()["choices"][0]["message"],
+                              {"role": "user", "content": "thanks"}], tools=[WEATHER])
+    assert int(third["X-Chat-Id"]) == chat_id
+    assert [content for _, content in log_of(chat_id)][-2:] == ["thanks", "You're welcome."]
+
+
+@pytest.mark.django_db
+def test_memorys_own_calls_in_the_same_reply_are_run_and_only_the_clients_go_back(owner, client_for, model):
+    set_memory(owner, save_mode="auto")
+    client = bearer(client_for, owner)
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "home", "summary": "lives in Oslo"}),
+                            ("get_weather", {"city": "Oslo"}, CALL_ID), text="Let me look."))
+    response = complete(client, [{"role": "user", "content": "I moved to Oslo. How cold is it there?"}],
+                        tools=[WEATHER])
+    message = response.json()["choices"][0]["message"]
+    assert message["content"] == "Let me look."
+    assert [call["function"]["name"] for call in message["tool_calls"]] == ["get_weather"]
+    assert json.loads(response["X-Memory"])["saved_topics"] == ["home"]
+    assert index_of(owner) == "- home: lives in Oslo\n"
+    # The reply's words are kept in the chat's log; the call itself is the client's business.
+    assert log_of(int(response["X-Chat-Id"])) == [
+        ("user", "I moved to Oslo. How cold is it there?"), ("assistant", "Let me look.")]
+
+
+@pytest.mark.django_db
+def test_memory_tools_run_first_then_the_client_is_asked(owner, client_for, model):
+    note(owner, "home", "lives in Rome", details="Flat in Trastevere since 2019.")
+    client = bearer(client_for, owner)
+    model.script(tool_calls(("context_read", {"topic": "home"})), tool_calls(("get_weather", {"city": "Rome"})))
+    response = complete(client, [{"role": "user", "content": "What is the weather at home?"}], tools=[WEATHER])
+    assert response.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert len(model.requests) == 2
+    assert tool_results(model.requests[1])[0]["topic"] == "home"  # memory answered the model itself
+    assert "get_weather" in tools_of(model.requests[1])
+
+
+@pytest.mark.django_db
+def test_tool_choice_and_parallel_tool_calls_reach_the_model(owner, client_for, model):
+    client = bearer(client_for, owner)
+    asked = [{"role": "user", "content": "Weather in Rome?"}]
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for choice in ("required", named):
+        model.script(tool_calls(("get_weather", {"city": "Rome"})))
+        complete(client, asked, tools=[WEATHER], tool_choice=choice, parallel_tool_calls=False)
+        assert model.last_request["tool_choice"] == choice
+        assert model.last_request["parallel_tool_calls"] is False
+    model.script(reply("I cannot look that up."))
+    complete(client, asked, tools=[WEATHER], tool_choice="none")
+    assert "get_weather" not in tools_of(model.last_request)  # not offered at all
+    assert "context_read" in tools_of(model.last_request)  # memory's own still are
+
+
+@pytest.mark.django_db
+def test_a_streamed_reply_carries_the_tool_calls(owner, client_for, model):
+    model.script(tool_calls(("get_weather", {"city": "Rome"}, CALL_ID)))
+    response = complete(bearer(client_for, owner), [{"role": "user", "content": "Weather in Rome?"}],
+                        tools=[WEATHER], stream=True)
+    events = [json.loads(line[6:]) for line in b"".join(response.streaming_content).decode().splitlines()
+              if line.startswith("data: {")]
+    deltas = [event["choices"][0]["delta"] for event in events]
+    assert {"tool_calls": [{"index": 0, "id": CALL_ID, "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Rome"}'}}]} in deltas
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert not any(delta.get("content") for delta in deltas)
+
+
+ASKED = {"role": "user", "content": "Weather in Rome?"}
+CALLED = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("body", "code"), [
+    ({"tools": {"get_weather": {}}}, "invalid_tools"),
+    ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "invalid_tools"),
+    ({"tools": [{"type": "retrieval"}]}, "invalid_tools"),
+    ({"tools": [WEATHER, WEATHER]}, "invalid_tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "city"}}]}, "invalid_tools"),
+    ({"tools": [WEATHER] * 129}, "invalid_tools"),
+    ({"tools": [{"type": "function", "function": {"name": "propose_change"}}]}, "tool_name_taken"),
+    ({"tools": [WEATHER], "tool_choice": "sometimes"}, "invalid_tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "read_mail"}}},
+     "invalid_tool_choice"),
+    ({"tool_choice": "required"}, "invalid_tool_choice"),
+    ({"tools": [WEATHER], "parallel_tool_calls": "yes"}, "invalid_parallel_tool_calls"),
+    ({"functions": [WEATHER["function"]]}, "functions_not_supported"),
+    ({"messages": [ASKED, {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny"}]}, "invalid_messages"),
+    ({"messages": [ASKED, CALLED, {"role": "tool", "tool_call_id": "call_other", "content": "sunny"}]},
+     "invalid_messages"),
+    ({"messages": [ASKED, CALLED]}, "invalid_messages"),
+    ({"messages": [ASKED, {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]},
+                   {"role": "user", "content": "and?"}]}, "invalid_messages"),
+    ({"messages": [ASKED, CALLED, {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny"},
+                   {"role": "system", "content": "Be brief."}]}, "invalid_messages"),
+])
+def test_bad_tools_or_tool_messages_are_a_400_that_calls_nothing_and_stores_nothing(
+        owner, client_for, model, body, code):
+    response = complete(bearer(client_for, owner), body.pop("messages", [ASKED]), status=400, **body)
+    assert response.json()["error"]["code"] == code
+    assert not model.requests
+    assert not Chat.objects.filter(owner=owner).exists() and not Message.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_tool_named_like_a_memory_add_ons_is_refused_before_the_model_is_called(
+        owner, client_for, model, monkeypatch):
+    from tests.chats.helpers import pick_provider
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    pick_provider(owner, "sample")  # its tool sample_lookup is offered in place of memory's
+    response = complete(bearer(client_for, owner), [ASKED], status=400,
+                        tools=[{"type": "function", "function": {"name": "sample_lookup"}}])
+    assert response.json()["error"]["code"] == "tool_name_taken"
+    assert "sample_lookup" in response.json()["error"]["message"]
+    assert not model.requests and not Message.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_tool_result_of_another_users_conversation_never_lands_in_their_chat(owner, outsider, client_for, model):
+    model.script(tool_calls(("get_weather", {"city": "Rome"}, CALL_ID)))
+    first = complete(bearer(client_for, owner), [ASKED], tools=[WEATHER])
+    came_back = [ASKED, first.json()["choices"][0]["message"],
+                 {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny"}]
+    model.script(reply("Sunny."))
+    theirs = complete(bearer(client_for, outsider), came_back, tools=[WEATHER])
+    assert Chat.objects.get(pk=int(theirs["X-Chat-Id"])).owner == outsider
+    assert log_of(int(first["X-Chat-Id"])) == [("user", "Weather in Rome?")]
+    assert complete(bearer(client_for, outsider), came_back, status=404, tools=[WEATHER],
+                    chat_id=int(first["X-Chat-Id"])).json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_official_openai_client_runs_its_tools_through_the_route(owner, live_server, model):
+    """The OpenAI Python client against the app over HTTP: a tool call, the result, the answer; streamed too."""
+    from localai_memory.accounts.services import token_create
+
+    note(owner, "home", "lives in Rome")
+    client = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=token_create(user=owner), max_retries=0)
+    messages: list[dict] = [{"role": "user", "content": "What's the weather where I live?"}]
+
+    model.script(tool_calls(("get_weather", {"city": "Rome"}, CALL_ID)))
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=messages, tools=[WEATHER])
+    completion = raw.parse()
+    assert json.loads(raw.headers["X-Memory"])["read"] == 1
+    assert completion.choices[0].finish_reason == "tool_calls"
+    call = completion.choices[0].message.tool_calls[0]
+    assert (call.id, call.function.name, json.loads(call.function.arguments)) == (
+        CALL_ID, "get_weather", {"city": "Rome"})
+
+    messages += [completion.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}]
+    model.script(reply("Sunny, 21 °C."))
+    answer = client.chat.completions.create(model="fake-model", messages=messages, tools=[WEATHER])
+    assert answer.choices[0].message.content == "Sunny, 21 °C." and answer.choices[0].finish_reason == "stop"
+    assert model.last_request["messages"][-1] == {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny, 21 C"}
+
+    model.script(tool_calls(("get_weather", {"city": "Oslo"}, "call_streamed")))
+    names, arguments, finish = "", "", None
+    for chunk in client.chat.completions.create(model="fake-model", stream=True, tools=[WEATHER], messages=[
+            {"role": "user", "content": "And in Oslo?"}]):
+        for delta_call in chunk.choices[0].delta.tool_calls or []:
+            names += delta_call.function.name or ""
+            arguments += delta_call.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert (names, json.loads(arguments), finish) == ("get_weather", {"city": "Oslo"}, "tool_calls")
