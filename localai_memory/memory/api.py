@@ -197,7 +197,7 @@ class NotesApi(ApiView):
         from localai_memory.notes.models import ChangeSet
 
         data = validated(NoteInput, request.data)
-        scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
+        scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"), writes_topic=data["topic"])
         change = note_save(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
                            details=data.get("details") or None, importance=data.get("importance", KEEP),
                            source=ChangeSet.Source.FILES, actor="you")
@@ -214,7 +214,7 @@ class NotesApi(ApiView):
         from localai_memory.notes.models import ChangeSet
 
         data = validated(NewNoteInput, request.data)
-        scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
+        scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"), writes_topic="")
         change, topic = note_add(owner_id=request.user.pk, scope=scope, summary=data["summary"],
                                  details=data.get("details") or None, importance=data.get("importance", KEEP),
                                  source=ChangeSet.Source.FILES)

@@ -79,15 +79,18 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
     )
 
 
-def owned_scope(*, user_id: int, raw: object) -> Scope:
+def owned_scope(*, user_id: int, raw: object, writes_topic: str | None = None) -> Scope:
     """A scope a client named (``user``, ``agent:<id>``, ``channel:<key>``; ``user`` when absent), if it is the
     user's own: an agent's notes only of one of their agents, or of one they deleted whose notes they kept
     (the Deleted agents tab: still theirs to read, edit and delete); another's is a 404, as if it did not
-    exist."""
+    exist. ``writes_topic`` names the topic a write saves (``""``: a new one): a deleted agent's folder takes
+    edits of the notes it holds, never a new note, since no chat would read it (410 ``agent_deleted``)."""
     from localai_memory.agents.models import Agent
     from localai_memory.agents.selectors import access_agent
-    from localai_memory.core.errors import NotFound
+    from localai_memory.core.errors import Gone, NotFound
     from localai_memory.notes.models import NoteFile
+    from localai_memory.notes.paths import parse_index
+    from localai_memory.notes.selectors import index_text
 
     scope = Scope.parse(raw if raw not in (None, "") else "user")
     if scope.kind == "agent":
@@ -98,4 +101,8 @@ def owned_scope(*, user_id: int, raw: object) -> Scope:
                     and NoteFile.objects.filter(owner_id=user_id, path__startswith=f"{scope.root}/").exists())
             if not kept:
                 raise
+            if writes_topic is not None and writes_topic not in {
+                    entry.topic for entry in parse_index(index_text(owner_id=user_id, scope=scope))}:
+                raise Gone("This agent was deleted: its kept notes can be edited or deleted, not added to.",
+                           code="agent_deleted") from None
     return scope

@@ -212,6 +212,16 @@ def test_a_deleted_agents_kept_notes_stay_yours_to_weigh_and_delete_and_nobody_e
     assert response.status_code == 302
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.agent(agent.pk)) == "- oven: gas oven\n"
 
+    # A kept note can be edited; a new one is never added to the folder (no chat would read it).
+    assert put_json(api, NOTES, {"topic": "oven", "summary": "induction hob", "scope": scope}).status_code == 200
+    assert_error(put_json(api, NOTES, {"topic": "pans", "summary": "cast iron", "scope": scope}), 410,
+                 "agent_deleted")
+    assert_error(post_json(api, NOTES, {"summary": "cast iron pans", "scope": scope}), 410, "agent_deleted")
+    response = client.post("/settings/memory/notes/add/", {"scope": scope, "summary": "cast iron pans"},
+                           follow=True)
+    assert "its kept notes can be edited or deleted, not added to" in response.content.decode()
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.agent(agent.pk)) == "- oven: induction hob\n"
+
     # Another user naming that folder, or a deleted agent folder the owner has no notes in: 404.
     assert_error(patch_json(outsider_api, {"topic": "oven", "scope": scope, "importance": 0.1}), 404)
     assert_error(forget(outsider_api, topic="oven", scope=scope), 404)

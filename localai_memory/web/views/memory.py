@@ -16,7 +16,7 @@ from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from bridges import selectors as bridge_selectors
-from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
+from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.growth.selectors import line_writers
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
@@ -324,11 +324,11 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
     gets one made from its first words (``chats.remember.note_add``)."""
     from localai_memory.chats.remember import note_add
 
-    scope = _note_scope(request)
     topic = request.POST.get("topic", "").strip()
     summary = request.POST.get("summary", "")
     details = request.POST.get("details") or None
     try:
+        scope = _note_scope(request, writes_topic=topic)
         if topic:
             notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, summary=summary,
                                        details=details, source=ChangeSet.Source.FILES, actor="you")
@@ -372,14 +372,15 @@ def memory_note_importance(request: AuthenticatedHttpRequest) -> HttpResponse:
     return back(request, MEMORY_TAB)
 
 
-def _note_scope(request: AuthenticatedHttpRequest) -> Scope:
-    """The form's scope, if it is the user's own: their notes, one of their agents', or a conversation's."""
+def _note_scope(request: AuthenticatedHttpRequest, writes_topic: str | None = None) -> Scope:
+    """The form's scope, if it is the user's own: their notes, one of their agents', or a conversation's (a
+    deleted agent's refuses a new note: ``owned_scope``)."""
     raw = request.POST.get("scope", "user")
     try:
         if not raw:
             raise InvalidInput("no scope", code="invalid_scope")
-        return owned_scope(user_id=request.user.pk, raw=raw)
-    except ApplicationError:
+        return owned_scope(user_id=request.user.pk, raw=raw, writes_topic=writes_topic)
+    except (InvalidInput, NotFound):
         raise Http404("no such scope") from None
 
 
