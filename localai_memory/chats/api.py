@@ -19,6 +19,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from localai_memory.core.api import (
@@ -203,7 +204,7 @@ def _tool_calls_of(raw: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw or len(raw) > CLIENT_TOOLS_MAX:
         raise InvalidInput(f"{where}: tool_calls must be a list of 1 to {CLIENT_TOOLS_MAX} calls",
                            code="invalid_messages")
-    calls = []
+    calls: list[dict[str, Any]] = []
     for number, call in enumerate(raw):
         function = call.get("function") if isinstance(call, dict) else None
         call_id = call.get("id") if isinstance(call, dict) else None
@@ -212,8 +213,12 @@ def _tool_calls_of(raw: Any, where: str) -> list[dict[str, Any]]:
                 or call.get("type", "function") != "function"):
             raise InvalidInput(f"{where}: tool_calls[{number}] needs an id, type function and a function name",
                                code="invalid_messages")
-        arguments = function.get("arguments", "")
-        if isinstance(arguments, dict):
+        if call_id in {known["id"] for known in calls}:
+            raise InvalidInput(f"{where}: two tool calls have the id {call_id}", code="invalid_messages")
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = "{}"
+        elif isinstance(arguments, dict):
             arguments = json.dumps(arguments)
         if not isinstance(arguments, str):
             raise InvalidInput(f"{where}: tool_calls[{number}] arguments must be JSON text",
@@ -223,16 +228,19 @@ def _tool_calls_of(raw: Any, where: str) -> list[dict[str, Any]]:
     return calls
 
 
-def _parse_messages(raw: Any) -> _Conversation:
-    """The conversation a client sent. The last message is the user's, or the result of a tool the
-    assistant called after it; a tool result answers a call of the assistant message just before it. A
-    message the client marked with another ``origin`` than ``user`` keeps the mark."""
+def _parse_messages(raw: Any, *, with_tools: bool) -> _Conversation:
+    """The conversation a client sent. The last message is the user's, or (``with_tools``, or when it is one)
+    the results of the tools the assistant called after it. With tools, the calls and their results are kept
+    for the model, and checked: each call of an assistant message is answered once, by the tool messages
+    right after it. Without, tool messages are left out and an assistant message is its text, as a model
+    without tools needs. A message the client marked with another ``origin`` than ``user`` keeps the mark."""
     if not isinstance(raw, list) or not raw:
         raise InvalidInput("messages must be a non-empty list", code="invalid_messages")
     if len(raw) > 500:
         raise InvalidInput("at most 500 messages", code="invalid_messages")
+    with_tools = with_tools or (isinstance(raw[-1], dict) and raw[-1].get("role") == "tool")
     parsed: list[dict[str, Any]] = []
-    open_calls: set[str] = set()  # the ids of the last assistant message's calls, while results follow it
+    unanswered: set[str] = set()  # the calls of the last assistant message that no result answered yet
     for number, message in enumerate(raw):
         where = f"messages[{number}]"
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -242,28 +250,38 @@ def _parse_messages(raw: Any) -> _Conversation:
             role = "system"
         if role not in ("system", "user", "assistant", "tool"):
             raise InvalidInput(f"{where}: unknown role {role!r}", code="invalid_messages")
+        if role == "tool" and not with_tools:
+            continue  # the results of tools the model is not offered now
+        if role != "tool" and unanswered:
+            raise InvalidInput(f"{where}: the tool calls {', '.join(sorted(unanswered))} before it have no "
+                               "result", code="invalid_messages")
         entry: dict[str, Any] = {"role": role, "content": _text_of(message.get("content"), where)}
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or call_id not in open_calls:
+            if not isinstance(call_id, str) or call_id not in unanswered:
                 raise InvalidInput(f"{where}: a tool result needs the tool_call_id of a call in the assistant "
-                                   "message before it", code="invalid_messages")
+                                   "message before it, answered once", code="invalid_messages")
+            unanswered.discard(call_id)
             entry["tool_call_id"] = call_id
-        elif role == "assistant" and message.get("tool_calls"):
-            entry["tool_calls"] = _tool_calls_of(message["tool_calls"], where)
-            open_calls = {call["id"] for call in entry["tool_calls"]}
         else:
-            open_calls = set()
-        origin = _origin(message, number)
-        if origin != "user" and role != "tool":
-            entry["origin"] = origin
+            if role == "assistant" and with_tools and message.get("tool_calls"):
+                entry["tool_calls"] = _tool_calls_of(message["tool_calls"], where)
+                unanswered = {call["id"] for call in entry["tool_calls"]}
+            origin = _origin(message, number)
+            if origin != "user":
+                entry["origin"] = origin
         parsed.append(entry)
+    if unanswered:
+        raise InvalidInput(f"the tool calls {', '.join(sorted(unanswered))} have no result",
+                           code="invalid_messages")
     users = [number for number, entry in enumerate(parsed) if entry["role"] == "user"]
     after = parsed[users[-1] + 1:] if users else parsed
-    if not users or (after and (after[-1]["role"] != "tool"
-                                or any(m["role"] not in ("assistant", "tool") for m in after))):
+    if not users or (after and after[-1]["role"] != "tool"):
         raise InvalidInput("the last message must be the user's, or the results of the tools the assistant "
                            "called after it", code="invalid_messages")
+    if any(m["role"] == "system" for m in after):
+        raise InvalidInput("after the last user message come only the assistant's tool calls and their "
+                           "results", code="invalid_messages")
     last = parsed[users[-1]]
     return _Conversation(earlier=parsed[:users[-1]], content=last["content"], typed="origin" not in last,
                          pending=after)
@@ -273,11 +291,11 @@ def _client_tools(body: dict[str, Any]) -> services.ClientTools | None:
     """The client's own ``tools``, ``tool_choice`` and ``parallel_tool_calls``, checked; None without tools."""
     from localai_memory.memory.providers import RESERVED_TOOLS
 
-    if body.get("functions") or body.get("function_call"):
+    if body.get("functions") or isinstance(body.get("function_call"), dict):
         raise InvalidInput("the legacy functions field is not supported; send your functions as tools",
                            code="functions_not_supported")
     raw = body.get("tools")
-    if raw is None or raw == []:
+    if not raw:  # none: also [], {} or "", which clients send for "no tools"
         if body.get("tool_choice") not in (None, "none", "auto"):
             raise InvalidInput("tool_choice needs tools", code="invalid_tool_choice")
         return None
@@ -296,8 +314,8 @@ def _client_tools(body: dict[str, Any]) -> services.ClientTools | None:
                                code="tool_name_taken")
         if any(known["function"]["name"] == name for known in definitions):
             raise InvalidInput(f"two tools are named {name}", code="invalid_tools")
-        parameters = function.get("parameters", {"type": "object", "properties": {}})
-        if not isinstance(parameters, dict) or not isinstance(function.get("description", ""), str):
+        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(parameters, dict) or not isinstance(function.get("description") or "", str):
             raise InvalidInput(f"tools[{number}]: parameters must be a JSON schema object and description "
                                "a text", code="invalid_tools")
         shown = {"name": name, "parameters": parameters}
@@ -309,7 +327,8 @@ def _client_tools(body: dict[str, Any]) -> services.ClientTools | None:
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
         named = choice.get("function") if choice.get("type") == "function" else None
-        if not isinstance(named, dict) or named.get("name") not in {d["function"]["name"] for d in definitions}:
+        if not isinstance(named, dict) or not isinstance(named.get("name"), str) or named["name"] not in {
+                d["function"]["name"] for d in definitions}:
             raise InvalidInput("tool_choice names none of the tools", code="invalid_tool_choice")
         choice = {"type": "function", "function": {"name": named["name"]}}
     elif choice not in (None, "auto", "none", "required"):
@@ -329,7 +348,7 @@ def _int_or_none(value: Any, name: str) -> int | None:
         raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value.strip())
     raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
 
@@ -370,13 +389,16 @@ class ChatCompletionsApi(ApiView):
                     OpenApiParameter("X-Chat-Id", OpenApiTypes.INT, OpenApiParameter.HEADER)],
         responses={200: OpenApiTypes.OBJECT},
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response | StreamingHttpResponse:
         """One turn over the request's messages, with memory applied."""
         body = request.data
         if not isinstance(body, dict):
             raise InvalidInput("the body must be a JSON object", code="invalid_body")
+        owner_id = request.user.pk
+        assert owner_id is not None  # a token or a session: ApiView lets no anonymous request in
         client_tools = _client_tools(body)
-        sent = _parse_messages(body.get("messages"))
+        sent = _parse_messages(body.get("messages"), with_tools=client_tools is not None)
+        services.check_content(sent.content)  # before a chat is made for it
         if body.get("n") not in (None, 1):
             raise InvalidInput("n must be 1", code="invalid_n")
         agent_id = _int_or_none(body.get("agent", request.headers.get("X-Agent-Id")), "agent")
@@ -384,23 +406,28 @@ class ChatCompletionsApi(ApiView):
             picked = AGENT_MODEL.fullmatch(body["model"])  # an agent picked from GET /v1/models
             agent_id = int(picked.group(1)) if picked else None
         chat_id = _int_or_none(body.get("chat_id", request.headers.get("X-Chat-Id")), "chat")
+        if client_tools is not None:
+            services.client_tools_check(client_tools, owner_id=owner_id)
+        found: Chat | None = None
         if chat_id is not None:
-            chat = selectors.access_chat(request.user, chat_id)
+            chat = found = selectors.access_chat(request.user, chat_id)
             if agent_id is not None and chat.agent_id != agent_id:
                 raise InvalidInput("this chat runs another agent", code="agent_mismatch")
         else:  # the chat this conversation continues, or a new one
             # What came before this request's news: the user's message, or (coming back with its tools'
             # results, which the key leaves out) all of it.
             before = sent.sent if sent.pending else sent.earlier
-            chat = (services.chat_of_thread(owner_id=request.user.pk, agent_id=agent_id, earlier=before)
-                    or services.chat_create(owner_id=request.user.pk, agent_id=agent_id, origin=Origin.WEB,
-                                            title=sent.content))
-        # The client holds the conversation: the chat's log is stored after the reply is sent.
+            found = services.chat_of_thread(owner_id=owner_id, agent_id=agent_id, earlier=before)
+            chat = found or services.chat_create(owner_id=owner_id, agent_id=agent_id, origin=Origin.WEB,
+                                                 title=sent.content)
+        # The client holds the conversation: the chat's log is stored after the reply is sent. Coming back
+        # with its tools' results to the chat it asked in, the question is in that chat's log already.
         result = services.turn_run(chat=chat, content=sent.content, history=sent.earlier, typed_by_user=sent.typed,
-                                   store_after_response=True, client_tools=client_tools, pending=sent.pending)
+                                   store_after_response=True, client_tools=client_tools, pending=sent.pending,
+                                   message_stored=bool(sent.pending) and found is not None)
         if chat_id is None:
             services.thread_continues(chat, sent.sent, result)
-        model = body.get("model") if isinstance(body.get("model"), str) else settings.LLM_MODEL
+        model = str(body["model"]) if isinstance(body.get("model"), str) else str(settings.LLM_MODEL)
         created = int(time.time())
         completion_id = f"chatcmpl-{chat.pk}-{secrets.token_hex(8)}"
         headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk),

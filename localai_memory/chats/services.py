@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -30,7 +31,7 @@ from localai_memory.notes.paths import Scope
 
 from . import context, llm, remember
 from .models import Chat, Message, Origin, Role
-from .selectors import TurnRead, access_chat, chat_scopes, read_turn_memory, turn_facts
+from .selectors import TurnRead, access_chat, chat_scopes, read_memory_state, read_turn_memory, turn_facts
 from .tools import ToolContext, new_report, run_tool
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,16 @@ recall_hooks: list[Callable[[RecallRequest], RecallContribution | None]] = []
 #: a ``TurnRead`` or None; the results reach the recall hooks as ``RecallRequest.prefetched``. Recall reads
 #: the owner's notes and vectors this way, a round trip less per turn.
 turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] = {}
+
+
+def client_tools_check(client_tools: ClientTools, *, owner_id: int) -> None:
+    """Refuse (400 ``tool_name_taken``) a client's tool named as one of the memory add-on's the user picked,
+    before anything is written; the turn checks again against what it offers."""
+    state = read_memory_state(owner_id=owner_id)
+    names, _ = providers.addon_tool_names(state.provider_choice) if state is not None else ([], False)
+    if taken := client_tools.names & set(names):
+        raise InvalidInput(f"the tool name {min(taken)} is memory's own here; give your tool another name",
+                           code="tool_name_taken")
 
 
 #: A conversation is found by what was said only once its user messages hold this many characters: many open
@@ -354,7 +365,7 @@ def _store(chat: Chat, messages: list[Message], *, after: bool) -> None:
         messages_add(chat=chat, messages=messages)
 
 
-def _check_content(content: object) -> str:
+def check_content(content: object) -> str:
     if not isinstance(content, str) or not content.strip():
         raise InvalidInput("content must be a non-empty text", code="invalid_content")
     if "\x00" in content:
@@ -375,7 +386,7 @@ def _history(chat: Chat) -> list[dict[str, Any]]:
 def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
              history: list[dict[str, Any]] | None = None, typed_by_user: bool = True,
              store_after_response: bool = False, client_tools: ClientTools | None = None,
-             pending: list[dict[str, Any]] | None = None) -> TurnResult:
+             pending: list[dict[str, Any]] | None = None, message_stored: bool = False) -> TurnResult:
     """One turn: decide memory, call the model with its tools, store the message and the reply, return it.
 
     ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
@@ -397,12 +408,13 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     in that millisecond (logged).
 
     ``client_tools`` are an OpenAI client's own tools (``ClientTools``): a reply calling one ends the turn
-    with those calls, and the message is stored alone. ``pending`` is what follows ``content`` when the
-    client comes back with its tools' results (the assistant's calls and the results): the turn continues
-    that message (recall still reads it; it is not stored again, and is not a ``/remember``), and stores the
-    reply alone.
+    with those calls (the message is stored, and the reply only if it says something or memory did
+    something). ``pending`` is what follows ``content`` when the client comes back with its tools' results
+    (the assistant's calls and the results): the turn continues that message (recall still reads it; it is
+    not a ``/remember``), and ``message_stored`` says the chat's log holds it already (the chat the first
+    half ran in), so only the reply is stored.
     """
-    content = _check_content(content)
+    content = check_content(content)
     continues = bool(pending)
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
@@ -428,6 +440,10 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     tools = context.offered_tools(decision, topics=context.topic_count(indexes))
     if addon is not None and addon.writes and "propose_change" in decision.tools:
         tools = ["propose_change"]  # the host's own: each write of the add-on's passes the save level
+    definitions = context.tool_definitions(decision, tools) + (addon.tools if addon is not None else [])
+    if client_tools is not None and (taken := client_tools.names & {d["function"]["name"] for d in definitions}):
+        raise InvalidInput(f"the tool name {min(taken)} is memory's own here; give your tool another name",
+                           code="tool_name_taken")
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools,
@@ -448,26 +464,25 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         report["addon"] = {"name": addon.name, "notes": bool(addon.notes.strip()), "tools": addon.tool_names}
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
                       report=report, addon=addon)
-    definitions = context.tool_definitions(decision, tools) + (addon.tools if addon is not None else [])
-    if client_tools is not None and (taken := client_tools.names & {d["function"]["name"] for d in definitions}):
-        raise InvalidInput(f"the tool name {min(taken)} is memory's own here; give your tool another name",
-                           code="tool_name_taken")
     try:
         reply = _loop(messages, definitions, ctx, timings, client_tools)
     except UpstreamError as exc:
-        if not continues:
+        if not message_stored:
             _keep(chat, user_message)
         exc.details = {"chat_id": chat.pk, "user_message_id": user_message.pk, "memory": report}
         raise
     except Exception:
-        if not continues:
+        if not message_stored:
             _keep(chat, user_message)
         raise
     text = (reply.content or "").replace("\x00", "")  # PostgreSQL text holds no NUL; a model may send one
     # The reply's time is when it came, not when it is stored (after the response, on another thread).
     assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report, created_at=timezone.now())
-    # The log holds what was said: a message once, and a reply that only calls the client's tools not at all.
-    stored = ([] if continues else [user_message]) + ([assistant] if text or not reply.tool_calls else [])
+    # The log holds what was said, the message once, and what memory did; a reply that only calls the
+    # client's tools, with memory idle, is left out.
+    did = any(report[key] for key in ("saved", "proposed", "refused", "reverted"))
+    stored = ([] if message_stored else [user_message]) + (
+        [assistant] if text.strip() or did or not reply.tool_calls else [])
     if stored:
         _store(chat, stored, after=store_after_response)
     if typed_by_user and not continues:
@@ -536,6 +551,11 @@ def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx
     theirs = client.offered if client is not None else []
     names = frozenset(tool["function"]["name"] for tool in theirs)
 
+    def handed_back(reply: llm.ModelReply, calls: tuple[llm.ToolCall, ...]) -> llm.ModelReply:
+        # Ids of our own making: unique, so the conversation they are in is told from any other (thread_key).
+        minted = tuple(replace(call, id=f"call_{secrets.token_hex(12)}") for call in calls)
+        return replace(reply, tool_calls=minted, finish_reason="tool_calls")
+
     def ask(tools: list[dict[str, Any]]) -> llm.ModelReply:
         started = time.perf_counter()
         try:
@@ -552,14 +572,16 @@ def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx
         for_client = tuple(call for call in reply.tool_calls if call.name in names)
         ran = _run_calls(ctx, [call for call in reply.tool_calls if call.name not in names])
         if for_client:  # the client runs these, and comes back with their results
-            return replace(reply, tool_calls=for_client, finish_reason="tool_calls")
+            return handed_back(reply, for_client)
         messages.append(reply.as_message())
         messages.extend(ran)
     # Enough of memory's tools: the model answers from what it has (only the client's are offered now).
     final = ask(theirs)
-    for_client = tuple(call for call in final.tool_calls if call.name in names)
-    return replace(final, tool_calls=for_client,
-                   finish_reason="tool_calls" if for_client else final.finish_reason)
+    if for_client := tuple(call for call in final.tool_calls if call.name in names):
+        return handed_back(final, for_client)
+    if theirs and final.tool_calls and not (final.content or "").strip():
+        final = ask([])  # it called memory's tools, which are not offered now: it answers without any
+    return replace(final, tool_calls=())
 
 
 def _run_calls(ctx: ToolContext, calls: list[llm.ToolCall]) -> list[dict[str, Any]]:

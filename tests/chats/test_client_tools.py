@@ -6,6 +6,7 @@ are. Shown with DRF's client and with the official OpenAI Python client against 
 from __future__ import annotations
 
 import json
+import re
 
 import openai
 import pytest
@@ -37,12 +38,14 @@ def test_a_call_of_the_clients_tool_goes_back_to_it_and_its_result_continues_the
     client = bearer(client_for, owner)
     asked = {"role": "user", "content": "Weather?"}
 
-    model.script(tool_calls(("get_weather", {"city": "Rome"}, CALL_ID)))
+    model.script(tool_calls(("get_weather", {"city": "Rome"})))  # the model's id: call_1
     first = complete(client, [asked], tools=[WEATHER])
     choice = first.json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
+    call_id = choice["message"]["tool_calls"][0]["id"]
     assert choice["message"] == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]}
+        {"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]}
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call_id)  # an id of the app's own: unique, unlike call_1
     sent = model.requests[0]
     assert set(tools_of(sent)) >= {"context_read", "propose_change", "get_weather"}
     assert sent["tool_choice"] == "auto" and "parallel_tool_calls" not in sent
@@ -52,7 +55,7 @@ def test_a_call_of_the_clients_tool_goes_back_to_it_and_its_result_continues_the
     assert log_of(chat_id) == [("user", "Weather?")]  # nothing was said back yet
 
     model.script(reply("Sunny and 21 °C in Rome."))
-    came_back = [asked, choice["message"], {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny, 21 C"}]
+    came_back = [asked, choice["message"], {"role": "tool", "tool_call_id": call_id, "content": "sunny, 21 C"}]
     second = complete(client, came_back, tools=[WEATHER])
     assert second.json()["choices"][0] == {"index": 0, "finish_reason": "stop", "logprobs": None, "message": {
         "role": "assistant", "content": "Sunny and 21 °C in Rome."}}
@@ -61,8 +64,9 @@ def test_a_call_of_the_clients_tool_goes_back_to_it_and_its_result_continues_the
     assert shown[1:] == [
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": "", "tool_calls": choice["message"]["tool_calls"]},
-        {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny, 21 C"}]
-    # One chat (found by the conversation and its call id, with no chat id sent), each message once.
+        {"role": "tool", "tool_call_id": call_id, "content": "sunny, 21 C"}]
+    # One chat (found by the conversation and its call id, though "Weather?" alone is too short to tell a
+    # conversation by, and no chat id was sent), each message once.
     assert int(second["X-Chat-Id"]) == chat_id
     assert log_of(chat_id) == [("user", "Weather?"), ("assistant", "Sunny and 21 °C in Rome.")]
 
@@ -127,8 +131,9 @@ def test_a_streamed_reply_carries_the_tool_calls(owner, client_for, model):
     events = [json.loads(line[6:]) for line in b"".join(response.streaming_content).decode().splitlines()
               if line.startswith("data: {")]
     deltas = [event["choices"][0]["delta"] for event in events]
-    assert {"tool_calls": [{"index": 0, "id": CALL_ID, "type": "function", "function": {
-        "name": "get_weather", "arguments": '{"city": "Rome"}'}}]} in deltas
+    calls = [call for delta in deltas for call in delta.get("tool_calls", [])]
+    assert calls == [{"index": 0, "id": calls[0]["id"], "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Rome"}'}}]
     assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
     assert not any(delta.get("content") for delta in deltas)
 
@@ -157,8 +162,22 @@ CALLED = {"role": "assistant", "content": None, "tool_calls": [
     ({"messages": [ASKED, CALLED, {"role": "tool", "tool_call_id": "call_other", "content": "sunny"}]},
      "invalid_messages"),
     ({"messages": [ASKED, CALLED]}, "invalid_messages"),
-    ({"messages": [ASKED, {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]},
-                   {"role": "user", "content": "and?"}]}, "invalid_messages"),
+    ({"tools": [WEATHER], "messages": [ASKED, {"role": "assistant", "content": None, "tool_calls": [
+        {"function": {"name": "f"}}]}, {"role": "user", "content": "and?"}]}, "invalid_messages"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": ["get_weather"]}}},
+     "invalid_tool_choice"),
+    # Each call answered once, right after it: OpenAI and strict chat templates refuse anything else.
+    ({"tools": [WEATHER], "messages": [ASKED, {**CALLED, "tool_calls": [*CALLED["tool_calls"], {
+        "id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny"}]}, "invalid_messages"),
+    ({"tools": [WEATHER], "messages": [ASKED, CALLED, {"role": "user", "content": "and?"}]}, "invalid_messages"),
+    ({"tools": [WEATHER], "messages": [ASKED, CALLED, {"role": "tool", "tool_call_id": CALL_ID, "content": "a"},
+                                       {"role": "tool", "tool_call_id": CALL_ID, "content": "b"}]},
+     "invalid_messages"),
+    # A message the turn cannot take is refused before a chat is made for it.
+    ({"messages": [{"role": "user", "content": "a\x00b"}]}, "invalid_content"),
+    ({"messages": [{"role": "user", "content": "x" * 40_000}]}, "message_too_long"),
+    ({"chat_id": "\u00b2"}, "invalid_chat"),
     ({"messages": [ASKED, CALLED, {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny"},
                    {"role": "system", "content": "Be brief."}]}, "invalid_messages"),
 ])
@@ -181,15 +200,15 @@ def test_a_tool_named_like_a_memory_add_ons_is_refused_before_the_model_is_calle
                         tools=[{"type": "function", "function": {"name": "sample_lookup"}}])
     assert response.json()["error"]["code"] == "tool_name_taken"
     assert "sample_lookup" in response.json()["error"]["message"]
-    assert not model.requests and not Message.objects.exists()
+    assert not model.requests and not Chat.objects.exists() and not Message.objects.exists()
 
 
 @pytest.mark.django_db
 def test_a_tool_result_of_another_users_conversation_never_lands_in_their_chat(owner, outsider, client_for, model):
     model.script(tool_calls(("get_weather", {"city": "Rome"}, CALL_ID)))
     first = complete(bearer(client_for, owner), [ASKED], tools=[WEATHER])
-    came_back = [ASKED, first.json()["choices"][0]["message"],
-                 {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny"}]
+    called = first.json()["choices"][0]["message"]
+    came_back = [ASKED, called, {"role": "tool", "tool_call_id": called["tool_calls"][0]["id"], "content": "sunny"}]
     model.script(reply("Sunny."))
     theirs = complete(bearer(client_for, outsider), came_back, tools=[WEATHER])
     assert Chat.objects.get(pk=int(theirs["X-Chat-Id"])).owner == outsider
@@ -213,15 +232,14 @@ def test_the_official_openai_client_runs_its_tools_through_the_route(owner, live
     assert json.loads(raw.headers["X-Memory"])["read"] == 1
     assert completion.choices[0].finish_reason == "tool_calls"
     call = completion.choices[0].message.tool_calls[0]
-    assert (call.id, call.function.name, json.loads(call.function.arguments)) == (
-        CALL_ID, "get_weather", {"city": "Rome"})
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Rome"})
 
     messages += [completion.choices[0].message.model_dump(exclude_none=True),
                  {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}]
     model.script(reply("Sunny, 21 °C."))
     answer = client.chat.completions.create(model="fake-model", messages=messages, tools=[WEATHER])
     assert answer.choices[0].message.content == "Sunny, 21 °C." and answer.choices[0].finish_reason == "stop"
-    assert model.last_request["messages"][-1] == {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny, 21 C"}
+    assert model.last_request["messages"][-1] == {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}
 
     model.script(tool_calls(("get_weather", {"city": "Oslo"}, "call_streamed")))
     names, arguments, finish = "", "", None
@@ -232,3 +250,60 @@ def test_the_official_openai_client_runs_its_tools_through_the_route(owner, live
             arguments += delta_call.function.arguments or ""
         finish = chunk.choices[0].finish_reason or finish
     assert (names, json.loads(arguments), finish) == ("get_weather", {"city": "Oslo"}, "tool_calls")
+
+
+@pytest.mark.django_db
+def test_a_client_without_tools_may_send_a_history_with_tool_output_as_before(owner, client_for, model):
+    """Histories from elsewhere (tool output kept, calls stripped, Ollama's style without ids) are answered as
+    they always were: the model, offered no client tools, gets the user's and the assistant's words."""
+    model.script(reply("Still sunny."))
+    complete(bearer(client_for, owner), [
+        ASKED, {"role": "assistant", "content": "Let me check.", "tool_calls": [{"function": {"name": "f"}}]},
+        {"role": "tool", "content": "sunny"}, {"role": "tool", "tool_call_id": "call_x", "content": [
+            {"type": "image_url", "image_url": {"url": "data:,"}}]},
+        {"role": "user", "content": "And tomorrow?"}], tools={}, function_call="auto")
+    assert [(m["role"], m["content"]) for m in model.last_request["messages"][1:]] == [
+        ("user", "Weather in Rome?"), ("assistant", "Let me check."), ("user", "And tomorrow?")]
+    assert "get_weather" not in tools_of(model.last_request)
+
+
+@pytest.mark.django_db
+def test_a_continuation_that_finds_no_chat_keeps_the_question_with_the_answer(owner, client_for, model):
+    """Sent twice (a client's retry after a timeout), the second finds no chat (the first moved the
+    conversation on): the new chat holds the question and the answer, never an answer alone."""
+    client = bearer(client_for, owner)
+    model.script(tool_calls(("get_weather", {"city": "Rome"})))
+    called = complete(client, [ASKED], tools=[WEATHER]).json()["choices"][0]["message"]
+    came_back = [ASKED, called, {"role": "tool", "tool_call_id": called["tool_calls"][0]["id"], "content": "sun"}]
+    model.script(reply("Sunny."), reply("Sunny, as said."))
+    first = int(complete(client, came_back, tools=[WEATHER])["X-Chat-Id"])
+    again = int(complete(client, came_back, tools=[WEATHER])["X-Chat-Id"])
+    assert again != first
+    assert log_of(first) == [("user", "Weather in Rome?"), ("assistant", "Sunny.")]
+    assert log_of(again) == [("user", "Weather in Rome?"), ("assistant", "Sunny, as said.")]
+
+
+@pytest.mark.django_db
+def test_what_memory_did_in_a_reply_that_only_calls_the_clients_tool_stays_in_the_log(owner, client_for, model):
+    """The chat page builds its Undo from the log: a note saved in the first half is in it."""
+    set_memory(owner, save_mode="auto")
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "home", "summary": "lives in Oslo"}),
+                            ("get_weather", {"city": "Oslo"})))
+    response = complete(bearer(client_for, owner), [{"role": "user", "content": "I moved to Oslo. Cold?"}],
+                        tools=[WEATHER])
+    rows = list(Message.objects.filter(chat_id=int(response["X-Chat-Id"])).order_by("id"))
+    assert [(row.role, row.content) for row in rows] == [("user", "I moved to Oslo. Cold?"), ("assistant", "")]
+    assert [saved["topic"] for saved in rows[1].memory["saved"]] == ["home"]
+    assert rows[1].memory["saved"][0]["change_id"]
+
+
+@pytest.mark.django_db
+def test_after_the_last_round_a_model_still_calling_memory_answers_without_tools(owner, client_for, model):
+    from localai_memory.chats.services import MAX_TOOL_ROUNDS
+
+    note(owner, "home", "lives in Rome")
+    model.script(*[tool_calls(("context_read", {"topic": "home"}))] * (MAX_TOOL_ROUNDS + 1), reply("Rome."))
+    response = complete(bearer(client_for, owner), [ASKED], tools=[WEATHER])
+    assert response.json()["choices"][0]["message"] == {"role": "assistant", "content": "Rome."}
+    assert set(tools_of(model.requests[-2])) == {"get_weather"}  # the last round offers the client's only
+    assert "tools" not in model.last_request
