@@ -60,11 +60,11 @@ REQUIRED_CREDENTIALS: dict[str, tuple[str, ...]] = {
     "gateway": ("token",),
 }
 _CREDENTIAL_FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
-    "bot_token": (re.compile(r"^xoxb-[\w-]{4,}$"), "a Slack bot token starts with xoxb-"),
-    "app_token": (re.compile(r"^xapp-[\w-]{4,}$"), "a Slack app-level token starts with xapp-"),
-    "token": (re.compile(r"^[\w.:-]{8,300}$"), "a bot token is 8-300 letters, digits and . : _ -"),
-    "signing_secret": (re.compile(r"^[\w-]{8,200}$"), "a signing secret is 8-200 letters and digits"),
-    "webhook_secret": (re.compile(r"^[A-Za-z0-9_-]{16,256}$"),
+    "bot_token": (re.compile(r"^xoxb-[\w-]{4,}\Z"), "a Slack bot token starts with xoxb-"),
+    "app_token": (re.compile(r"^xapp-[\w-]{4,}\Z"), "a Slack app-level token starts with xapp-"),
+    "token": (re.compile(r"^[\w.:-]{8,300}\Z"), "a bot token is 8-300 letters, digits and . : _ -"),
+    "signing_secret": (re.compile(r"^[\w-]{8,200}\Z"), "a signing secret is 8-200 letters and digits"),
+    "webhook_secret": (re.compile(r"^[A-Za-z0-9_-]{16,256}\Z"),
                        "a webhook secret is 16-256 letters, digits, _ or -"),
 }
 

@@ -23,7 +23,7 @@ from bridges.runtime import REVOKED_REASON, Revoked, run_blocking, run_sync
 
 log = logging.getLogger(__name__)
 
-CUSTOM_ID_RE = re.compile(r"^memory:(yes|no):(\d{1,18})$")
+CUSTOM_ID_RE = re.compile(r"^memory:(yes|no):(\d{1,18})\Z")
 
 
 def configure_addresses() -> tuple[str, yarl.URL]:

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 #: Errors of the Web API that mean the token no longer works.
 REVOKED_ERRORS = {"invalid_auth", "token_revoked", "account_inactive", "not_authed", "token_expired",
                   "app_uninstalled"}
-ACTION_RE = re.compile(r"^memory_(yes|no)$")
+ACTION_RE = re.compile(r"^memory_(yes|no)\Z")
 
 
 def classify(exc: BaseException) -> BaseException | None:
@@ -148,7 +148,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
         value = str(action.get("value", ""))
         channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
         user = body.get("user") or {}
-        if match is None or not value.isdigit() or not channel or not user.get("id"):
+        if match is None or not (value.isascii() and value.isdigit()) or not channel or not user.get("id"):
             return
         inbound = core.InboundMessage(
             binding_id=binding_id, conversation_id=channel, kind="unknown", sender_id=user["id"],

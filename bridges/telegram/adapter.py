@@ -31,7 +31,7 @@ from bridges.runtime import REVOKED_REASON, Revoked, Transient, run_sync, with_r
 
 log = logging.getLogger(__name__)
 
-CALLBACK_RE = re.compile(r"^memory:(yes|no):(\d{1,18})$")
+CALLBACK_RE = re.compile(r"^memory:(yes|no):(\d{1,18})\Z")
 
 
 def api_urls() -> tuple[str, str]:

@@ -27,7 +27,7 @@ NAME_MAX_CHARS: Final = 100
 INSTRUCTIONS_MAX_CHARS: Final = 20_000
 LIST_MAX_ITEMS: Final = 50
 #: A tool, add-on or grant name: lower case, so "Memory" can never silently mean "not memory".
-ITEM_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}$")
+ITEM_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}\Z")
 
 #: A new agent has the memory tool and the grant Remember things unless the client sends those lists.
 DEFAULT_TOOLS: Final = ("memory",)

@@ -218,7 +218,7 @@ def chat_create(*, owner_id: int, agent_id: int | None = None, origin: str = "we
 def _clean_title(title: object) -> str:
     if not isinstance(title, str):
         raise InvalidInput("title must be text", code="invalid_title")
-    return " ".join(title.split())[:TITLE_MAX_CHARS]
+    return " ".join(title.replace("\x00", " ").split())[:TITLE_MAX_CHARS]  # PostgreSQL text holds no NUL
 
 
 @transaction.atomic

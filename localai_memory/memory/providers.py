@@ -117,7 +117,7 @@ RESERVED_SKILLS = frozenset({"memory", "memory-check-own-files"})
 ADDON_NOTES_MAX_BYTES = 6 * 1024
 ADDON_SKILLS_MAX_BYTES = 2 * 1024
 ADDON_TOOLS_MAX = 8
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 @dataclass(frozen=True)

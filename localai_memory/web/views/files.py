@@ -106,7 +106,7 @@ def save_file(request: AuthenticatedHttpRequest, path: str) -> SaveResult:
     """Write the edited text with the version it started from; a stale version warns instead of overwriting."""
     content = request.POST.get("content", "").replace("\r\n", "\n")
     raw_version = request.POST.get("version", "")
-    version = int(raw_version) if raw_version.isdigit() else None
+    version = int(raw_version) if raw_version.isascii() and raw_version.isdigit() else None
     try:
         notes_services.file_write(owner_id=request.user.pk, path=path, content=content, version=version)
     except Conflict as exc:
@@ -207,7 +207,7 @@ def file_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     raw_version = request.POST.get("version", "")
     try:
         notes_services.file_delete(owner_id=request.user.pk, path=path,
-                                   version=int(raw_version) if raw_version.isdigit() else None)
+                                   version=int(raw_version) if raw_version.isascii() and raw_version.isdigit() else None)
     except Conflict as exc:
         flash_error(request, exc)
         return redirect(f"/files/open/?path={path}")
