@@ -330,14 +330,30 @@ def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: 
     The row is locked, so two confirms save once (the second gets 409 ``proposal_decided``). Raises Gone (410,
     ``proposal_expired``) once its 24 hours have passed (and marks it expired), Forbidden (403,
     ``may_not_answer``) when ``sender`` may not answer it, CapExceeded (422) when the index is full (it stays
-    pending, so the owner can make room and confirm again), NotFound for another owner's. Returns None when
-    memory already held exactly this note (the proposal counts as confirmed).
+    pending, so the owner can make room and confirm again), NotFound for another owner's, Conflict (409,
+    ``changed_since``) when the note changed after it was proposed: it would overwrite what the person did not
+    see, so the proposal now shows the note as it is, and a second confirm saves it. Returns None when memory
+    already held exactly this note (the proposal counts as confirmed).
     """
     result = _confirm(owner_id=owner_id, proposal_id=proposal_id, actor=actor, sender=sender)
     if result is _EXPIRED:
         raise Gone("This proposal expired: a proposal waits 24 hours. Ask again in the chat.",
                    code="proposal_expired")
+    if isinstance(result, _Changed):
+        now = (f"it now says \u201c{result.summary}\u201d" if result.summary
+               else "it was forgotten" if not result.details else "its details changed")
+        raise Conflict(f"The note \u201c{result.topic}\u201d changed since this was suggested: {now}. Confirm "
+                       "again to save the suggestion over it.", code="changed_since",
+                       details={"topic": result.topic, "current": {"summary": result.summary or None,
+                                                                   "details": result.details or None}})
     return result  # type: ignore[return-value]
+
+
+class _Changed:
+    """What ``_confirm`` found instead of the note the proposal was made over."""
+
+    def __init__(self, topic: str, summary: str, details: str) -> None:
+        self.topic, self.summary, self.details = topic, summary, details
 
 
 def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, now: datetime) -> Any:
@@ -366,6 +382,20 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
     if proposal is _EXPIRED:
         return _EXPIRED
     change: ChangeSet | None = None
+    if not proposal.provider:  # the built-in notes: the note must be as it was when proposed
+        scope = proposal_scope(proposal)
+        line = next((entry for entry in notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+                     if entry.topic == proposal.topic), None)
+        now_summary = line.summary if line else ""
+        now_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=proposal.topic) or ""
+        gone = not now_summary and not now_details
+        # Forgetting what is gone already, or saving what it says already, changes nothing anybody saw.
+        settled = (gone if proposal.is_delete else now_summary == proposal.summary
+                   and (not proposal.details or proposal.details == now_details))
+        if (now_summary, now_details) != (proposal.old_summary, proposal.old_details) and not settled:
+            proposal.old_summary, proposal.old_details = now_summary, now_details
+            proposal.save(update_fields=["old_summary", "old_details"])
+            return _Changed(proposal.topic, now_summary, now_details)
     if proposal.provider:  # the add-on serving memory keeps this note; the host keeps no change set of it
         from .providers import addon_write
 

@@ -150,6 +150,42 @@ def test_two_confirms_racing_save_once(owner):
     assert index_of(owner) == "- diet: vegan\n"
 
 
+def test_a_note_edited_after_the_proposal_is_not_overwritten_by_a_confirm_made_without_seeing_it(api, owner, db):
+    """The inbox showed "lives in Rome" → "lives in Turin"; meanwhile the owner wrote "lives in Naples". The
+    first confirm refuses (409 changed_since) and the proposal shows the note as it is; confirming again,
+    having seen it, saves the suggestion, and its Undo gives Naples back."""
+    note(owner, "home", "lives in Rome")
+    proposal = make_proposal(owner, topic="home", summary="lives in Turin")
+    note(owner, "home", "lives in Naples", details="Via Napoli 2.")
+    url = f"/api/chats/memory/proposals/{proposal.pk}/confirm"
+    refused = api.post(url)
+    assert refused.status_code == 409, refused.content
+    error = refused.json()["error"]
+    assert error["code"] == "changed_since" and "lives in Naples" in error["message"]
+    assert error["details"]["current"] == {"summary": "lives in Naples", "details": "Via Napoli 2.\n"}
+    assert index_of(owner) == "- home: lives in Naples -> home.md\n"
+    waiting = api.get("/api/chats/memory/proposals").json()["proposals"]
+    assert [p["current"]["summary"] for p in waiting if p["id"] == proposal.pk] == ["lives in Naples"]
+    saved = api.post(url)
+    assert saved.status_code == 200, saved.content
+    assert index_of(owner) == "- home: lives in Turin -> home.md\n"  # a line alone keeps the details
+    assert api.post(f"/api/chats/changes/{saved.json()['change']['id']}/undo").status_code == 200
+    assert index_of(owner) == "- home: lives in Naples -> home.md\n"
+
+
+def test_a_forget_suggestion_does_not_delete_a_note_written_since(api, owner, db):
+    note(owner, "diet", "vegan")
+    proposal = make_proposal(owner, delete=True, summary="")
+    note(owner, "diet", "vegetarian now")
+    assert api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm").json()["error"]["code"] == "changed_since"
+    assert index_of(owner) == "- diet: vegetarian now\n"
+    note(owner, "home", "Rome")
+    gone = make_proposal(owner, topic="home", delete=True, summary="")
+    note_delete = api.delete("/api/chats/memory/notes?topic=home")
+    assert note_delete.status_code == 200
+    assert api.post(f"/api/chats/memory/proposals/{gone.pk}/confirm").status_code == 200  # gone already: fine
+
+
 def test_a_rejected_proposal_writes_nothing_and_cannot_be_confirmed(api, owner, db):
     proposal = make_proposal(owner)
     response = api.post(f"/api/chats/memory/proposals/{proposal.pk}/reject")
