@@ -310,6 +310,16 @@ def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
 _EXPIRED = object()
 #: ``decided_by`` of a suggestion whose agent was deleted while it waited (``proposals_drop_for_agent``).
 AGENT_DELETED = "the agent was deleted"
+#: ``decided_by`` of a suggestion dropped when everything was forgotten (``proposals_drop_for_forget``).
+FORGOTTEN = "everything was forgotten"
+
+
+def proposals_drop_for_forget(*, owner_id: int) -> int:
+    """End the suggestions still waiting for the built-in notes when the owner forgets everything: a clean
+    slate, not one that a confirm fills again. They count as expired, with nothing announced; an answer to one
+    is told why. Call inside the forget's transaction, under the owner's note lock. Returns how many."""
+    return Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, provider="").update(
+        status=Proposal.Status.EXPIRED, decided_at=timezone.now(), decided_by=FORGOTTEN, notified=True)
 
 
 def proposals_drop_for_agent(*, owner_id: int, agent_id: int) -> int:
@@ -366,6 +376,9 @@ def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, no
     proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
     if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == AGENT_DELETED:
         raise Gone("Its agent was deleted, so this note can no longer be saved.", code="agent_deleted")
+    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == FORGOTTEN:
+        raise Gone("Everything in memory was forgotten after this was suggested, so it was dropped.",
+                   code="forgotten")
     if proposal.status == Proposal.Status.EXPIRED:
         return _EXPIRED
     if _is_expired(proposal, now):

@@ -279,6 +279,17 @@ def test_forget_then_trash_restore_brings_every_note_back(api, owner, alices_not
     assert files_of(owner) == before
 
 
+def test_forget_drops_the_suggestions_still_waiting(api, owner, alices_notes):
+    """A clean slate: a suggestion made before cannot be confirmed into it afterwards."""
+    from localai_memory.memory.proposals import proposal_create
+
+    waiting = proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="tea", summary="likes green tea")
+    assert post_json(api, "/api/chats/memory/forget", {"confirm": True}).status_code == 200
+    assert_error(api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm"), 410, "forgotten")
+    assert api.get("/api/chats/memory/proposals").json()["proposals"] == []
+    assert files_of(owner) == {}
+
+
 @pytest.mark.parametrize("body", [{}, {"confirm": False}, {"confirm": "true"}, {"confirm": 1}, {"confirm": None},
                                   {"confirm": True, "everything": True}])
 def test_forget_needs_an_explicit_confirm_true(api, owner, alices_notes, body):
