@@ -190,7 +190,8 @@ class NotesApi(ApiView):
     @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})
     def put(self, request):
         """Add or replace one note, as on the Memory tab: ``{topic, summary, details?, scope?, importance?}``
-        (importance 0..1 for recall, null for the writer's; with the text unchanged only it changes). One change
+        (details left out keep the topic file, ``""`` removes it; importance 0..1 for recall, null for the
+        writer's; with the text unchanged only it changes). One change
         set (Undo: ``POST /api/chats/changes/{id}/undo``); past a cap, a 422 lists the current entries. Works
         while memory is off: the notes stay yours to edit."""
         from localai_memory.notes.api import change_json
@@ -200,7 +201,8 @@ class NotesApi(ApiView):
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"), writes_topic=data["topic"])
         change = note_save(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
                            details=data.get("details") or None, importance=data.get("importance", KEEP),
-                           source=ChangeSet.Source.FILES, actor="you")
+                           source=ChangeSet.Source.FILES, actor="you",
+                           clear_details="details" in data and not data["details"].strip())
         return Response({"change": change_json(change) if change else None,
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)})
 

@@ -305,7 +305,7 @@ KEEP: Any = object()
 
 @transaction.atomic
 def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = None, details: str | None = None,
-              importance: object = KEEP, source: str, actor: str) -> ChangeSet | None:
+              importance: object = KEEP, source: str, actor: str, clear_details: bool = False) -> ChangeSet | None:
     """A person's write of one note, its text and its importance as one step: the text when a ``summary`` is
     given (``note_upsert``), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
     back the writer's). A bad importance is a 400 before anything is written. With the text as it is already,
@@ -317,7 +317,7 @@ def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = 
     if summary is not None:
         try:
             change = note_upsert(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
-                                 source=source, actor=actor)
+                                 source=source, actor=actor, clear_details=clear_details)
         except Conflict as exc:
             if exc.code != "no_change" or importance is KEEP:
                 raise
@@ -592,8 +592,11 @@ def note_upsert(
     undo_until: datetime | None = None,
     chat_id: int | None = None,
     proposal_id: int | None = None,
+    clear_details: bool = False,
 ) -> ChangeSet:
     """Add, replace or remove one topic: its index line and (optionally) its topic file, as one change set.
+    Blank ``details`` keep the topic file as it is, unless ``clear_details`` (the person emptied them): then
+    it goes, and the line no longer points to it.
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
     """
@@ -617,7 +620,9 @@ def note_upsert(
         line_summary = clean_summary(summary)
         if details is not None and not isinstance(details, str):
             raise InvalidInput("details must be text", code="invalid_details")
-        has_file = bool(details and details.strip()) or NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()
+        clear = clear_details and not (details and details.strip())
+        has_file = bool(details and details.strip()) or (
+            not clear and NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists())
         new_entry = IndexEntry(topic, line_summary, topic if has_file else None)
         replaced = False
         updated: list[IndexEntry] = []
@@ -636,6 +641,8 @@ def note_upsert(
         writes[scope.index_path] = text
         if details is not None and details.strip():
             writes[topic_path] = details if details.endswith("\n") else details + "\n"
+        elif clear:
+            writes[topic_path] = None
         verb = "Updated" if replaced else "Saved"
     current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=list(writes))}
     writes = {p: c for p, c in writes.items() if current.get(p) != c}

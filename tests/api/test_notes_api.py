@@ -333,3 +333,15 @@ def test_the_turns_one_read_carries_the_importance_to_recall(api, owner):
 
     by_topic = {note.topic: note.candidate(None).importance for note in read["notes"]}
     assert by_topic == {"tea": 0.25, "home": 0.8}  # home: a note you wrote, at its default
+
+
+def test_empty_details_take_the_details_away_and_undo_gives_them_back(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "details": "Via Roma 1."})
+    kept = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome, Monti"})  # left out: kept
+    assert kept.json()["index"] == "- home: lives in Rome, Monti -> home.md\n"
+    cleared = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome, Monti", "details": ""})
+    assert cleared.status_code == 200, cleared.content
+    assert cleared.json()["index"] == "- home: lives in Rome, Monti\n"
+    assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") is None
+    assert post_json(api, f"/api/chats/changes/{cleared.json()['change']['id']}/undo", {}).status_code == 200
+    assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "Via Roma 1.\n"
