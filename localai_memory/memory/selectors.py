@@ -81,28 +81,44 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
 
 def owned_scope(*, user_id: int, raw: object, writes_topic: str | None = None) -> Scope:
     """A scope a client named (``user``, ``agent:<id>``, ``channel:<key>``; ``user`` when absent), if it is the
-    user's own: an agent's notes only of one of their agents, or of one they deleted whose notes they kept
-    (the Deleted agents tab: still theirs to read, edit and delete); another's is a 404, as if it did not
-    exist. ``writes_topic`` names the topic a write saves (``""``: a new one): a deleted agent's folder takes
-    edits of the notes it holds, never a new note, since no chat would read it (410 ``agent_deleted``)."""
+    user's own: an agent's notes only of one of their agents, a conversation's only of one of their bots, or
+    the folder of one they deleted whose notes they kept (the Deleted agents tab: still theirs to read, edit
+    and delete); another's is a 404, as if it did not exist. ``writes_topic`` names the topic a write saves
+    (``""``: a new one): a kept folder takes edits of the notes it holds, never a new note, since no chat
+    would read it (410 ``agent_deleted`` / ``bot_deleted``)."""
+    from bridges.models import Binding
     from localai_memory.agents.models import Agent
-    from localai_memory.agents.selectors import access_agent
     from localai_memory.core.errors import Gone, NotFound
     from localai_memory.notes.models import NoteFile
     from localai_memory.notes.paths import parse_index
     from localai_memory.notes.selectors import index_text
 
     scope = Scope.parse(raw if raw not in (None, "") else "user")
-    if scope.kind == "agent":
-        try:
-            access_agent(user_id, scope.key)
-        except NotFound:
-            kept = (not Agent.objects.filter(pk=int(scope.key)).exists()
-                    and NoteFile.objects.filter(owner_id=user_id, path__startswith=f"{scope.root}/").exists())
-            if not kept:
-                raise
-            if writes_topic is not None and writes_topic not in {
-                    entry.topic for entry in parse_index(index_text(owner_id=user_id, scope=scope))}:
-                raise Gone("This agent was deleted: its kept notes can be edited or deleted, not added to.",
-                           code="agent_deleted") from None
+    if scope.kind == "user":
+        return scope
+    # An agent's notes, or a conversation's: ``<bot's id>-<hash>`` (``notes.paths.channel_key``).
+    key, what = (scope.key, "agent") if scope.kind == "agent" else (scope.key.split("-", 1)[0], "bot")
+    number = int(key) if key.isascii() and key.isdigit() else 0  # ids start at 1: 0 is nobody's
+    rows = Agent.objects.filter(pk=number) if what == "agent" else Binding.objects.filter(pk=number)
+    owners = list(rows.values_list("owner_id", flat=True))
+    if owners == [user_id]:
+        return scope
+    if owners or not NoteFile.objects.filter(owner_id=user_id, path__startswith=f"{scope.root}/").exists():
+        raise NotFound(f"No such {what}.", code="not_found")
+    if writes_topic is not None and writes_topic not in {
+            entry.topic for entry in parse_index(index_text(owner_id=user_id, scope=scope))}:
+        raise Gone(f"This {what} was deleted: its kept notes can be edited or deleted, not added to.",
+                   code=f"{what}_deleted")
     return scope
+
+
+def file_folder_owned(*, user_id: int, path: str) -> None:
+    """Refuse (``owned_scope``'s 404 or 410) a file the Files page or API would create in a folder that is not
+    the person's: another's agent or bot, or a new note in a deleted one's kept folder. A file that exists
+    is theirs already, to edit or delete."""
+    from localai_memory.notes.models import NoteFile
+    from localai_memory.notes.paths import parse_path
+
+    note = parse_path(path)
+    if note.scope.kind != "user" and not NoteFile.objects.filter(owner_id=user_id, path=note.path).exists():
+        owned_scope(user_id=user_id, raw=note.scope.name, writes_topic=note.topic or "")

@@ -95,8 +95,11 @@ class FileContentApi(ApiView):
     @extend_schema(parameters=[PATH_PARAM], request=FileWriteInput, responses={200: OpenApiTypes.OBJECT})
     def put(self, request):
         """Write one file. Send the version you edited (leave it out only to create); a stale one is a 409."""
+        from localai_memory.memory.selectors import file_folder_owned
+
         path = query_param(request, "path")
         data = validated(FileWriteInput, request.data)
+        file_folder_owned(user_id=request.user.pk, path=path)
         change, note = services.file_write_read(owner_id=request.user.pk, path=path, content=data["content"],
                                                 version=data.get("version"))
         return Response({**file_json(note), "change_id": change.pk})

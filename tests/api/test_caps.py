@@ -13,7 +13,20 @@ from localai_memory.notes.services import CapExceeded
 
 from .conftest import assert_error
 
-INDEX_PATHS = ["Memory/index.md", "Memory/agents/7/index.md", "Memory/channels/3-0a1b2c3d4e5f/index.md"]
+INDEX_PATHS = ["Memory/index.md", "Memory/agents/{agent}/index.md", "Memory/channels/{bot}-0a1b2c3d4e5f/index.md"]
+
+
+@pytest.fixture
+def path(request, owner) -> str:
+    """The index of the parametrized scope, in a folder of the owner's own agent or bot."""
+    from bridges.models import Binding
+    from localai_memory.agents.services import agent_create
+
+    if "{" not in request.param:
+        return request.param
+    agent = agent_create(owner_id=owner.pk, name="Chef")
+    bot = Binding.objects.create(owner=owner, platform="telegram", name="Home bot", mode="polling")
+    return request.param.format(agent=agent.pk, bot=bot.pk)
 
 
 def snapshot(owner) -> tuple:
@@ -32,7 +45,7 @@ def lines(n: int, summary: str = "x") -> str:
     return "".join(f"- t{i}: {summary}\n" for i in range(n))
 
 
-@pytest.mark.parametrize("path", INDEX_PATHS)
+@pytest.mark.parametrize("path", INDEX_PATHS, indirect=True)
 def test_an_index_of_40_lines_is_accepted_and_a_41st_line_is_refused_with_the_listing(api, owner, path):
     created = put_index(api, path, lines(INDEX_MAX_LINES), None)
     assert created.status_code == 200
@@ -45,7 +58,7 @@ def test_an_index_of_40_lines_is_accepted_and_a_41st_line_is_refused_with_the_li
     assert snapshot(owner) == before
 
 
-@pytest.mark.parametrize("path", INDEX_PATHS)
+@pytest.mark.parametrize("path", INDEX_PATHS, indirect=True)
 def test_an_index_over_two_kib_is_refused_with_the_listing(api, owner, path):
     put_index(api, path, "- home: lives in Rome -> home.md\n", None)
     before = snapshot(owner)

@@ -90,3 +90,28 @@ def test_an_outsider_writing_the_same_path_gets_a_file_of_their_own(outsider_api
     assert alices_state(owner) == before
     # and Alice's change id is still a 404 for the outsider even though the outsider now has changes too
     assert_error(outsider_api.post(f"/api/chats/changes/{alices_notes['change_id']}/undo"), 404)
+
+
+def test_nobody_makes_notes_in_a_folder_of_anothers_agent_or_bot(api, outsider_api, owner, outsider):
+    """Alice's agent and bot: Mallory gets a 404 creating a file or a note in their folders (a folder of her
+    own by that name would show in her listing as a note nobody could manage); Alice herself may."""
+    from bridges.models import Binding
+    from localai_memory.agents.services import agent_create
+
+    agent = agent_create(owner_id=owner.pk, name="Chef")
+    bot = Binding.objects.create(owner=owner, platform="telegram", name="Home bot", mode="polling")
+    folders = {"agent": (f"Memory/agents/{agent.pk}", f"agent:{agent.pk}"),
+               "bot": (f"Memory/channels/{bot.pk}-abcdef123456", f"channel:{bot.pk}-abcdef123456")}
+    for root, scope in folders.values():
+        assert_error(outsider_api.put("/api/files/content?" + q(f"{root}/index.md"), {"content": "- x: y\n"},
+                                      format="json"), 404)
+        assert_error(outsider_api.put("/api/chats/memory/notes", {"topic": "x", "summary": "y", "scope": scope},
+                                      format="json"), 404)
+        assert not NoteFile.objects.filter(owner=outsider).exists()
+        assert api.put("/api/files/content?" + q(f"{root}/x.md"), {"content": "mine"},
+                       format="json").status_code == 200
+        assert api.put("/api/chats/memory/notes", {"topic": "y", "summary": "mine too", "scope": scope},
+                       format="json").status_code == 200
+    # A bot that does not exist is nobody's folder either.
+    assert_error(api.put("/api/chats/memory/notes", {"topic": "x", "summary": "y",
+                                                     "scope": "channel:999999-deadbeefdeadbeef"}, format="json"), 404)

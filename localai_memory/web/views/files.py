@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from localai_memory.agents.selectors import agent_list
 from localai_memory.core.errors import ApplicationError, Conflict, NotFound
+from localai_memory.memory.selectors import file_folder_owned
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import NoteFile
@@ -108,6 +109,7 @@ def save_file(request: AuthenticatedHttpRequest, path: str) -> SaveResult:
     raw_version = request.POST.get("version", "")
     version = int(raw_version) if raw_version.isascii() and raw_version.isdigit() else None
     try:
+        file_folder_owned(user_id=request.user.pk, path=path)
         notes_services.file_write(owner_id=request.user.pk, path=path, content=content, version=version)
     except Conflict as exc:
         if exc.code == "no_change":
