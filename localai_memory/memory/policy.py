@@ -120,8 +120,9 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "agent form.",
         "agent_memory_none": "This agent's memory choice is None. Pick another choice in the Memory section "
         "of the agent form.",
-        "agent_addons_no_memory": "This agent was saved before memory choices and its Add-ons list does not "
-        "name memory. Pick a memory choice in the agent form.",
+        "agent_addons_no_memory": "This agent has no memory choice (it was saved before there were any, or "
+        "without one) and its Add-ons list does not name memory. Pick a memory choice in the agent form, or "
+        "send memory with the agent.",
         "user_off": "Memory is off in your settings. Turn it on under Your settings, then Memory.",
         "user_setting_unreadable": "Your memory settings could not be read, so memory is off for this turn. "
         "Try again in a moment.",

@@ -91,7 +91,8 @@ def test_an_agent_saved_before_memory_choices_shows_as_before_with_a_way_to_pick
     web.go(f"/agents/{old.pk}/")
     memory = page.get_by_role("group", name="Memory")
     expect(memory.get_by_role("radio", name="As before")).to_be_checked()
-    expect(page.get_by_text("This agent was saved before memory choices existed.")).to_be_visible()
+    expect(page.get_by_text("This agent has no memory choice: it was saved before memory choices existed, or "
+                            "without one.")).to_be_visible()
     web.accessible("agent form, as before")
     # Saving without picking keeps it as before; picking Mine makes it clear.
     page.get_by_role("button", name="Save agent").click()

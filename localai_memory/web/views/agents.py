@@ -34,7 +34,8 @@ MEMORY_CHOICES = [
     (AgentMemory.MINE, "Mine", "Reads and saves your notes; every chat of yours sees what it saves."),
     (AgentMemory.NONE, "None", "Reads nothing and saves nowhere."),
 ]
-AS_BEFORE_DESC = ("This agent was saved before memory choices existed. It reads your notes and its own when its "
+AS_BEFORE_DESC = ("This agent has no memory choice: it was saved before memory choices existed, or without one. "
+                  "It reads your notes and its own when its "
                   "Add-ons list names memory, and the model chooses where a note goes. Pick one of the clearer "
                   "choices above to change that.")
 SAVE_RULES = [
