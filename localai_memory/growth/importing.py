@@ -346,6 +346,8 @@ def parse_facts(text: str) -> list[str]:
         raise InvalidInput("facts must be text, one fact a line", code="invalid_facts")
     if len(text) > FACTS_MAX_CHARS:
         raise TooLarge(f"The list is longer than {FACTS_MAX_CHARS} characters.", code="import_too_large")
+    if "\x00" in text:
+        raise InvalidInput("facts may not contain NUL characters", code="invalid_facts")
     facts: list[str] = []
     seen: set[str] = set()
     for raw in text.splitlines():

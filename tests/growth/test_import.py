@@ -301,3 +301,14 @@ def test_an_outsiders_import_lands_only_in_their_own_account(owner, outsider, ou
 
 def test_import_needs_a_login(anon_api):
     assert anon_api.post(URL, {"facts": "x"}, format="json").status_code == 401
+
+
+def test_the_export_of_an_empty_account_imports_as_nothing_to_do_and_facts_with_nul_say_so(owner, api):
+    empty = api.get("/api/chats/memory/export")
+    assert empty.status_code == 200
+    response = upload(api, b"".join(empty.streaming_content) if empty.streaming else empty.content)
+    assert response.status_code == 400  # read as a zip (not as a list of facts), and said so
+    assert response.json()["error"]["message"].startswith("The zip holds no notes")
+    bad = api.post(URL, {"facts": "likes tea\x00and coffee"}, format="json")
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_facts"
+    assert "facts may not contain NUL" in bad.json()["error"]["message"]
