@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.apps import apps
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -149,26 +149,38 @@ def scope_listing(*, owner_id: int) -> list[dict]:
     return result
 
 
+@extend_schema_field({"type": "number", "minimum": 0, "maximum": 1, "nullable": True})
+class ImportanceField(serializers.Field):
+    """A note's importance as the client sent it: ``notes.services.check_importance`` says what is wrong with
+    it (a JSON field would refuse 1e400, read as infinity, with a message about JSON)."""
+
+    def to_internal_value(self, data: object) -> object:
+        return data
+
+    def to_representation(self, value: object) -> object:
+        return value
+
+
 class NoteInput(serializers.Serializer):
     topic = StrictCharField(max_length=40)
     summary = StrictCharField(max_length=500, allow_blank=True)
     details = StrictCharField(required=False, allow_blank=True, max_length=64 * 1024)
     scope = StrictCharField(required=False, max_length=80)
     #: 0..1, or null for the writer's (checked by ``notes.services.check_importance``)
-    importance = serializers.JSONField(required=False, allow_null=True)
+    importance = ImportanceField(required=False, allow_null=True)
 
 
 class NewNoteInput(serializers.Serializer):
     summary = StrictCharField(max_length=500, allow_blank=True)
     details = StrictCharField(required=False, allow_blank=True, max_length=64 * 1024)
     scope = StrictCharField(required=False, max_length=80)
-    importance = serializers.JSONField(required=False, allow_null=True)
+    importance = ImportanceField(required=False, allow_null=True)
 
 
 class ImportanceInput(serializers.Serializer):
     topic = StrictCharField(max_length=40)
     scope = StrictCharField(required=False, max_length=80)
-    importance = serializers.JSONField(allow_null=True)
+    importance = ImportanceField(allow_null=True)
 
 
 class NotesApi(ApiView):

@@ -638,8 +638,10 @@ def _index_lines_shown(owner_id: int, scopes: Sequence[Scope], outcome: RecallOu
 def check_query(raw: object) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInput("q is required: what to search for", code="invalid_query")
-    if len(raw) > QUERY_MAX_CHARS or "\x00" in raw:
+    if len(raw) > QUERY_MAX_CHARS:
         raise InvalidInput(f"q holds at most {QUERY_MAX_CHARS} characters", code="invalid_query")
+    if "\x00" in raw:
+        raise InvalidInput("q may not contain NUL characters", code="invalid_query")
     return raw.strip()
 
 

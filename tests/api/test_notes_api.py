@@ -172,6 +172,12 @@ def test_an_importance_that_is_not_a_number_from_0_to_1_is_a_400_and_writes_noth
     assert selectors.note_importances(owner_id=owner.pk) == {}
 
 
+def test_an_importance_too_large_for_a_float_says_what_is_wrong(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    response = api.patch(NOTES, data='{"topic": "home", "importance": 1e400}', content_type="application/json")
+    assert "from 0 to 1" in assert_error(response, 400, "invalid_importance")["message"]
+
+
 def test_importance_of_a_missing_note_or_another_users_is_a_404(api, outsider_api, owner, outsider):
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     assert_error(patch_json(api, {"topic": "garden", "importance": 1}), 404, "unknown_topic")
