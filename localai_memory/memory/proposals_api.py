@@ -19,11 +19,27 @@ from . import policy, proposals
 from .models import Proposal
 
 
+def _message(proposal: Proposal, status: str) -> str:
+    """Why it waits while it does (the policy's sentence for its reason); what became of it once decided."""
+    if status == "pending":
+        return policy.MESSAGES.get(proposal.reason, "")
+    if status == "confirmed":
+        return "Confirmed: forgotten." if proposal.is_delete else "Confirmed: saved to memory."
+    if status == "rejected":
+        return "Turned down: nothing was changed."
+    if proposal.decided_by == proposals.FORGOTTEN:
+        return "Dropped: everything in memory was forgotten after it was suggested."
+    if proposal.decided_by == proposals.AGENT_DELETED:
+        return "Dropped: its agent was deleted."
+    return "Expired: nobody answered within 24 hours."
+
+
 def proposal_json(proposal: Proposal) -> dict[str, Any]:
     scope = proposals.proposal_scope(proposal)
+    status = proposals.proposal_status(proposal)
     return {
         "id": proposal.pk,
-        "status": proposals.proposal_status(proposal),
+        "status": status,
         "kind": proposal.kind,
         "source": proposal.source,
         "topic": proposal.topic,
@@ -37,7 +53,7 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
         "locked": proposal.locked,
         "requester_only": proposal.requester_only,
         "reason": proposal.reason,
-        "message": policy.MESSAGES.get(proposal.reason, ""),
+        "message": _message(proposal, status),
         "origin": proposal.origin,
         "chat_id": proposal.chat_id,
         "created_at": proposal.created_at.isoformat(),

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from localai_memory.chats.services import Sender, chat_create, turn_run
 from localai_memory.core.errors import Conflict, Forbidden, Gone
-from localai_memory.memory import proposals
+from localai_memory.memory import policy, proposals
 from localai_memory.memory.models import Proposal
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
@@ -115,9 +115,12 @@ def test_a_proposal_can_be_confirmed_just_before_it_expires(api, owner, db):
 
 def test_confirming_twice_saves_once_and_the_second_gets_a_409(api, owner, db):
     proposal = make_proposal(owner)
+    waiting = api.get("/api/chats/memory/proposals").json()["proposals"][0]
+    assert waiting["message"] == policy.MESSAGES[proposal.reason]  # why it waits
     first = api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm")
     second = api.post(f"/api/chats/memory/proposals/{proposal.pk}/confirm")
     assert (first.status_code, second.status_code) == (200, 409)
+    assert first.json()["proposal"]["message"] == "Confirmed: saved to memory."  # what became of it
     assert second.json()["error"]["code"] == "proposal_decided"
     assert ChangeSet.objects.filter(proposal_id=proposal.pk).count() == 1
 
