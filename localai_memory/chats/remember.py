@@ -128,7 +128,7 @@ def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Sco
         return f"Nothing was saved. {AGENT_GONE_MESSAGE}"
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     if details is None:
-        same = next((e for e in entries if e.summary.casefold() == summary.casefold()), None)
+        same = next((e for e in entries if _same_words(e.summary, summary)), None)
         if same is not None:
             return _already(ctx, scope, same.topic, same.summary)
     topic = topic_for(summary if details is None else details, _topics_in_use(owner_id, scope, entries))
@@ -157,7 +157,7 @@ def note_add(*, owner_id: int, scope: Scope, summary: object, details: str | Non
     summary = clean_summary(summary)
     lock_owner(owner_id)
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
-    same = next((e for e in entries if e.summary.casefold() == summary.casefold()), None)
+    same = next((e for e in entries if _same_words(e.summary, summary)), None)
     if same is not None:
         return None, same.topic
     topic = topic_for(summary, _topics_in_use(owner_id, scope, entries))
@@ -167,6 +167,15 @@ def note_add(*, owner_id: int, scope: Scope, summary: object, details: str | Non
         importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=weight, change=change,
                           source=source, actor=actor)
     return change, topic
+
+
+def _same_words(one: str, other: str) -> bool:
+    """Two lines in the same words: case, spacing and the full stop at the end aside."""
+
+    def words(text: str) -> str:
+        return " ".join(text.casefold().split()).rstrip(" .!")
+
+    return words(one) == words(other)
 
 
 def _topics_in_use(owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:

@@ -106,7 +106,8 @@ class ForgetApi(ApiView):
         return Response({"trash_id": entry.pk if entry else None,
                          "files": entry.files.count() if entry else 0,
                          "addon": addon,
-                         "message": "Your notes are in the Trash; restore them from Files."})
+                         "message": "Your notes are in the Trash; restore them from Files." if entry
+                         else "There were no notes to forget."})
 
 
 def scope_listing(*, owner_id: int) -> list[dict]:

@@ -302,6 +302,7 @@ def test_forget_with_no_notes_says_so(api):
     response = post_json(api, "/api/chats/memory/forget", {"confirm": True})
     assert response.status_code == 200
     assert (response.json()["trash_id"], response.json()["files"]) == (None, 0)
+    assert response.json()["message"] == "There were no notes to forget."
 
 
 def test_the_notes_listing_shows_each_scope_with_its_entries(api, alices_notes):

@@ -42,13 +42,13 @@ def test_a_note_posted_without_a_topic_is_named_from_its_words_once_and_undone(a
     home = post_json(api, NOTES, {"summary": "I live in Rome", "importance": 0.9})
     assert home.status_code == 201, home.content
     assert home.json()["topic"] == "live-rome" and home.json()["importance"] == 0.9
-    again = post_json(api, NOTES, {"summary": "I live in Rome.", "details": "Trastevere."})
-    assert again.json()["topic"] == "live-rome-2"
+    again = post_json(api, NOTES, {"summary": "I live in Rome, in Monti.", "details": "Since 2024."})
+    assert again.json()["topic"] == "live-rome-monti"
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == (
-        "- live-rome: I live in Rome\n- live-rome-2: I live in Rome. -> live-rome-2.md\n")
+        "- live-rome: I live in Rome\n- live-rome-monti: I live in Rome, in Monti. -> live-rome-monti.md\n")
     assert selectors.note_importances(owner_id=owner.pk) == {("user", "", "live-rome"): 0.9}
 
-    same = assert_error(post_json(api, NOTES, {"summary": "i live in rome"}), 409, "already_saved")
+    same = assert_error(post_json(api, NOTES, {"summary": "i live in  rome."}), 409, "already_saved")
     assert same["details"] == {"topic": "live-rome", "scope": "user"}
     undone = post_json(api, f"/api/chats/changes/{again.json()['change']['id']}/undo", {})
     assert undone.status_code == 200, undone.content
