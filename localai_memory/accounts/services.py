@@ -37,6 +37,8 @@ def user_register(*, username: str, password: str) -> User:
         validate_password(password, user=candidate)
     except ValidationError as exc:
         raise InvalidInput(" ".join(exc.messages), code="weak_password") from None
+    if User.objects.filter(username__iexact=username).exists():  # "ALICE" beside "alice" is the same person
+        raise Conflict("That username is taken.", code="username_taken")
     try:
         with transaction.atomic():
             return User.objects.create_user(username=username, password=password)

@@ -29,7 +29,7 @@ from localai_memory.core.api import (
     StrictIntegerField,
     validated,
 )
-from localai_memory.core.errors import InvalidInput
+from localai_memory.core.errors import InvalidInput, NotFound
 
 from . import selectors, services
 from .models import Chat, Message, Origin, Role
@@ -367,15 +367,32 @@ class ModelsApi(ApiView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """The models a client may name in ``POST /v1/chat/completions``."""
-        from localai_memory.agents.selectors import agent_list
+        return Response({"object": "list", "data": _models(request.user)})
 
-        created = int(request.user.date_joined.timestamp())
-        data = [{"id": settings.LLM_MODEL, "object": "model", "created": created, "owned_by": "localai-memory",
-                 "name": settings.LLM_MODEL}]
-        data += [{"id": f"agent-{agent.pk}", "object": "model", "created": int(agent.created_at.timestamp()),
-                  "owned_by": "localai-memory", "name": agent.name}
-                 for agent in agent_list(owner_id=request.user.pk)]
-        return Response({"object": "list", "data": data})
+
+class ModelApi(ApiView):
+    """``GET /v1/models/{id}``: one of the models ``GET /v1/models`` lists (clients check the one they use)."""
+
+    @extend_schema(parameters=[OpenApiParameter("model_id", OpenApiTypes.STR, OpenApiParameter.PATH,
+                                                pattern=r"^\S{1,200}$")],
+                   responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, model_id: str):
+        """One model, or a 404."""
+        for model in _models(request.user):
+            if model["id"] == model_id:
+                return Response(model)
+        raise NotFound(f"There is no model {model_id!r} here; GET /v1/models lists them.", code="model_not_found")
+
+
+def _models(user: Any) -> list[dict[str, Any]]:
+    """The server's model, and each of the user's agents as ``agent-<id>``."""
+    from localai_memory.agents.selectors import agent_list
+
+    created = int(user.date_joined.timestamp())
+    data = [{"id": settings.LLM_MODEL, "object": "model", "created": created, "owned_by": "localai-memory",
+             "name": settings.LLM_MODEL}]
+    return data + [{"id": f"agent-{agent.pk}", "object": "model", "created": int(agent.created_at.timestamp()),
+                    "owned_by": "localai-memory", "name": agent.name} for agent in agent_list(owner_id=user.pk)]
 
 
 class ChatCompletionsApi(ApiView):
@@ -401,6 +418,10 @@ class ChatCompletionsApi(ApiView):
         services.check_content(sent.content)  # before a chat is made for it
         if body.get("n") not in (None, 1):
             raise InvalidInput("n must be 1", code="invalid_n")
+        stream = body.get("stream")
+        options = body.get("stream_options")
+        if stream not in (None, True, False) or options is not None and not isinstance(options, dict):
+            raise InvalidInput("stream must be true or false, and stream_options an object", code="invalid_stream")
         agent_id = _int_or_none(body.get("agent", request.headers.get("X-Agent-Id")), "agent")
         if agent_id is None and isinstance(body.get("model"), str):
             picked = AGENT_MODEL.fullmatch(body["model"])  # an agent picked from GET /v1/models
@@ -433,9 +454,11 @@ class ChatCompletionsApi(ApiView):
         headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk),
                    "Server-Timing": services.server_timing(result.timings)}
         calls = [call.as_message_part() for call in result.tool_calls]
-        if body.get("stream") is True:
-            return _stream(completion_id, created, model, result.reply, calls, headers)
-        usage = result.usage or {}
+        usage = {key: (result.usage or {}).get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        if stream is True:
+            with_usage = isinstance(options, dict) and options.get("include_usage") is True
+            return _stream(completion_id, created, model, result.reply, calls, headers,
+                           usage=usage if with_usage else None)
         message: dict[str, Any] = {"role": Role.ASSISTANT.value, "content": result.reply}
         if calls:
             message.update(content=result.reply or None, tool_calls=calls)
@@ -446,20 +469,22 @@ class ChatCompletionsApi(ApiView):
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop",
                          "logprobs": None}],
-            "usage": {key: usage.get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")},
+            "usage": usage,
             "memory": result.memory,
         }
         return Response(payload, headers=headers)
 
 
 def _stream(completion_id: str, created: int, model: str, text: str, calls: list[dict[str, Any]],
-            headers: dict[str, str]) -> StreamingHttpResponse:
+            headers: dict[str, str], usage: dict[str, int] | None = None) -> StreamingHttpResponse:
     """The finished reply (its text, and its calls of the client's tools) as server-sent events, for clients
-    that ask to stream."""
+    that ask to stream; with ``usage`` (``stream_options.include_usage``) a last chunk carries it, as
+    OpenAI's does (no choices)."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
         body = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra}
         return f"data: {json.dumps(body)}\n\n"
 
     events = [chunk({"role": "assistant", "content": ""})]
@@ -467,7 +492,10 @@ def _stream(completion_id: str, created: int, model: str, text: str, calls: list
         events.append(chunk({"content": text}))
     if calls:
         events.append(chunk({"tool_calls": [{"index": number, **call} for number, call in enumerate(calls)]}))
-    events += [chunk({}, "tool_calls" if calls else "stop"), "data: [DONE]\n\n"]
+    events.append(chunk({}, "tool_calls" if calls else "stop"))
+    if usage is not None:
+        events.append(chunk(None, usage=usage))
+    events.append("data: [DONE]\n\n")
     response = StreamingHttpResponse(iter(events), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     for key, value in headers.items():

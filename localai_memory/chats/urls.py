@@ -15,4 +15,5 @@ urlpatterns = [
     path("api/chats/<int:chat_id>/tools", api.ChatToolsApi.as_view(), name="chat-tools"),
     path("v1/chat/completions", api.ChatCompletionsApi.as_view(), name="openai-chat-completions"),
     path("v1/models", api.ModelsApi.as_view(), name="openai-models"),
+    path("v1/models/<path:model_id>", api.ModelApi.as_view(), name="openai-model"),
 ]

@@ -178,6 +178,8 @@ CALLED = {"role": "assistant", "content": None, "tool_calls": [
     ({"messages": [{"role": "user", "content": "a\x00b"}]}, "invalid_content"),
     ({"messages": [{"role": "user", "content": "x" * 40_000}]}, "message_too_long"),
     ({"chat_id": "\u00b2"}, "invalid_chat"),
+    ({"stream": "yes"}, "invalid_stream"),
+    ({"stream": True, "stream_options": "usage"}, "invalid_stream"),
     ({"messages": [ASKED, CALLED, {"role": "tool", "tool_call_id": CALL_ID, "content": "sunny"},
                    {"role": "system", "content": "Be brief."}]}, "invalid_messages"),
 ])
@@ -250,6 +252,20 @@ def test_the_official_openai_client_runs_its_tools_through_the_route(owner, live
             arguments += delta_call.function.arguments or ""
         finish = chunk.choices[0].finish_reason or finish
     assert (names, json.loads(arguments), finish) == ("get_weather", {"city": "Oslo"}, "tool_calls")
+
+    # Streamed with the usage asked for: a last chunk without choices carries it, as OpenAI's does.
+    model.script({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Cold."},
+                               "finish_reason": "stop"}],
+                  "usage": {"prompt_tokens": 30, "completion_tokens": 2, "total_tokens": 32}})
+    chunks = list(client.chat.completions.create(model="fake-model", stream=True, stream_options={
+        "include_usage": True}, messages=[{"role": "user", "content": "And now?"}]))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Cold."
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 32
+
+    # The client checks the model it uses; one the server does not have is its NotFoundError.
+    assert client.models.retrieve("fake-model").id == "fake-model"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-nonexistent")
 
 
 @pytest.mark.django_db

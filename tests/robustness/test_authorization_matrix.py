@@ -143,7 +143,7 @@ def alices(owner, outsider, settings) -> dict[str, str]:
         "chat_id": str(chat.pk), "proposal_id": str(proposal.pk), "change_id": str(change.pk),
         "entry_id": str(entry.pk), "agent_id": str(agent.pk), "binding_id": str(binding.pk),
         "pairing_id": str(PairingRequest.objects.get(sender=waiting).pk), "sender_id": str(paired.pk),
-        "conversation_id": str(conversation.pk), "token": export_token,
+        "conversation_id": str(conversation.pk), "token": export_token, "model_id": f"agent-{agent.pk}",
         # not objects: a provider slot, and the admin's own kwargs (it sends non-staff to its login anyway)
         "slot": "memory", "app_label": "notes", "object_id": str(change.pk), "id": str(owner.pk),
         "content_type_id": str(ContentType.objects.get_for_model(ChangeSet).pk), "url": "nothing/here/",
@@ -151,7 +151,7 @@ def alices(owner, outsider, settings) -> dict[str, str]:
 
 
 OBJECT_KWARGS = {"chat_id", "proposal_id", "change_id", "entry_id", "agent_id", "binding_id", "pairing_id",
-                 "sender_id", "conversation_id", "token"}
+                 "sender_id", "conversation_id", "token", "model_id"}
 
 
 def alices_state(owner) -> tuple:
