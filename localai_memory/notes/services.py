@@ -551,6 +551,8 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
     if trashed is not None:  # undoing a move to the Trash is its restore
         trashed.restored_at, trashed.restored_by = undo.created_at, undo
         trashed.save(update_fields=["restored_at", "restored_by"])
+    # Undoing a restore (from the Trash, or an Undo of a delete) puts the files back in the Trash entry.
+    TrashEntry.objects.filter(owner_id=owner_id, restored_by=change).update(restored_at=None, restored_by=None)
     return undo
 
 

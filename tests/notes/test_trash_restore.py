@@ -73,6 +73,20 @@ def test_undoing_the_delete_takes_the_note_out_of_the_trash(owner):
     assert list(selectors.trash_list(owner_id=owner.pk)) == []
 
 
+@pytest.mark.parametrize("brought_back_by", ["undo", "trash"])
+def test_undoing_the_way_a_note_came_back_puts_it_in_the_trash_again(owner, brought_back_by):
+    save(owner, "diet", "vegetarian")
+    change = delete(owner, "diet")
+    (entry,) = selectors.trash_list(owner_id=owner.pk)
+    back = (services.change_undo(owner_id=owner.pk, change_id=change.pk) if brought_back_by == "undo"
+            else services.trash_restore(owner_id=owner.pk, entry_id=entry.pk))
+    services.change_undo(owner_id=owner.pk, change_id=back.pk)
+    assert files_of(owner) == {}
+    assert [e.pk for e in selectors.trash_list(owner_id=owner.pk)] == [entry.pk]  # restorable from the Trash
+    services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+    assert files_of(owner) == {"Memory/index.md": "- diet: vegetarian\n"}
+
+
 def test_forget_everything_comes_back_after_new_notes_and_keeps_them(owner):
     save(owner, "home", "lives in Rome", details="Rome since 2020.")
     save(owner, "diet", "vegetarian", details="No meat.")
