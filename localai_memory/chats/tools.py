@@ -59,6 +59,7 @@ class ToolContext:
     saved_now: int = 0  # notes this reply saved at once (the policy allows 5)
     calls: list[dict[str, Any]] = field(default_factory=list)
     addon: AddonTurn | None = None  # the add-on serving memory this turn, with its tools
+    outside_text: bool = False  # the turn read a client's tool results (policy.NoteFacts.outside_text)
 
     @property
     def readable(self) -> list[str]:
@@ -258,7 +259,8 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         return _addon_propose(ctx, topic, summary, details, delete, text)
     cuts = delete or (details is not None and _drops_lines(ctx, scope_name, topic, details))
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
-        text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts))  # type: ignore[arg-type]
+        text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts,  # type: ignore[arg-type]
+        outside_text=ctx.outside_text))
     if decision.outcome == "refuse" or decision.scope is None or decision.scope not in ctx.scopes:
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
         return refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
@@ -329,7 +331,7 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
     it over), or refused. The add-on keeps its notes in its own way, so there are no scopes here."""
     assert ctx.addon is not None
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
-        text, scope=None, saved_in_this_reply=ctx.saved_now, is_delete=delete))
+        text, scope=None, saved_in_this_reply=ctx.saved_now, is_delete=delete, outside_text=ctx.outside_text))
     if decision.outcome == "refuse":
         return refused(ctx, topic, decision.reason, policy.MESSAGES[decision.reason])
     if decision.outcome == "save_now":

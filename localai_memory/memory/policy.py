@@ -147,6 +147,8 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "always_confirm": "Always confirm is on: the note waits for your confirmation.",
         "looks_secret": "The note looks like it holds a secret, so it waits for your confirmation.",
         "too_long": "The note is long, so it waits for your confirmation.",
+        "outside_text": "The assistant read text you did not type on this turn (a tool's result), so the note "
+        "waits for your confirmation.",
         "reply_limit": "This reply already saved 5 notes, so this one waits for your confirmation.",
         "delete_needs_confirmation": "Forgetting an older note, or part of one, waits for your confirmation.",
         "make_room": "These notes are full. The assistant saved this one a month or more ago, and since then "
@@ -276,6 +278,9 @@ class NoteFacts:
     """A delete the host suggests itself: a full index, and a note the model saved long ago."""
     unused: bool = False
     """A delete the host suggests itself: a note the model saved long ago that no chat has needed since."""
+    outside_text: bool = False
+    """The turn read text the person did not type: the results of an OpenAI client's own tools (a page, a
+    search), which may tell the model what to remember."""
 
     def __post_init__(self) -> None:
         _check("scope", self.scope, (*get_args(Scope), None))
@@ -285,7 +290,7 @@ class NoteFacts:
     @classmethod
     def of(
         cls, text: str, *, scope: Scope | None, saved_in_this_reply: int, is_delete: bool = False,
-        makes_room: bool = False, unused: bool = False,
+        makes_room: bool = False, unused: bool = False, outside_text: bool = False,
     ) -> NoteFacts:
         """The facts of a note whose whole text (summary and details) is ``text``."""
         return cls(
@@ -296,6 +301,7 @@ class NoteFacts:
             is_delete=is_delete,
             makes_room=makes_room,
             unused=unused,
+            outside_text=outside_text,
         )
 
 
@@ -571,6 +577,8 @@ def _decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
         return _note("ask", scope, "too_long")
     if note.saved_in_this_reply >= MAX_AUTO_SAVES_PER_REPLY:
         return _note("ask", scope, "reply_limit")
+    if note.outside_text:
+        return _note("ask", scope, "outside_text")
     return _note("save_now", scope, "paired_private" if facts.origin == "messaging" else "save_and_tell")
 
 

@@ -267,6 +267,9 @@ NOTE_TABLE = [
     pytest.param(
         AUTO, note(length=LONG_NOTE_CHARS), saved("user", "save_and_tell"), id="a_500_char_note_saves"
     ),
+    # Reading: a turn that read a client's tool results (a page, a search) may have been told what to
+    # remember by them, so its notes wait for the owner's yes.
+    pytest.param(AUTO, note(outside_text=True), asked("user", "outside_text"), id="after_outside_text_asks"),
     # "A reply saves at most 5 notes at once."
     pytest.param(AUTO, note(saved_in_this_reply=4), saved("user", "save_and_tell"), id="the_5th_saves"),
     pytest.param(AUTO, note(saved_in_this_reply=5), asked("user", "reply_limit"), id="the_6th_waits"),
