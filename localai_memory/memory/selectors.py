@@ -96,14 +96,16 @@ def owned_scope(*, user_id: int, raw: object, writes_topic: str | None = None) -
     scope = Scope.parse(raw if raw not in (None, "") else "user")
     if scope.kind == "user":
         return scope
-    # An agent's notes, or a conversation's: ``<bot's id>-<hash>`` (``notes.paths.channel_key``).
+    # An agent's notes, or a conversation's: ``<bot's id>-<hash>`` (``notes.paths.channel_key``). Only the
+    # id as written names it: "07" is a folder of its own, which no chat of agent 7 reads.
     key, what = (scope.key, "agent") if scope.kind == "agent" else (scope.key.split("-", 1)[0], "bot")
-    number = int(key) if key.isascii() and key.isdigit() else 0  # ids start at 1: 0 is nobody's
+    number = int(key) if key.isascii() and key.isdigit() and str(int(key)) == key else 0  # 0 is nobody's
     rows = Agent.objects.filter(pk=number) if what == "agent" else Binding.objects.filter(pk=number)
-    owners = list(rows.values_list("owner_id", flat=True))
-    if owners == [user_id]:
+    if list(rows.values_list("owner_id", flat=True)) == [user_id]:
         return scope
-    if owners or not NoteFile.objects.filter(owner_id=user_id, path__startswith=f"{scope.root}/").exists():
+    # Not one of theirs: a folder of their own notes by that name (a deleted one's, or one an import or an
+    # older version made) is still theirs to edit; anything else is nobody's they may name.
+    if not NoteFile.objects.filter(owner_id=user_id, path__startswith=f"{scope.root}/").exists():
         raise NotFound(f"No such {what}.", code="not_found")
     if writes_topic is not None and writes_topic not in {
             entry.topic for entry in parse_index(index_text(owner_id=user_id, scope=scope))}:

@@ -29,7 +29,7 @@ SUMMARY_MAX_CHARS = 200
 PATH_MAX_CHARS = 200
 
 TOPIC_RE = re.compile(r"^[a-z0-9-]{1,40}\Z")
-_AGENT_KEY_RE = re.compile(r"^[1-9][0-9]{0,17}\Z")  # as the id is written: no leading zero
+_AGENT_KEY_RE = re.compile(r"^[0-9]{1,18}\Z")
 _CHANNEL_KEY_RE = re.compile(r"^[a-z0-9_]{1,40}-[0-9a-f]{6,16}\Z")
 _INDEX_LINE_RE = re.compile(r"^- (?P<topic>[a-z0-9-]{1,40}): (?P<summary>.+?)(?: -> (?P<file>[a-z0-9-]{1,40})\.md)?$")
 

@@ -31,9 +31,8 @@ BAD_PATHS = [
     "Memory/", "/", "", " ", "Memory/" + "a" * 41 + ".md", "Memory/" + "a" * 300 + ".md", "Memory\\index.md",
     "Memory//index.md", "Memory/./index.md", "Memory/.md", "Memory/-.md.md", "Memory/channels/nohash/index.md",
     "Memory/inde\u0301x.md", "Memory/\u00e9.md", "Memory/a b.md", "C:\\Memory\\index.md", "Memory/index.md?x=1",
-    # A line break after a name ($ in a pattern lets one through) and an agent id written with a leading zero.
-    "Memory/a\n.md", "Memory/agents/1\n/index.md", "Memory/channels/1-abcdef\n/index.md", "Memory/agents/01/index.md",
-    "Memory/agents/0/index.md",
+    # A line break after a name ($ in a pattern lets one through).
+    "Memory/a\n.md", "Memory/agents/1\n/index.md", "Memory/channels/1-abcdef\n/index.md",
 ]
 
 

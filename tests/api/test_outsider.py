@@ -112,6 +112,11 @@ def test_nobody_makes_notes_in_a_folder_of_anothers_agent_or_bot(api, outsider_a
                        format="json").status_code == 200
         assert api.put("/api/chats/memory/notes", {"topic": "y", "summary": "mine too", "scope": scope},
                        format="json").status_code == 200
+    # The id written otherwise ("07") names a folder no chat of the agent reads: nobody's.
+    assert_error(api.put("/api/chats/memory/notes", {"topic": "x", "summary": "y", "scope": f"agent:0{agent.pk}"},
+                         format="json"), 404)
+    assert_error(api.put("/api/chats/memory/notes", {"topic": "x", "summary": "y",
+                                                     "scope": f"channel:0{bot.pk}-abcdef123456"}, format="json"), 404)
     # A bot that does not exist is nobody's folder either.
     assert_error(api.put("/api/chats/memory/notes", {"topic": "x", "summary": "y",
                                                      "scope": "channel:999999-deadbeefdeadbeef"}, format="json"), 404)
