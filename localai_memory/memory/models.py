@@ -76,8 +76,12 @@ class Proposal(models.Model):
     # A note to forget. Its column keeps the name ``delete``; the field is ``is_delete`` so that it does not hide
     # Model.delete() (the API and the tools still say ``delete``).
     is_delete = models.BooleanField(default=False, db_column="delete")
-    old_summary = models.CharField(max_length=300, blank=True, help_text="The line as it was when proposed.")
+    # An index line written in Files can be longer than a summary the store writes: text, not a short column.
+    old_summary = models.TextField(blank=True, help_text="The line as it was when proposed.")
     old_details = models.TextField(blank=True)
+    seen = models.JSONField(null=True, blank=True, help_text="The note as a refused confirm showed it "
+                            "({summary, details}): it changed after the proposal, and a confirm over this "
+                            "text is the person's, having seen it.")
     correction = models.BooleanField(default=False, help_text="Changes a note the user typed.")
     locked = models.BooleanField(default=False, help_text="Always confirm: only the owner, or the paired sender "
                                                           "who asked, can confirm.")
@@ -117,3 +121,11 @@ class Proposal(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.status}: {self.topic}"
+
+    @property
+    def shown_before(self) -> tuple[str, str]:
+        """The note (line, topic file) as the person last saw it beside the suggestion: when it was proposed,
+        or as a confirm it refused showed it (``seen``)."""
+        if isinstance(self.seen, dict):
+            return str(self.seen.get("summary") or ""), str(self.seen.get("details") or "")
+        return self.old_summary, self.old_details

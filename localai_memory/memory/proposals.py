@@ -359,6 +359,11 @@ def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: 
     return result  # type: ignore[return-value]
 
 
+def _same_text(one: str, other: str) -> bool:
+    """Two topic files alike but for the line break at the end (the store adds one)."""
+    return one.rstrip("\n") == other.rstrip("\n")
+
+
 class _Changed:
     """What ``_confirm`` found instead of the note the proposal was made over."""
 
@@ -404,10 +409,12 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
         gone = not now_summary and not now_details
         # Forgetting what is gone already, or saving what it says already, changes nothing anybody saw.
         settled = (gone if proposal.is_delete else now_summary == proposal.summary
-                   and (not proposal.details or proposal.details == now_details))
-        if (now_summary, now_details) != (proposal.old_summary, proposal.old_details) and not settled:
-            proposal.old_summary, proposal.old_details = now_summary, now_details
-            proposal.save(update_fields=["old_summary", "old_details"])
+                   and (not proposal.details or _same_text(proposal.details, now_details)))
+        if not settled and not any(now_summary == summary and _same_text(now_details, details)
+                                   for summary, details in {(proposal.old_summary, proposal.old_details),
+                                                            proposal.shown_before}):
+            proposal.seen = {"summary": now_summary, "details": now_details}
+            proposal.save(update_fields=["seen"])
             return _Changed(proposal.topic, now_summary, now_details)
     if proposal.provider:  # the add-on serving memory keeps this note; the host keeps no change set of it
         from .providers import addon_write

@@ -46,7 +46,9 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
         "summary": proposal.summary,
         "details": proposal.details or None,
         "delete": proposal.is_delete,
-        "current": {"summary": proposal.old_summary or None, "details": proposal.old_details or None},
+        # The note as the person last saw it here: when proposed, or as a refused confirm showed it.
+        "current": dict(zip(("summary", "details"), (text or None for text in proposal.shown_before),
+                            strict=True)),
         "scope": {"kind": scope.kind, "key": scope.key, "label": scope.label},
         "path": scope.topic_path(proposal.topic),
         "index_path": scope.index_path,

@@ -176,6 +176,23 @@ def test_a_note_edited_after_the_proposal_is_not_overwritten_by_a_confirm_made_w
     assert index_of(owner) == "- home: lives in Naples -> home.md\n"
 
 
+def test_a_line_written_long_in_files_after_the_proposal_is_shown_and_then_replaced(api, owner, db):
+    """An index line edited in Files may be longer than the 200 characters the store writes."""
+    note(owner, "home", "lives in Rome")
+    proposal = make_proposal(owner, topic="home", summary="lives in Turin")
+    long_line = "lives in Naples, " + "near the sea " * 30
+    written = api.put("/api/files/content?path=Memory/index.md",
+                      {"content": f"- home: {long_line.strip()}\n", "version": 1}, format="json")
+    assert written.status_code == 200, written.content
+    url = f"/api/chats/memory/proposals/{proposal.pk}/confirm"
+    assert api.post(url).json()["error"]["code"] == "changed_since"
+    assert api.get("/api/chats/memory/proposals").json()["proposals"][0]["current"]["summary"] == long_line.strip()
+    assert api.post(url).status_code == 200
+    assert index_of(owner) == "- home: lives in Turin\n"
+    proposal.refresh_from_db()
+    assert proposal.old_summary == "lives in Rome"  # what it was proposed over is kept (consolidation reads it)
+
+
 def test_a_forget_suggestion_does_not_delete_a_note_written_since(api, owner, db):
     note(owner, "diet", "vegan")
     proposal = make_proposal(owner, delete=True, summary="")
