@@ -126,7 +126,10 @@ class FileRestoreVersionApi(ApiView):
     @extend_schema(request=RestoreVersionInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request):
         """Make an earlier version the current text (as a new version)."""
+        from localai_memory.memory.selectors import file_folder_owned
+
         data = validated(RestoreVersionInput, request.data)
+        file_folder_owned(user_id=request.user.pk, path=data["path"])
         change = services.version_restore_read(owner_id=request.user.pk, path=data["path"], version=data["version"])
         return Response({"change": change_json(change)})
 

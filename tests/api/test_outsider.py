@@ -117,6 +117,13 @@ def test_nobody_makes_notes_in_a_folder_of_anothers_agent_or_bot(api, outsider_a
                          format="json"), 404)
     assert_error(api.put("/api/chats/memory/notes", {"topic": "x", "summary": "y",
                                                      "scope": f"channel:0{bot.pk}-abcdef123456"}, format="json"), 404)
+    # Nor through the Files page's New file form.
+    from django.test import Client
+
+    page = Client()
+    page.force_login(outsider)
+    page.post("/files/new/", {"path": f"agents/{agent.pk}/x.md", "content": "mallory was here"})
+    assert not NoteFile.objects.filter(owner=outsider).exists()
     # A bot that does not exist is nobody's folder either.
     assert_error(api.put("/api/chats/memory/notes", {"topic": "x", "summary": "y",
                                                      "scope": "channel:999999-deadbeefdeadbeef"}, format="json"), 404)

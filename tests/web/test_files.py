@@ -26,13 +26,31 @@ def test_files_starts_empty_and_shows_the_memory_folder_as_a_tree(web):
     web.accessible("files, empty")
     create_file(web, "Memory/index.md", "- home: lives in Rome -> home.md\n")
     create_file(web, "Memory/home.md", "Rome, Trastevere.\n")
-    create_file(web, "Memory/agents/7/index.md", "- tone: short answers\n")
+    # A folder of an agent that is not yours is not made (no chat would read it).
+    web.go("/files/")
+    page.get_by_text("New file", exact=True).click()
+    page.get_by_label("Path").fill("Memory/agents/7/index.md")
+    page.get_by_label("Text", exact=True).fill("- tone: short answers\n")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_text("No such agent.")).to_be_visible()
+    # The notes of an agent you deleted, kept, show under its number.
+    from django.contrib.auth import get_user_model
+
+    from localai_memory.agents.services import agent_create, agent_delete
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    alice = get_user_model().objects.get(username="alice")
+    agent = agent_create(owner_id=alice.pk, name="Chef")
+    note_upsert(owner_id=alice.pk, scope=Scope.agent(agent.pk), topic="tone", summary="short answers",
+                source="files")
+    agent_delete(owner_id=alice.pk, agent_id=agent.pk, memory="keep")
     web.go("/files/")
     tree = page.get_by_test_id("tree")
     expect(tree.get_by_role("link", name="Memory/index.md")).to_be_visible()
     expect(tree.get_by_role("link", name="Memory/home.md")).to_be_visible()
-    expect(tree).to_contain_text("Deleted agent 7/")
-    expect(tree.get_by_role("link", name="Memory/agents/7/index.md")).to_be_visible()
+    expect(tree).to_contain_text(f"Deleted agent {agent.pk}/")
+    expect(tree.get_by_role("link", name=f"Memory/agents/{agent.pk}/index.md")).to_be_visible()
     web.accessible("files tree")
 
 

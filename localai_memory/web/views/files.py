@@ -156,6 +156,7 @@ def file_new(request: AuthenticatedHttpRequest) -> HttpResponse:
         raw = f"{ROOT}/{raw}"
     try:
         path = parse_path(raw).path
+        file_folder_owned(user_id=request.user.pk, path=path)
         notes_services.file_write(owner_id=request.user.pk, path=path, content=request.POST.get("content", ""),
                                   version=None)
     except ApplicationError as exc:
@@ -188,6 +189,7 @@ def file_restore_version(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = _path_or_404(request.POST.get("path"))
     version = int_or_404(request.POST.get("version"))
     try:
+        file_folder_owned(user_id=request.user.pk, path=path)
         notes_services.version_restore(owner_id=request.user.pk, path=path, version=version)
     except Conflict as exc:
         messages.info(request, exc.message if exc.code != "no_change" else
