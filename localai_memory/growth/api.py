@@ -69,7 +69,7 @@ class ImportApi(ApiView):
                 raise InvalidInput(f"The file is larger than {importing.ZIP_MAX_BYTES} bytes.",
                                    code="import_too_large", status=413)
             body = upload.read()
-            if body[:4] in (b"PK\x03\x04", b"PK\x05\x06"):  # a zip (the second: one with no files)
+            if importing.is_zip(body):
                 result = importing.import_zip(owner_id=request.user.pk, data=body, actor="you")
             else:
                 try:

@@ -340,6 +340,12 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
 # --------------------------------------------------------------------------------------------------------
 
 
+def is_zip(data: bytes) -> bool:
+    """Whether an upload is a zip (an export): a local file header, or the end record alone of an empty one
+    (the export of an account without notes)."""
+    return data[:4] in (b"PK\x03\x04", b"PK\x05\x06")
+
+
 def parse_facts(text: str) -> list[str]:
     """One fact a line: bullets, numbering and check boxes dropped, blank lines and headings skipped."""
     if not isinstance(text, str):

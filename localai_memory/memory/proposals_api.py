@@ -27,6 +27,10 @@ def _message(proposal: Proposal, status: str) -> str:
         return "Confirmed: forgotten." if proposal.is_delete else "Confirmed: saved to memory."
     if status == "rejected":
         return "Turned down: nothing was changed."
+    from localai_memory.growth.consolidation import REPLACED_BY_NEWER
+
+    if proposal.decided_by == REPLACED_BY_NEWER:
+        return "Replaced by a newer suggestion."
     if proposal.decided_by == proposals.FORGOTTEN:
         return "Dropped: everything in memory was forgotten after it was suggested."
     if proposal.decided_by == proposals.AGENT_DELETED:

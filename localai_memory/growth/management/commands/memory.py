@@ -381,7 +381,7 @@ class Command(BaseCommand):
                 data = Path(path).read_bytes()
             except OSError as exc:
                 raise CommandError(f"Cannot read {path}: {exc.strerror}") from None
-        if not facts and data[:4] == b"PK\x03\x04":
+        if not facts and importing.is_zip(data):
             result = importing.import_zip(owner_id=self.user.pk, data=data, actor=ACTOR)
         else:
             try:
