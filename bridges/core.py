@@ -419,7 +419,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             outcomes.append("You cannot confirm this note.")
         except Gone as exc:
             _close(notice)
-            if exc.code in ("agent_deleted", "forgotten"):
+            if exc.code in ("agent_deleted", "bot_deleted", "forgotten"):
                 lines.append(f"That note was not saved: {exc.message}")
             else:
                 lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)

@@ -204,7 +204,14 @@ def binding_set_enabled(*, binding: Binding, enabled: bool) -> Binding:
 
 @transaction.atomic
 def binding_delete(*, binding: Binding) -> None:
-    """Disconnect a bot. Its conversations' notes stay in Memory/channels/ (the owner deletes them there)."""
+    """Disconnect a bot. Its conversations' notes stay in Memory/channels/ (the owner deletes them there); the
+    suggestions still waiting for them are dropped, under the owner's note lock (no confirm writes there
+    after the delete)."""
+    from localai_memory.memory.proposals import proposals_drop_for_bot
+    from localai_memory.notes.services import lock_owner
+
+    lock_owner(binding.owner_id)
+    proposals_drop_for_bot(owner_id=binding.owner_id, binding_id=binding.pk)
     Binding.objects.filter(pk=binding.pk).delete()
 
 

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 import redis
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
-from localai_memory.chats.models import Chat, Message, Role
+from localai_memory.chats.models import Chat, Message, Origin, Role
 from localai_memory.chats.selectors import chat_scopes, read_memory_state, turn_facts
 from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
 from localai_memory.core.queues import BACKGROUND
@@ -324,9 +324,15 @@ class _ChatWork:
 
 
 def _chats_with_work(owner_id: int) -> list[_ActiveChat]:
+    """The owner's chats with typed messages, newest first; a deleted bot's conversations are left alone (their
+    notes stay for the owner, and nothing new is suggested for a folder no chat reads)."""
+    from bridges.models import Binding
+
     typed = Q(messages__role=Role.USER, messages__typed_by_user=True)
+    bot_gone = Q(origin=Origin.MESSAGING) & ~Exists(Binding.objects.filter(pk=OuterRef("binding_id")))
     return list(
         Chat.objects.filter(owner_id=owner_id)
+        .exclude(bot_gone)
         .select_related("agent")
         .annotate(last_typed=Max("messages__id", filter=typed), last_at=Max("messages__created_at"))
         .filter(last_typed__isnull=False)

@@ -312,14 +312,27 @@ _EXPIRED = object()
 AGENT_DELETED = "the agent was deleted"
 #: ``decided_by`` of a suggestion dropped when everything was forgotten (``proposals_drop_for_forget``).
 FORGOTTEN = "everything was forgotten"
+#: ``decided_by`` of a suggestion whose bot was deleted while it waited (``proposals_drop_for_bot``).
+BOT_DELETED = "the bot was deleted"
 
 
 def proposals_drop_for_forget(*, owner_id: int) -> int:
-    """End the suggestions still waiting for the built-in notes when the owner forgets everything: a clean
-    slate, not one that a confirm fills again. They count as expired, with nothing announced; an answer to one
-    is told why. Call inside the forget's transaction, under the owner's note lock. Returns how many."""
-    return Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, provider="").update(
+    """End the suggestions still waiting when the owner forgets everything (for the built-in notes and for
+    the add-on, which is asked to forget too): a clean slate, not one that a confirm fills again. They count
+    as expired, with nothing announced; an answer to one is told why. Call inside the forget's transaction,
+    under the owner's note lock. Returns how many."""
+    return Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING).update(
         status=Proposal.Status.EXPIRED, decided_at=timezone.now(), decided_by=FORGOTTEN, notified=True)
+
+
+def proposals_drop_for_bot(*, owner_id: int, binding_id: int) -> int:
+    """End the suggestions still waiting for the notes of the conversations of bot ``binding_id``, which is
+    being deleted: confirmed later, one would write into a folder no chat reads. As for a deleted agent, they
+    count as expired with nothing announced (``AGENT_DELETED``'s twin, ``BOT_DELETED``)."""
+    return Proposal.objects.filter(
+        owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind="channel",
+        scope_key__startswith=f"{binding_id}-",
+    ).update(status=Proposal.Status.EXPIRED, decided_at=timezone.now(), decided_by=BOT_DELETED, notified=True)
 
 
 def proposals_drop_for_agent(*, owner_id: int, agent_id: int) -> int:
@@ -381,6 +394,8 @@ def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, no
     proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
     if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == AGENT_DELETED:
         raise Gone("Its agent was deleted, so this note can no longer be saved.", code="agent_deleted")
+    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == BOT_DELETED:
+        raise Gone("Its bot was deleted, so this note can no longer be saved.", code="bot_deleted")
     if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == FORGOTTEN:
         raise Gone("Everything in memory was forgotten after this was suggested, so it was dropped.",
                    code="forgotten")

@@ -35,6 +35,8 @@ def _message(proposal: Proposal, status: str) -> str:
         return "Dropped: everything in memory was forgotten after it was suggested."
     if proposal.decided_by == proposals.AGENT_DELETED:
         return "Dropped: its agent was deleted."
+    if proposal.decided_by == proposals.BOT_DELETED:
+        return "Dropped: its bot was deleted."
     return "Expired: nobody answered within 24 hours."
 
 

@@ -58,6 +58,16 @@ def test_a_clean_json_reply_becomes_suggestions_in_the_inbox_and_saves_nothing(o
     assert not ChangeSet.objects.filter(owner=owner).exists()
 
 
+def test_a_deleted_bots_conversations_are_not_read_for_new_suggestions(owner, model, make_chat):
+    """Its notes stay for the owner, but nothing new is suggested for a folder no chat reads."""
+    make_chat(owner, LISBON, origin="messaging", binding_id=424242, conversation_key="424242-abcdef123456")
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert not model.requests and not waiting(owner)
+    assert result.status != "failed"
+
+
 def test_a_fenced_reply_is_recovered(owner, model, make_chat):
     make_chat(owner, LISBON)
     model.script(reply("```json\n" + facts_reply(fact("home", "lives in Lisbon")) + "\n```"))

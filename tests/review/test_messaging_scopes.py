@@ -82,3 +82,20 @@ def test_a_yes_to_a_note_for_an_agent_deleted_meanwhile_says_why_nothing_was_sav
 
     assert answered.texts == ["That note was not saved: Its agent was deleted, so this note can no longer be saved."]
     assert notes_of(owner, Scope.agent(agent.pk)) == ""
+
+
+def test_deleting_a_bot_drops_the_suggestions_waiting_for_its_conversations(telegram_bot, api, owner, model, alice):
+    from bridges.services import binding_delete
+
+    settings_update(user_id=owner.pk, save_mode="ask")
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", VEGAN)), reply("I will ask."))
+    telegram_bot.dm(alice, "Remember that I am vegan.")
+    waiting = Proposal.objects.get()
+    assert waiting.scope_kind == "channel"
+
+    binding_delete(binding=Binding.objects.get(pk=telegram_bot.binding.pk))
+
+    refused = api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm")
+    assert refused.status_code == 410 and refused.json()["error"]["code"] == "bot_deleted"
+    assert notes_of(owner, dm_scope(telegram_bot, alice)) == ""
