@@ -120,6 +120,9 @@ class TrashEntry(models.Model):
     restored_at = models.DateTimeField(null=True, blank=True)
     restored_by = models.ForeignKey(ChangeSet, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="restored_trash")
+    #: The Undo of its restore, which put it back in the Trash (undone in turn, it is restored again).
+    unrestored_by = models.ForeignKey(ChangeSet, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="unrestored_trash")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -536,6 +536,10 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
                        "change; undo the later change first.", code="changed_since",
                        details={"paths": [], "importance": reweighed})
     trashed = TrashEntry.objects.filter(change_set=change, restored_at__isnull=True).first()
+    # Undoing a restore (from the Trash, or an Undo of a delete) puts its files back in the Trash entry;
+    # undoing that Undo restores the entry again.
+    unrestored = list(TrashEntry.objects.filter(owner_id=owner_id, restored_by=change))
+    restored_again = list(TrashEntry.objects.filter(owner_id=owner_id, unrestored_by=change))
     summary = f"Undid: {change.summary}"[:300]
     if files:
         undo = apply_changes(owner_id=owner_id, writes={f.path: f.before for f in files}, source=source,
@@ -548,11 +552,12 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
             _importance_write(owner_id, Scope.parse(entry["scope"]), entry["topic"], entry["before"])
         undo.importance = [{**e, "before": e["after"], "after": e["before"]} for e in weighed.values()]
         undo.save(update_fields=["importance"])
-    if trashed is not None:  # undoing a move to the Trash is its restore
-        trashed.restored_at, trashed.restored_by = undo.created_at, undo
-        trashed.save(update_fields=["restored_at", "restored_by"])
-    # Undoing a restore (from the Trash, or an Undo of a delete) puts the files back in the Trash entry.
-    TrashEntry.objects.filter(owner_id=owner_id, restored_by=change).update(restored_at=None, restored_by=None)
+    for entry in [trashed, *restored_again] if trashed is not None else restored_again:
+        entry.restored_at, entry.restored_by, entry.unrestored_by = undo.created_at, undo, None
+        entry.save(update_fields=["restored_at", "restored_by", "unrestored_by"])
+    for entry in unrestored:
+        entry.restored_at, entry.restored_by, entry.unrestored_by = None, None, undo
+        entry.save(update_fields=["restored_at", "restored_by", "unrestored_by"])
     return undo
 
 

@@ -87,6 +87,21 @@ def test_undoing_the_way_a_note_came_back_puts_it_in_the_trash_again(owner, brou
     assert files_of(owner) == {"Memory/index.md": "- diet: vegetarian\n"}
 
 
+def test_undo_redo_undo_of_a_restore_keeps_the_trash_in_step(owner):
+    """The note is in the Trash exactly when it is gone, however often its restore is undone and redone."""
+    save(owner, "diet", "vegetarian")
+    delete(owner, "diet")
+    (entry,) = selectors.trash_list(owner_id=owner.pk)
+    latest = services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+    for _ in range(3):
+        latest = services.change_undo(owner_id=owner.pk, change_id=latest.pk)
+        in_trash = [e.pk for e in selectors.trash_list(owner_id=owner.pk)]
+        assert (files_of(owner) == {}) == (in_trash == [entry.pk]), (files_of(owner), in_trash)
+    assert files_of(owner) == {}  # three Undos: gone again, and restorable
+    services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+    assert files_of(owner) == {"Memory/index.md": "- diet: vegetarian\n"}
+
+
 def test_forget_everything_comes_back_after_new_notes_and_keeps_them(owner):
     save(owner, "home", "lives in Rome", details="Rome since 2020.")
     save(owner, "diet", "vegetarian", details="No meat.")
