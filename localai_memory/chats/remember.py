@@ -69,8 +69,10 @@ def topic_words(fact: str) -> list[str]:
 
 def topic_for(fact: str, taken: set[str]) -> str:
     """A topic for ``fact`` that no other note of the scope uses: its first content words joined by dashes
-    (``note`` when it has none), then ``-2``, ``-3``… when that topic is taken."""
-    base = "-".join(topic_words(fact))[:TOPIC_MAX_CHARS].strip("-") or "note"
+    (``note`` when it has none; ``private-note`` when it looks like it holds a secret, which a topic, a file
+    name shown everywhere, must not repeat), then ``-2``, ``-3``… when that topic is taken."""
+    base = ("private-note" if policy.looks_secret(fact)
+            else "-".join(topic_words(fact))[:TOPIC_MAX_CHARS].strip("-") or "note")
     taken = taken | {"index"}  # the index's own name
     topic, number = base, 1
     while topic in taken:

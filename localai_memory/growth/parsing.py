@@ -14,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from localai_memory.memory.policy import looks_secret
 from localai_memory.notes.paths import SUMMARY_MAX_CHARS, TOPIC_RE
 
 ACTIONS = ("add", "update", "delete", "noop")
@@ -117,6 +118,8 @@ def slugify(value: object, fallback: str = "") -> str:
         ascii_text = unicodedata.normalize("NFKD", source).encode("ascii", "ignore").decode().lower()
         words = re.findall(r"[a-z0-9]+", ascii_text)
         if source is fallback:
+            if looks_secret(source):  # a topic is a file name shown everywhere: never the secret's words
+                return "private-note"
             words = [w for w in words if w not in _STOP][:3]
         slug = "-".join(words)[:40].strip("-")
         if slug and slug != "index" and TOPIC_RE.match(slug):

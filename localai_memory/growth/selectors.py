@@ -48,6 +48,7 @@ class NoteWritten:
     author: Author
     at: datetime
     model_only: bool
+    change_id: int = 0  # the change set of that last change
 
 
 def written_json(last: NoteWritten | None) -> dict[str, str | None]:
@@ -263,8 +264,8 @@ def line_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: in
         return (first is not None and topic not in people
                 and (files_from is None or first >= files_from))
 
-    return {topic: NoteWritten(author=author, at=at, model_only=model_only(topic))
-            for topic, (at, _, author) in latest.items()}
+    return {topic: NoteWritten(author=author, at=at, model_only=model_only(topic), change_id=change_id)
+            for topic, (at, change_id, author) in latest.items()}
 
 
 def _topic_path(scope: Scope, topic: str) -> str | None:

@@ -305,7 +305,8 @@ KEEP: Any = object()
 
 @transaction.atomic
 def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = None, details: str | None = None,
-              importance: object = KEEP, source: str, actor: str, clear_details: bool = False) -> ChangeSet | None:
+              importance: object = KEEP, source: str, actor: str, clear_details: bool = False,
+              create_only: bool = False) -> ChangeSet | None:
     """A person's write of one note, its text and its importance as one step: the text when a ``summary`` is
     given (``note_upsert``), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
     back the writer's). A bad importance is a 400 before anything is written. With the text as it is already,
@@ -317,7 +318,7 @@ def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = 
     if summary is not None:
         try:
             change = note_upsert(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
-                                 source=source, actor=actor, clear_details=clear_details)
+                                 source=source, actor=actor, clear_details=clear_details, create_only=create_only)
         except Conflict as exc:
             if exc.code != "no_change" or importance is KEEP:
                 raise
@@ -600,10 +601,12 @@ def note_upsert(
     chat_id: int | None = None,
     proposal_id: int | None = None,
     clear_details: bool = False,
+    create_only: bool = False,
 ) -> ChangeSet:
     """Add, replace or remove one topic: its index line and (optionally) its topic file, as one change set.
     Blank ``details`` keep the topic file as it is, unless ``clear_details`` (the person emptied them): then
-    it goes, and the line no longer points to it.
+    it goes, and the line no longer points to it. ``create_only``: a topic that exists is refused (409
+    ``topic_exists``), checked under the owner's lock.
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
     """
@@ -625,6 +628,9 @@ def note_upsert(
         verb = "Forgot"
     else:
         line_summary = clean_summary(summary)
+        if create_only and (any(e.topic == topic for e in entries)
+                            or NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()):
+            raise Conflict(f"{topic!r} exists already in {scope.label}.", code="topic_exists")
         if details is not None and not isinstance(details, str):
             raise InvalidInput("details must be text", code="invalid_details")
         clear = clear_details and not (details and details.strip())

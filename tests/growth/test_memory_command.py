@@ -374,3 +374,62 @@ def test_clear_erases_the_importances_too(owner, notes):
     memory("clear", user="alice", stdin="yes\n")
 
     assert memory_leftovers(owner_id=owner.pk) == {}
+
+
+def test_writes_go_only_to_scopes_of_ones_own(owner, outsider):
+    """As the API: another's agent, an agent or bot that does not exist, is refused; one's own is fine."""
+    from localai_memory.agents.services import agent_create
+
+    theirs = agent_create(owner_id=outsider.pk, name="Mallory's")
+    mine = agent_create(owner_id=owner.pk, name="Chef")
+    for scope in (f"agent:{theirs.pk}", "agent:999999", "channel:999999-abcdef0123456789"):
+        with pytest.raises(CommandError, match="No such"):
+            memory("add", "--user", "alice", "t1", "x", "--scope", scope)
+    assert not NoteFile.objects.filter(owner=owner).exists()
+    memory("add", "--user", "alice", "t1", "x", "--scope", f"agent:{mine.pk}")
+    assert index(owner, Scope.agent(mine.pk)) == "- t1: x\n"
+
+
+def test_add_of_a_topic_another_add_saved_meanwhile_is_refused_not_overwritten(owner):
+    """The check is the store's, under the owner's lock: the loser of two adds at once is told, not saved."""
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="race", summary="version A",
+                               source="files", actor="you")
+    with pytest.raises(CommandError, match="exists already"):
+        memory("add", "--user", "alice", "race", "version B")
+    assert index(owner) == "- race: version A\n"
+
+
+def test_show_names_the_last_change_of_this_note_not_of_another_line(owner):
+    memory("add", "--user", "alice", "lc-a", "first note A")
+    memory("add", "--user", "alice", "lc-b", "second note B")
+    assert "Saved lc-a" in memory("show", "--user", "alice", "lc-a").split("last change:")[1]
+    memory("edit", "--user", "alice", "lc-a", "--importance", "0.3")
+    shown = json.loads(memory("show", "--user", "alice", "lc-a", "--json"))
+    assert shown["last_change"]["id"] == ChangeSet.objects.filter(owner=owner).order_by("-id").first().pk
+
+
+def test_edit_with_empty_details_takes_them_away(owner, notes):
+    memory("edit", "--user", "alice", "home", "--details", "")
+    assert notes_selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") is None
+    assert index(owner) == "- home: lives in Rome\n"
+
+
+def test_json_stays_json_when_asked_to_confirm(owner, notes):
+    err = io.StringIO()
+    out = memory("forget", "--user", "alice", "home", "--json", stdin="y\n", stderr=err)
+    assert json.loads(out) and "Forget 'home'" in err.getvalue()
+
+
+def test_import_counts_notes_and_names_a_zip_given_as_facts(owner, outsider, notes, tmp_path):
+    export = tmp_path / "alice.zip"
+    memory("export", "--user", "alice", "-o", str(export))
+    assert "2 note(s) added" in memory("import", "--user", "mallory", str(export))
+    with pytest.raises(CommandError, match="is a zip"):
+        memory("import", "--user", "mallory", "--facts", str(export))
+
+
+def test_a_fact_that_looks_like_a_password_does_not_name_its_topic(owner, tmp_path):
+    facts = tmp_path / "facts.txt"
+    facts.write_text("my password is hunter2\n")
+    memory("import", "--user", "alice", str(facts))
+    assert [p.topic for p in Proposal.objects.filter(owner=owner)] == ["private-note"]

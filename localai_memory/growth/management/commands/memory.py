@@ -19,11 +19,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from localai_memory.core.errors import ApplicationError, InvalidInput
+from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
 from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
 from localai_memory.growth.selectors import (
     last_pass,
+    line_writers,
     memory_stats,
     owner_context,
     owner_scopes,
@@ -33,10 +34,11 @@ from localai_memory.growth.services import memory_clear, memory_leftovers
 from localai_memory.memory import proposals
 from localai_memory.memory.policy import MESSAGES
 from localai_memory.memory.proposals_api import proposal_json
+from localai_memory.memory.selectors import owned_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
-from localai_memory.notes.models import ChangeSet
-from localai_memory.notes.paths import Scope
+from localai_memory.notes.models import ChangeSet, NoteFile
+from localai_memory.notes.paths import Scope, parse_index
 from localai_memory.recall.service import activity_json, notes_activity
 
 ACTOR = "you (terminal)"
@@ -205,9 +207,13 @@ class Command(BaseCommand):
         details = notes_selectors.topic_text(owner_id=self.user.pk, scope=item, topic=topic)
         if entry is None and details is None:
             raise CommandError(f"There is no note {topic!r} in {item.label}.")
-        last = (ChangeSet.objects.filter(owner_id=self.user.pk, files__path__in=[item.index_path,
-                                                                                 item.topic_path(topic)])
-                .order_by("-created_at", "-id").first())
+        # The last change of its line, its topic file (not of other lines of the index) or its importance.
+        written = line_writers(owner_id=self.user.pk, scope=item, topics=[topic]).get(topic)
+        weighed = ChangeSet.objects.filter(owner_id=self.user.pk, importance__contains=[
+            {"scope": item.name, "topic": topic}]).order_by("-created_at", "-id").first()
+        changes = [c for c in (weighed, ChangeSet.objects.filter(pk=written.change_id).first() if written else None)
+                   if c is not None]
+        last = max(changes, key=lambda c: (c.created_at, c.pk), default=None)
         given = notes_selectors.note_importances(owner_id=self.user.pk).get((item.kind, item.key, topic))
         data = {"scope": item.name, "topic": topic, "summary": entry.summary if entry else None,
                 "details": details, "path": item.topic_path(topic), "importance": given,
@@ -282,7 +288,7 @@ class Command(BaseCommand):
         from localai_memory.chats.remember import note_add
 
         self._writes_allowed()
-        item = parse_scope(scope)
+        item = self._own_scope(scope, writes_topic=topic or "")
         if importance == "default":
             raise CommandError("A new note has its default importance already; give a number from 0 to 1.")
         weight = importance if isinstance(importance, float) else notes_services.KEEP
@@ -291,12 +297,15 @@ class Command(BaseCommand):
                                      importance=weight, source=ChangeSet.Source.CLI, actor=ACTOR)
             if change is None:
                 raise CommandError(f"That is already in {item.label}, as the note {topic!r}.")
-        else:
-            if any(e.topic == topic for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)):
-                raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.")
-            change = notes_services.note_save(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
-                                              details=details, importance=weight, source=ChangeSet.Source.CLI,
-                                              actor=ACTOR)
+        else:  # refused under the owner's lock if the topic exists, so two adds at once never overwrite
+            try:
+                change = notes_services.note_save(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
+                                                  details=details, importance=weight,
+                                                  source=ChangeSet.Source.CLI, actor=ACTOR, create_only=True)
+            except Conflict as exc:
+                if exc.code != "topic_exists":
+                    raise
+                raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.") from None
         assert change is not None  # a new note's text is always a change
         self.emit({"saved": topic, "scope": item.name, "change_id": change.pk,
                    "importance": importance if isinstance(importance, float) else None},
@@ -305,7 +314,7 @@ class Command(BaseCommand):
     def do_edit(self, *, topic: str, summary: str | None = None, details: str | None = None,
                 scope: str | None = None, importance: float | str | None = None, **_: Any) -> None:
         self._writes_allowed()
-        item = parse_scope(scope)
+        item = self._own_scope(scope, writes_topic=topic)
         if summary is None and details is None and importance is None:
             raise CommandError("Give --summary, --details, --importance or several.")
         entry = next((e for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
@@ -317,7 +326,7 @@ class Command(BaseCommand):
             owner_id=self.user.pk, scope=item, topic=topic,
             summary=(summary if summary is not None else entry.summary) if text_given else None, details=details,
             importance=notes_services.KEEP if importance is None else None if importance == "default" else importance,
-            source=ChangeSet.Source.CLI, actor=ACTOR)
+            source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip())
         said = f"Updated {topic} in {item.label}" + (f" (change #{change.pk})." if change else ".")
         self.emit({"updated": topic, "scope": item.name, "change_id": change.pk if change else None,
                    **({"importance": None if importance == "default" else importance}
@@ -325,7 +334,7 @@ class Command(BaseCommand):
 
     def do_forget(self, *, topic: str, scope: str | None = None, yes: bool = False, **options: Any) -> None:
         self._writes_allowed()
-        item = parse_scope(scope)
+        item = self._own_scope(scope)
         if not yes and not self._confirm(f"Forget {topic!r} in {item.label}? [y/N] ", options):
             raise CommandError("Nothing was forgotten.")
         change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, delete=True,
@@ -384,12 +393,19 @@ class Command(BaseCommand):
         if not facts and importing.is_zip(data):
             result = importing.import_zip(owner_id=self.user.pk, data=data, actor=ACTOR)
         else:
+            if importing.is_zip(data):
+                raise CommandError(f"{path} is a zip (an export): leave out --facts to import it.")
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise CommandError(f"{path} is neither a zip nor UTF-8 text.") from None
             result = importing.import_facts(owner_id=self.user.pk, text=text, actor=ACTOR)
-        summary = (f"Imported: {len(result.added) or len(result.written)} added, {len(result.proposals)} waiting "
+        added = len(result.added)
+        if result.mode == "restored":  # written back file by file: the notes are the lines of its indexes
+            indexes = NoteFile.objects.filter(owner_id=self.user.pk,
+                                              path__in=[p for p in result.written if p.endswith("index.md")])
+            added = sum(len(parse_index(index.content)) for index in indexes)
+        summary = (f"Imported: {added} note(s) added, {len(result.proposals)} waiting "
                    f"for your answer, {len(result.unchanged)} unchanged, {len(result.skipped)} skipped.")
         self.emit(result.as_dict(), summary)
 
@@ -415,10 +431,15 @@ class Command(BaseCommand):
         self.emit(result.as_dict(), f"Read {result.chats} chat(s); {len(result.proposals)} suggestion(s) wait "
                                     f"for your answer (memory proposals --user {self.user.get_username()}).")
 
+    def _own_scope(self, raw: str | None, *, writes_topic: str | None = None) -> Scope:
+        """``--scope`` for a write: the person's own (``memory.selectors.owned_scope``: one of their agents or
+        bots, or a kept folder's notes), else refused as the API refuses it."""
+        return owned_scope(user_id=self.user.pk, raw=parse_scope(raw).name, writes_topic=writes_topic)
+
     def _confirm(self, prompt: str, options: dict[str, Any], *, word: str = "y") -> bool:
         stream = options.get("stdin") or sys.stdin
-        self.stdout.write(prompt, ending="")
-        self.stdout.flush()
+        self.stderr.write(prompt, ending="", style_func=str)  # stdout is the answer's (JSON with --json)
+        self.stderr.flush()
         try:
             answer = stream.readline()
         except (OSError, ValueError):
