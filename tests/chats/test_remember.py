@@ -176,7 +176,7 @@ def test_the_chats_undo_shows_for_thirty_minutes_and_the_note_can_be_undone_late
 
 def test_a_topic_a_waiting_proposal_or_a_stray_file_holds_is_not_taken(api, owner, model):
     chat = new_chat(api)
-    send(api, chat, "/remember my password is hunter2hunter2")  # waits, as "password-hunter2hunter2"
+    send(api, chat, "/remember my password is hunter2hunter2")  # waits, as "private-note" (never the secret as a name)
     note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="live-rome", summary="old", details="Old file.\n",
                 source="files")
     note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="live-rome", delete=True, source="files")
@@ -187,7 +187,7 @@ def test_a_topic_a_waiting_proposal_or_a_stray_file_holds_is_not_taken(api, owne
               for text in ("/remember I live in Rome", "/remember index")]
 
     assert topics == ["live-rome-2", "index-2"]
-    assert Proposal.objects.get().topic == "password-hunter2hunter2"
+    assert Proposal.objects.get().topic == "private-note"
 
 
 def test_forget_what_i_just_told_you_takes_back_the_typed_note(api, owner, model):
