@@ -208,6 +208,8 @@ class Driver:
             if response.status_code == 200:
                 change = (response.json().get("change") or {}).get("id")
             self.rec.note("confirms", [user.number, proposal_id, response.status_code, change, attempt])
+            if response.status_code == 409 and _error_code(response) == "changed_since":
+                continue  # the note changed since (another client's edit): seen now, confirmed again
             return
 
     def reject(self, client: httpx.Client, user: User, proposal_id: int) -> None:
@@ -391,3 +393,10 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    try:
+        return response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -226,16 +226,22 @@ def seed_proposals(*, per_user: int, expired: int = 0, first: int = 1000, log=pr
 
     started = time.monotonic()
     now = timezone.now()
+    from django.contrib.auth import get_user_model
+
     chats = dict(Chat.objects.filter(title="bench mix").values_list("owner_id", "pk"))
     owners = sorted(chats)
+    numbers = {pk: int(name.removeprefix("bench"))
+               for pk, name in get_user_model().objects.filter(pk__in=owners).values_list("pk", "username")}
     rows: list[Proposal] = []
 
     def make(owner: int, k: int, *, created, expires) -> Proposal:
         j = (k * 7 + owner) % NOTES_PER_USER
         text = f"Seeded {k} for {owner}"[:26]
+        # Made over the seeded note, as proposal_create snapshots it (a confirm checks it did not change).
         return Proposal(owner_id=owner, status=Proposal.Status.PENDING, source=Proposal.Source.MODEL,
                         scope_kind="user", scope_key="", topic=topic(j), summary=text, details="",
-                        old_summary="", reason="ask_first", origin="web", chat_id=chats[owner],
+                        old_summary=summary_for(numbers[owner], j), old_details=details_for(numbers[owner], j),
+                        reason="ask_first", origin="web", chat_id=chats[owner],
                         fingerprint=proposal_fingerprint(owner_id=owner, scope=Scope.user(), topic=topic(j),
                                                          summary=text, details="", delete=False),
                         created_at=created, expires_at=expires)
