@@ -384,6 +384,14 @@ def server_timing(header: str) -> dict[str, float]:
     return timing
 
 
+
+def _error_code(response: httpx.Response) -> str | None:
+    try:
+        return response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def main(argv: list[str]) -> int:
     plan = json.loads(Path(argv[1]).read_text())
     result = Driver(plan).run()
@@ -393,10 +401,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
-
-
-def _error_code(response: httpx.Response) -> str | None:
-    try:
-        return response.json()["error"]["code"]
-    except (ValueError, KeyError, TypeError):
-        return None

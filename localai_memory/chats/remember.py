@@ -180,6 +180,13 @@ def _same_words(one: str, other: str) -> bool:
     return words(one) == words(other)
 
 
+def free_topic(owner_id: int, scope: Scope, text: str) -> str:
+    """A topic for a new note of ``text`` that no note, stray topic file or waiting proposal of the scope
+    holds (``topic_for``)."""
+    entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+    return topic_for(text, _topics_in_use(owner_id, scope, entries))
+
+
 def _topics_in_use(owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:
     """Topics a new note must not take: the index's, a topic file's without a line, and a waiting
     proposal's (confirming it would replace the note)."""

@@ -462,8 +462,10 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         report["truncated"] = True
     if addon is not None:
         report["addon"] = {"name": addon.name, "notes": bool(addon.notes.strip()), "tools": addon.tool_names}
-    # A client's tool results (now or earlier in the conversation) may tell the model what to remember.
-    outside = any(m["role"] == "tool" for m in (*earlier, *(pending or ())))
+    # A client's tool results, or messages it marked as not typed (a fetched page), now or earlier in the
+    # conversation, may tell the model what to remember.
+    outside = not typed_by_user or any(m["role"] == "tool" or m.get("origin", "user") != "user"
+                                       for m in (*earlier, *(pending or ())))
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
                       report=report, addon=addon, outside_text=outside)
     try:

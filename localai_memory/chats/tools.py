@@ -214,6 +214,18 @@ def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
 # --------------------------------------------------------------------------------------------------------
 
 
+BOT_GONE_MESSAGE = "This conversation's bot was deleted, so nothing is saved for it."
+
+
+def bot_scope_gone(scope: Scope) -> bool:
+    """Whether ``scope`` is a conversation of a bot that no longer exists (deleted while a turn of it ran).
+    Ask under the owner's note lock: ``bridges.services.binding_delete`` holds it until it commits."""
+    from bridges.models import Binding
+
+    bot = scope.key.split("-", 1)[0]
+    return not (bot.isascii() and bot.isdigit() and Binding.objects.filter(pk=int(bot)).exists())
+
+
 def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:
     """A note not saved, recorded in the turn's report; the tool's result."""
     ctx.report["refused"].append({"topic": topic, "reason": reason, "message": message})
@@ -271,13 +283,16 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         if duplicate is not None:
             return _duplicate(ctx, topic, duplicate)
     try:
-        # For an agent's notes, the owner's lock is held from the check to the write, so an agent deleted
-        # meanwhile is seen as gone; other scopes write in the store's own transaction (no extra round trips).
-        with transaction.atomic() if scope.kind == "agent" else contextlib.nullcontext():
-            if scope.kind == "agent":
+        # For an agent's or a bot's conversation's notes, the owner's lock is held from the check to the write,
+        # so an agent or bot deleted meanwhile is seen as gone; the user's notes write in the store's own
+        # transaction (no extra round trips).
+        with transaction.atomic() if scope.kind != "user" else contextlib.nullcontext():
+            if scope.kind != "user":
                 lock_owner(ctx.chat.owner_id)
-                if agent_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
+                if scope.kind == "agent" and agent_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
                     return refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
+                if scope.kind == "channel" and bot_scope_gone(scope):
+                    return refused(ctx, topic, "bot_deleted", BOT_GONE_MESSAGE)
             if decision.outcome == "save_now":
                 return _save_now(ctx, decision, scope, topic, summary, details, delete)
             return propose(ctx, decision, scope, topic, summary, details, delete)

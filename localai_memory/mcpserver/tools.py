@@ -163,12 +163,17 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
     """Propose a note for the inbox: ``proposed`` with its id, or ``refused`` with the reason. Never saves."""
     context, agent = _context(owner_id, agent_id)
     _proposing_allowed(context)
-    topic = slugify(topic, summary) or topic
+    named = slugify(topic)
+    topic = named or slugify(topic, summary) or topic
     note = policy.decide_note(context.facts, policy.NoteFacts.of(
         topic if delete else f"{summary}\n{details or ''}", scope=None, saved_in_this_reply=0, is_delete=delete))
     if note.outcome == "refuse" or note.scope is None:
         return {"status": "refused", "reason": note.reason, "message": note.message}
     scope = Scope.agent(agent.pk) if note.scope == "agent" and agent is not None else Scope.user()
+    if not named and not delete:  # named from its words, as /remember names a note: a topic nothing holds
+        from localai_memory.chats.remember import free_topic
+
+        topic = free_topic(owner_id, scope, summary)
     if not delete:  # the same duplicate check a chat's proposal gets: nothing stored twice under two topics
         duplicate = recall_service.find_duplicate(owner_id=owner_id, scope=scope, topic=topic, summary=summary,
                                                   details=details)

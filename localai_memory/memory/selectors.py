@@ -90,7 +90,7 @@ def owned_scope(*, user_id: int, raw: object, writes_topic: str | None = None) -
     from localai_memory.agents.models import Agent
     from localai_memory.core.errors import Gone, NotFound
     from localai_memory.notes.models import NoteFile
-    from localai_memory.notes.paths import parse_index
+    from localai_memory.notes.paths import TOPIC_RE, parse_index
     from localai_memory.notes.selectors import index_text
 
     scope = Scope.parse(raw if raw not in (None, "") else "user")
@@ -107,10 +107,12 @@ def owned_scope(*, user_id: int, raw: object, writes_topic: str | None = None) -
     # older version made) is still theirs to edit; anything else is nobody's they may name.
     if not NoteFile.objects.filter(owner_id=user_id, path__startswith=f"{scope.root}/").exists():
         raise NotFound(f"No such {what}.", code="not_found")
+    if writes_topic and not TOPIC_RE.match(writes_topic):
+        return scope  # the write itself says what is wrong with the name (400)
     if writes_topic is not None and writes_topic not in {
             entry.topic for entry in parse_index(index_text(owner_id=user_id, scope=scope))}:
-        raise Gone(f"This {what} was deleted: its kept notes can be edited or deleted, not added to.",
-                   code=f"{what}_deleted")
+        raise Gone(f"No {what} of yours reads this folder (it was deleted): its notes can be edited or "
+                   "deleted, not added to.", code=f"{what}_deleted")
     return scope
 
 

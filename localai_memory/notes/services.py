@@ -422,9 +422,8 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
         summary += "; kept the newer " + ", ".join(kept)
     change_set = apply_changes(owner_id=owner_id, writes=writes, source=ChangeSet.Source.RESTORE,
                                summary=summary[:300], actor=actor, validate=False)
-    entry.restored_at = change_set.created_at
-    entry.restored_by = change_set
-    entry.save(update_fields=["restored_at", "restored_by"])
+    entry.restored_at, entry.restored_by, entry.unrestored_by = change_set.created_at, change_set, None
+    entry.save(update_fields=["restored_at", "restored_by", "unrestored_by"])
     return change_set
 
 
@@ -628,8 +627,7 @@ def note_upsert(
         verb = "Forgot"
     else:
         line_summary = clean_summary(summary)
-        if create_only and (any(e.topic == topic for e in entries)
-                            or NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()):
+        if create_only and any(e.topic == topic for e in entries):  # a stray topic file is adopted
             raise Conflict(f"{topic!r} exists already in {scope.label}.", code="topic_exists")
         if details is not None and not isinstance(details, str):
             raise InvalidInput("details must be text", code="invalid_details")

@@ -225,7 +225,7 @@ def test_a_deleted_agents_kept_notes_stay_yours_to_weigh_and_delete_and_nobody_e
     assert_error(post_json(api, NOTES, {"summary": "cast iron pans", "scope": scope}), 410, "agent_deleted")
     response = client.post("/settings/memory/notes/add/", {"scope": scope, "summary": "cast iron pans"},
                            follow=True)
-    assert "its kept notes can be edited or deleted, not added to" in response.content.decode()
+    assert "its notes can be edited or deleted, not added to" in response.content.decode()
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.agent(agent.pk)) == "- oven: induction hob\n"
 
     # Another user naming that folder, or a deleted agent folder the owner has no notes in: 404.

@@ -20,6 +20,15 @@ pytestmark = pytest.mark.django_db
 VEGAN = {"kind": "memory", "topic": "diet", "summary": "vegan, no honey"}
 
 
+def bot_of(owner) -> int:
+    """The owner's bot (a Binding): a conversation's notes are written only while its bot exists."""
+    from bridges.models import Binding
+
+    bot, _ = Binding.objects.get_or_create(owner=owner, name="Home bot",
+                                           defaults={"platform": "telegram", "mode": "polling"})
+    return bot.pk
+
+
 def propose(model, *notes: dict, text: str = "Noted.") -> None:
     """The model proposes the notes in one round, then answers."""
     model.script(tool_calls(*[("propose_change", n) for n in notes]), reply(text))
@@ -271,13 +280,13 @@ def test_a_confirmed_note_is_not_taken_back_by_the_model_after_thirty_minutes(ap
 def test_in_a_group_only_a_paired_sender_gets_a_confirmed_note_taken_back(owner, model):
     from localai_memory.chats.services import Sender, chat_create, turn_run
 
-    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3,
-                       conversation_key=channel_key(3, "group-1"), one_to_one=None)
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=bot_of(owner),
+                       conversation_key=channel_key(bot_of(owner), "group-1"), one_to_one=None)
     propose(model, VEGAN)
     asked = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True,
                                                                              can_confirm=True))
     confirm_in_the_inbox(owner, {"memory": asked.memory})
-    key = Scope("channel", channel_key(3, "group-1"))
+    key = Scope("channel", channel_key(bot_of(owner), "group-1"))
     assert index_of(owner, key) == "- diet: vegan, no honey\n"
 
     model.script(tool_calls(("revert_change", {})), reply("No."))
@@ -349,8 +358,8 @@ def test_a_paired_sender_in_a_one_to_one_chat_saves_to_the_conversation(owner, m
     from localai_memory.chats.services import Sender, chat_create, turn_run
 
     set_memory(owner, messaging_save="paired_private")
-    key = channel_key(3, "dm-1")
-    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3, conversation_key=key, one_to_one=True)
+    key = channel_key(bot_of(owner), "dm-1")
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=bot_of(owner), conversation_key=key, one_to_one=True)
     propose(model, VEGAN)
     result = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True,
                                                                               can_confirm=True))
@@ -363,8 +372,8 @@ def test_a_group_chat_asks_even_for_a_paired_sender(owner, model):
     from localai_memory.chats.services import Sender, chat_create, turn_run
 
     set_memory(owner, messaging_save="paired_private")
-    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3,
-                       conversation_key=channel_key(3, "group-1"), one_to_one=None)
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=bot_of(owner),
+                       conversation_key=channel_key(bot_of(owner), "group-1"), one_to_one=None)
     propose(model, VEGAN)
     result = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True,
                                                                               can_confirm=True))
@@ -376,8 +385,8 @@ def test_a_group_chat_asks_even_for_a_paired_sender(owner, model):
 def test_a_note_only_its_requester_could_confirm_is_taken_back_only_at_their_request(owner, model):
     from localai_memory.chats.services import Sender, chat_create, turn_run
 
-    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=3,
-                       conversation_key=channel_key(3, "group-2"), one_to_one=None)
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=bot_of(owner),
+                       conversation_key=channel_key(bot_of(owner), "group-2"), one_to_one=None)
     propose(model, {**VEGAN, "scope": "user"})
     asked = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True, can_confirm=True))
     proposal = Proposal.objects.get(pk=asked.memory["proposed"][0]["proposal_id"])
@@ -422,3 +431,16 @@ def test_a_turn_whose_agent_is_deleted_while_it_runs_writes_nothing_into_the_age
     assert typed.startswith("Nothing was saved. This agent was deleted")
     assert not NoteFile.objects.filter(owner=owner, path__startswith=f"Memory/agents/{agent.pk}/").exists()
     assert not Proposal.objects.exists()
+
+
+def test_a_conversation_whose_bot_was_deleted_meanwhile_saves_nothing(owner, model):
+    from localai_memory.chats.services import Sender, chat_create, turn_run
+
+    set_memory(owner, messaging_save="paired_private")
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=999_999,
+                       conversation_key=channel_key(999_999, "dm-1"), one_to_one=True)
+    propose(model, VEGAN)
+    result = turn_run(chat=chat, content="Remember I am vegan", sender=Sender(9, "Bob", paired=True,
+                                                                              can_confirm=True))
+    assert [r["reason"] for r in result.memory["refused"]] == ["bot_deleted"]
+    assert index_of(owner, Scope("channel", channel_key(999_999, "dm-1"))) == ""

@@ -433,3 +433,10 @@ def test_a_fact_that_looks_like_a_password_does_not_name_its_topic(owner, tmp_pa
     facts.write_text("my password is hunter2\n")
     memory("import", "--user", "alice", str(facts))
     assert [p.topic for p in Proposal.objects.filter(owner=owner)] == ["private-note"]
+
+
+def test_add_adopts_a_stray_topic_file_that_has_no_line(owner):
+    NoteFile.objects.create(owner=owner, path="Memory/books.md", content="Dune, twice.\n", version=1,
+                            updated_at=timezone.now())
+    memory("add", "--user", "alice", "books", "reads science fiction")
+    assert index(owner) == "- books: reads science fiction -> books.md\n"

@@ -220,6 +220,17 @@ def test_propose_of_what_memory_already_says_under_another_topic_is_refused_as_a
     assert not Proposal.objects.filter(owner=owner).exists()
 
 
+def test_a_propose_without_a_usable_topic_is_named_from_its_words_and_never_replaces_a_note(mcp_session, owner,
+                                                                                            alices_notes):
+    """A secret-looking note is named private-note, then private-note-2: never another note's topic, and
+    never the secret's own words."""
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+    topics = [mcp_session(owner, call("memory_propose", {"topic": "!!", "summary": summary})
+                          ).structured_content["topic"]
+              for summary in ("my password is hunter2hunter2", "my other password is swordfish99")]
+    assert topics == ["private-note", "private-note-2"]
+
+
 def test_propose_is_refused_where_the_policy_refuses(mcp_session, owner):
     settings_update(user_id=owner.pk, mcp_propose_enabled=True, save_mode="never")
 

@@ -38,7 +38,7 @@ from localai_memory.memory.selectors import owned_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, NoteFile
-from localai_memory.notes.paths import Scope, parse_index
+from localai_memory.notes.paths import Scope, parse_index, parse_path
 from localai_memory.recall.service import activity_json, notes_activity
 
 ACTOR = "you (terminal)"
@@ -403,7 +403,7 @@ class Command(BaseCommand):
         added = len(result.added)
         if result.mode == "restored":  # written back file by file: the notes are the lines of its indexes
             indexes = NoteFile.objects.filter(owner_id=self.user.pk,
-                                              path__in=[p for p in result.written if p.endswith("index.md")])
+                                              path__in=[p for p in result.written if parse_path(p).is_index])
             added = sum(len(parse_index(index.content)) for index in indexes)
         summary = (f"Imported: {added} note(s) added, {len(result.proposals)} waiting "
                    f"for your answer, {len(result.unchanged)} unchanged, {len(result.skipped)} skipped.")
