@@ -207,6 +207,7 @@ def proposal_create(
     return proposal
 
 
+@transaction.atomic
 def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: str = "", details: str | None = None,
                           delete: bool = False, reason: str = "ask_first", locked: bool = False,
                           requester_only: bool = False, origin: str = "web", chat_id: int | None = None,

@@ -579,8 +579,10 @@ def version_restore(*, owner_id: int, path: str, version: int, actor: str = "you
     old = FileVersion.objects.filter(owner_id=owner_id, path=path, version=version).first()
     if old is None:
         raise NotFound(f"{path} has no version {version}.")
-    content = None if old.deleted else old.content
-    return apply_changes(owner_id=owner_id, writes={path: content}, source=ChangeSet.Source.RESTORE,
+    if old.deleted:
+        raise InvalidInput(f"Version {version} of {path} is its deletion, not a text: restore an earlier version, "
+                           "or the file from the Trash.", code="deleted_version")
+    return apply_changes(owner_id=owner_id, writes={path: old.content}, source=ChangeSet.Source.RESTORE,
                   summary=f"Restored {path} to version {version}", actor=actor)
 
 

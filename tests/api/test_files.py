@@ -166,6 +166,11 @@ def test_restoring_a_deleted_version_brings_the_file_back(api, owner):
     api.delete(content_url("Memory/home.md"))
     post_json(api, "/api/files/history/restore", {"path": "Memory/home.md", "version": 1})
     assert files_of(owner) == {"Memory/home.md": "one"}
+    # The deletion itself (version 2) is no text to restore: refused, never a second delete of the file.
+    error = assert_error(post_json(api, "/api/files/history/restore", {"path": "Memory/home.md", "version": 2}),
+                         400, "deleted_version")
+    assert "restore an earlier version" in error["message"]
+    assert files_of(owner) == {"Memory/home.md": "one"}
 
 
 def test_restoring_a_version_that_does_not_exist_is_a_404(api):

@@ -53,6 +53,15 @@ def pick_provider(owner, provider: str) -> None:
     provider_pick(user_id=owner.pk, provider=provider)
 
 
+def bot_of(owner) -> int:
+    """The owner's bot (a Binding): a conversation's notes are written only while its bot exists."""
+    from bridges.models import Binding
+
+    bot, _ = Binding.objects.get_or_create(owner=owner, name="Home bot",
+                                           defaults={"platform": "telegram", "mode": "polling"})
+    return bot.pk
+
+
 def new_chat(api, **body: Any) -> int:
     response = api.post("/api/chats", body, format="json")
     assert response.status_code == 201, response.content

@@ -12,21 +12,22 @@ from django.utils import timezone
 from localai_memory.memory.models import Proposal
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, channel_key
-from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory, tool_results, tools_of
+from tests.chats.helpers import (
+    bot_of,
+    index_of,
+    make_agent,
+    new_chat,
+    note,
+    send,
+    set_memory,
+    tool_results,
+    tools_of,
+)
 from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.django_db
 
 VEGAN = {"kind": "memory", "topic": "diet", "summary": "vegan, no honey"}
-
-
-def bot_of(owner) -> int:
-    """The owner's bot (a Binding): a conversation's notes are written only while its bot exists."""
-    from bridges.models import Binding
-
-    bot, _ = Binding.objects.get_or_create(owner=owner, name="Home bot",
-                                           defaults={"platform": "telegram", "mode": "polling"})
-    return bot.pk
 
 
 def propose(model, *notes: dict, text: str = "Noted.") -> None:

@@ -19,7 +19,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, channel_key
 from localai_memory.notes.services import CapExceeded
-from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory
+from tests.chats.helpers import bot_of, index_of, make_agent, new_chat, note, send, set_memory
 from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.django_db
@@ -262,8 +262,8 @@ EVE = Sender(sender_id=13, display="Eve", paired=True, can_confirm=False)
 
 
 def messaging_proposal(owner, model, sender: Sender = BOB) -> Proposal:
-    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=5,
-                       conversation_key=channel_key(5, "group-9"), one_to_one=False)
+    chat = chat_create(owner_id=owner.pk, origin="messaging", binding_id=bot_of(owner),
+                       conversation_key=channel_key(bot_of(owner), "group-9"), one_to_one=False)
     model.script(tool_calls(("propose_change", VEGAN)), reply("Reply yes to save it or no to drop it."))
     result = turn_run(chat=chat, content="Remember I am vegan", sender=sender)
     return Proposal.objects.get(pk=result.memory["proposed"][0]["proposal_id"])
@@ -275,7 +275,7 @@ def test_a_sender_without_the_confirm_permission_cannot_answer(owner, model):
         proposals.proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="Eve", sender=EVE)
     assert Proposal.objects.get(pk=proposal.pk).status == "pending"
     proposals.proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="Carol", sender=CAROL)
-    assert index_of(owner, Scope("channel", channel_key(5, "group-9"))) == \
+    assert index_of(owner, Scope("channel", channel_key(bot_of(owner), "group-9"))) == \
         "- diet: vegan, no honey -> diet.md\n"
 
 

@@ -144,7 +144,7 @@ def _card(request: AuthenticatedHttpRequest, proposal_id: int, *, status: int = 
     view = proposal_views(request.user.pk, [proposal])[0]
     following = request.POST.get("next", "")
     return render(request, "web/_proposal_card.html",
-                  {"p": view, "error": error, "next": following,
+                  {"p": view, "card_error": error, "next": following,
                    "hlevel": 2 if following.startswith("/chats/") else 3, "in_chat": following.startswith("/chats/"),
                    "oob": True, "nav_pending": inbox_pending_count(request.user.pk),
                    "nav_section": "chats" if following.startswith("/chats/") else "inbox"}, status=status)
