@@ -246,6 +246,7 @@ def test_with_save_it_and_tell_me_the_addon_gets_the_note_at_once(api, owner, mo
     assert notes_of_user(owner) == ""  # the built-in notes are not written
 
 
+@pytest.mark.django_db(transaction=True)  # as a live request: no test transaction around the turn's writes
 def test_with_ask_me_first_the_addons_note_waits_in_the_inbox_and_the_confirm_hands_it_over(
         api, owner, model, sample_serves, monkeypatch):
     model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})),
