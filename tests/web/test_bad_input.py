@@ -49,3 +49,23 @@ def test_an_agent_form_with_a_rule_looser_than_yours_is_refused_with_the_form_ke
     body = response.content.decode()
     assert "can only be stricter than your own level" in body
     assert 'value="Loose"' in body
+
+
+def test_a_new_file_that_is_refused_keeps_what_was_typed(alice_client, owner):
+    page = alice_client.post("/files/new/", {"path": "Memory/Home notes.md", "content": "Rome, since 2020."})
+    html = page.content.decode()
+    assert page.status_code == 400 and "Rome, since 2020." in html and 'value="Memory/Home notes.md"' in html
+    assert 'role="alert"' in html and not NoteFile.objects.filter(owner=owner).exists()
+
+
+@pytest.mark.parametrize("editor", ["/files/open/", "/settings/memory/note/"])
+def test_a_file_deleted_while_it_was_edited_keeps_the_text_typed(alice_client, owner, editor):
+    from localai_memory.notes.services import file_delete, file_write
+
+    file_write(owner_id=owner.pk, path="Memory/home.md", content="Rome.\n", version=None)
+    file_delete(owner_id=owner.pk, path="Memory/home.md")  # in another tab
+    page = alice_client.post(f"{editor}?path=Memory/home.md", {"content": "Rome, Monti.\n", "version": "1"})
+    html = page.content.decode()
+    assert page.status_code == 409 and "was deleted while you edited it" in html and "Rome, Monti." in html
+    assert alice_client.post("/files/new/", {"path": "Memory/home.md", "content": "Rome, Monti.\n"}).status_code == 302
+    assert NoteFile.objects.get(owner=owner, path="Memory/home.md").content == "Rome, Monti.\n"

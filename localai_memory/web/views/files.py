@@ -96,6 +96,14 @@ def editor_context(owner_id: int, path: str, **extra: Any) -> dict[str, Any]:
     return context
 
 
+def deleted_while_edited(request: AuthenticatedHttpRequest, path: str, result: Any) -> HttpResponse:
+    """A save of a file deleted meanwhile (another tab, the Memory tab): the text typed is kept in the New
+    file form, so Create brings the file back with it."""
+    return files_page(request, new_path=path, new_content=result.context["content"], status=409,
+                      new_error=f"{path} was deleted while you edited it. Your text is below: Create brings the "
+                                "file back with it (or restore it from the Trash).")
+
+
 @dataclass
 class SaveResult:
     saved: bool
@@ -114,9 +122,11 @@ def save_file(request: AuthenticatedHttpRequest, path: str) -> SaveResult:
     except Conflict as exc:
         if exc.code == "no_change":
             return SaveResult(True, {})
-        if exc.code == "stale_version" and isinstance(exc.details, dict) and exc.details.get("version") is None:
-            raise NotFound(f"{path} was deleted while you edited it.") from None
         return SaveResult(False, editor_context(request.user.pk, path, stale=True, your_text=content), status=409)
+    except NotFound as exc:
+        if exc.code != "file_not_found":
+            raise
+        return SaveResult(False, {"gone": True, "content": content}, status=409)  # deleted while edited
     except ApplicationError as exc:
         return SaveResult(False, editor_context(request.user.pk, path, error=exc.message, content=content),
                           status=exc.status)
@@ -126,11 +136,20 @@ def save_file(request: AuthenticatedHttpRequest, path: str) -> SaveResult:
 @login_required
 @require_GET
 def files_home(request: AuthenticatedHttpRequest) -> HttpResponse:
+    return files_page(request)
+
+
+def files_page(request: AuthenticatedHttpRequest, *, new_path: str = "", new_content: str = "",
+               new_error: str = "", status: int = 200) -> HttpResponse:
+    """The Files page; with ``new_error`` its New file form is open, holding the path and text typed (a
+    create refused, or a file deleted while it was edited), so nothing typed is lost."""
     files = list(notes_selectors.file_list(owner_id=request.user.pk))
     tree = build_tree(files, agent_names(request.user.pk))
     trash_count = notes_selectors.trash_list(owner_id=request.user.pk).count()
-    return page(request, "web/files.html", {"tree": tree, "file_count": len(files), "trash_count": trash_count},
-                section="files")
+    return page(request, "web/files.html", {"tree": tree, "file_count": len(files), "trash_count": trash_count,
+                                            "new_open": bool(new_error), "new_path": new_path,
+                                            "new_content": new_content, "new_error": new_error},
+                section="files", status=status)
 
 
 @login_required
@@ -143,6 +162,8 @@ def file_open(request: AuthenticatedHttpRequest) -> HttpResponse:
         if result.saved:
             messages.success(request, f"Saved {path}.")
             return redirect(f"/files/open/?path={path}")
+        if result.context.get("gone"):
+            return deleted_while_edited(request, path, result)
         return page(request, "web/file_open.html", result.context, section="files", status=result.status)
     return page(request, "web/file_open.html", editor_context(request.user.pk, path), section="files")
 
@@ -154,14 +175,13 @@ def file_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     raw = request.POST.get("path", "").strip()
     if raw and not raw.startswith(ROOT + "/"):
         raw = f"{ROOT}/{raw}"
+    content = request.POST.get("content", "").replace("\r\n", "\n")
     try:
         path = parse_path(raw).path
         file_folder_owned(user_id=request.user.pk, path=path)
-        notes_services.file_write(owner_id=request.user.pk, path=path, content=request.POST.get("content", ""),
-                                  version=None)
-    except ApplicationError as exc:
-        flash_error(request, exc)
-        return redirect("/files/")
+        notes_services.file_write(owner_id=request.user.pk, path=path, content=content, version=None)
+    except ApplicationError as exc:  # the form stays open with what was typed
+        return files_page(request, new_path=raw, new_content=content, new_error=exc.message, status=exc.status)
     messages.success(request, f"Created {path}.")
     return redirect(f"/files/open/?path={path}")
 

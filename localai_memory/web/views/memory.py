@@ -31,7 +31,7 @@ from localai_memory.notes.paths import Scope, parse_path
 from localai_memory.recall.service import notes_activity
 
 from .common import AuthenticatedHttpRequest, back, flash_error, not_found_as_404, page
-from .files import editor_context, save_file
+from .files import deleted_while_edited, editor_context, save_file
 
 MEMORY_TAB = "/settings/memory/"
 log = logging.getLogger(__name__)
@@ -428,6 +428,8 @@ def memory_note(request: AuthenticatedHttpRequest) -> HttpResponse:
         if result.saved:
             messages.success(request, f"Saved {path}.")
             return redirect(f"/settings/memory/note/?path={path}")
+        if result.context.get("gone"):
+            return deleted_while_edited(request, path, result)
         return page(request, "web/memory_note.html", result.context, section="memory", status=result.status)
     return page(request, "web/memory_note.html", editor_context(request.user.pk, path), section="memory")
 
