@@ -509,6 +509,19 @@ def _for_model(message: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+def turn_retry(*, chat: Chat, message_id: object) -> TurnResult:
+    """Ask the model again about the chat's last message, kept unanswered when the model failed: the same
+    turn, with the message stored once (a resend would store it twice). InvalidInput when it is not the chat's
+    last message or was answered."""
+    last = Message.objects.filter(chat=chat).order_by("-created_at", "-id").first()
+    if last is None or str(last.pk) != str(message_id) or last.role != Role.USER:
+        raise InvalidInput("Only the chat's last message, still unanswered, can be asked again.",
+                           code="not_retryable")
+    history = _history(chat)[:-1]  # without the message itself, which the turn sends as the new one
+    return turn_run(chat=chat, content=last.content, history=history, typed_by_user=last.typed_by_user,
+                    message_stored=True)
+
+
 def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,
                    decision: policy.TurnDecision, scopes: dict[str, Scope], sender: Sender | None,
                    store_after_response: bool) -> TurnResult:

@@ -191,6 +191,11 @@ def test_a_model_that_fails_keeps_the_message_and_says_so(web, model):
     page.get_by_role("button", name="Send").click()
     expect(page.get_by_role("alert")).to_contain_text("The model did not answer")
     expect(page.locator(".msg.user")).to_contain_text("Hello?")
+    expect(page.get_by_role("textbox", name="Message")).to_have_value("")  # kept in the chat, not in the box
+    model.script(reply("Hi there."))
+    page.get_by_role("button", name="Ask again").click()
+    expect(page.locator(".msg.assistant")).to_contain_text("Hi there.")
+    expect(page.locator(".msg.user")).to_have_count(1)  # asked again, never stored twice
 
 
 def test_times_are_shown_in_the_readers_own_time_zone(new_web, model):

@@ -221,21 +221,28 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         return redirect(MEMORY_TAB)
     error = None
     status = 200
+    kept = None  # the message the failed model left unanswered: "Ask again" sends it without a copy
+    retry = request.POST.get("retry")
     try:
-        chat_services.turn_run(chat=chat, content=content)
+        if retry:
+            chat_services.turn_retry(chat=chat, message_id=retry)
+        else:
+            chat_services.turn_run(chat=chat, content=content)
     except UpstreamError as exc:
-        error = f"The model did not answer: {exc.message} Your message was kept; try again."
+        error = f"The model did not answer: {exc.message}"
+        kept = (exc.details or {}).get("user_message_id") if isinstance(exc.details, dict) else None
+        kept = kept or (retry if retry else None)
         status = exc.status
     except ApplicationError as exc:
         error, status = exc.message, exc.status
     chat.refresh_from_db()
+    # A message the chat kept is not put back in the box (sent again, it would be there twice).
+    draft = content if error and not kept and not retry else ""
+    context = _chat_context(request, chat, error=error, draft=draft, kept_message=kept)
     if is_htmx(request):
-        return page(request, "web/_conversation.html",
-                    _chat_context(request, chat, error=error, draft=content if error else "", oob=True),
-                    section="chats")
+        return page(request, "web/_conversation.html", {**context, "oob": True}, section="chats")
     if error:
-        return page(request, "web/chat.html", _chat_context(request, chat, error=error, draft=content),
-                    section="chats", status=status)
+        return page(request, "web/chat.html", context, section="chats", status=status)
     return redirect(f"/chats/{chat.pk}/#composer")
 
 
