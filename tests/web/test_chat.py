@@ -101,7 +101,7 @@ def test_save_it_and_tell_me_shows_saved_to_memory_with_an_undo(web, model):
     expect(page.get_by_role("article")).to_have_count(0)  # no confirmation card
     web.accessible("chat with an automatic note")
     line.get_by_role("button", name="Undo saving home").click()
-    expect(line).to_contain_text("Undone — the note is back as it was.")
+    expect(line).to_contain_text("Undone — memory is as it was before this change.")
     web.go("/settings/memory/")
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
 
@@ -232,7 +232,7 @@ def test_remember_in_the_chat_saves_the_note_at_once_with_an_undo_and_no_model_c
     assert model.requests == []
     web.accessible("chat with a note typed with /remember")
     line.get_by_role("button", name="Undo saving live-rome").click()
-    expect(line).to_contain_text("Undone — the note is back as it was.")
+    expect(line).to_contain_text("Undone — memory is as it was before this change.")
     web.go("/settings/memory/")
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
 

@@ -76,5 +76,5 @@ def test_a_note_you_confirmed_can_be_undone_from_its_card_long_after_the_chat_un
     with time_machine.travel(timezone.now() + timedelta(hours=2)):  # the chat's 30 minutes are long over
         undone = signed_in(owner).post(f"/changes/{change.pk}/undo/", {"next": "/inbox/"}, follow=True)
 
-    assert "Undone: Saved diet in your notes." in undone.content.decode()
+    assert "Undid “Saved diet in your notes”: memory is as it was before it." in undone.content.decode()
     assert index(owner) == ""

@@ -184,7 +184,7 @@ def test_one_note_is_deleted_on_the_memory_tab_while_memory_is_off_and_undo_brin
     expect(notes).to_contain_text("diet — vegetarian")
     web.accessible("memory tab after a delete")
     notice.get_by_role("button", name="Undo").click()
-    expect(page.get_by_role("status").get_by_text("Undone:")).to_be_visible()
+    expect(page.get_by_role("status").get_by_text("memory is as it was before it")).to_be_visible()
     expect(notes).to_contain_text("home — lives in Rome")
     page.get_by_role("link", name="Open the note home").click()
     expect(page.get_by_label("Text of Memory/home.md")).to_have_value("Moved to Rome in 2020.\n")

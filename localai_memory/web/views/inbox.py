@@ -202,5 +202,5 @@ def change_undo(request: AuthenticatedHttpRequest, change_id: int) -> HttpRespon
     if error:
         messages.error(request, error)
     else:
-        messages.success(request, f"Undone: {change.summary}.")
+        messages.success(request, f"Undid \u201c{change.summary}\u201d: memory is as it was before it.")
     return back(request, "/inbox/")

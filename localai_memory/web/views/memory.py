@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from bridges import selectors as bridge_selectors
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
-from localai_memory.growth.selectors import line_writers
+from localai_memory.growth.selectors import line_writers, owner_scopes
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
 from localai_memory.memory.models import MessagingSave, SaveMode
@@ -314,7 +314,10 @@ def memory_forget(request: AuthenticatedHttpRequest) -> HttpResponse:
         elif addon == "failed":
             messages.error(request, "Your memory add-on could not forget its notes; try again once it works.")
         return redirect(MEMORY_TAB)
-    return page(request, "web/memory_forget.html", {"file_count": files.count()}, section="memory")
+    notes = sum(len(notes_selectors.index_entries(owner_id=request.user.pk, scope=scope))
+                for scope in owner_scopes(owner_id=request.user.pk))
+    return page(request, "web/memory_forget.html", {"file_count": files.count(), "note_count": notes},
+                section="memory")
 
 
 @login_required
