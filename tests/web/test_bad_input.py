@@ -69,3 +69,22 @@ def test_a_file_deleted_while_it_was_edited_keeps_the_text_typed(alice_client, o
     assert page.status_code == 409 and "was deleted while you edited it" in html and "Rome, Monti." in html
     assert alice_client.post("/files/new/", {"path": "Memory/home.md", "content": "Rome, Monti.\n"}).status_code == 302
     assert NoteFile.objects.get(owner=owner, path="Memory/home.md").content == "Rome, Monti.\n"
+
+
+def test_a_note_the_memory_tab_could_not_add_is_typed_again_in_its_form(alice_client, owner):
+    page = alice_client.post("/settings/memory/notes/add/", {
+        "scope": "user", "topic": "index", "summary": "my reading list", "details": "Dune; Solaris."}, follow=True)
+    html = page.content.decode()
+    assert 'value="my reading list"' in html and "Dune; Solaris." in html and 'class="add-note" open' in html
+    assert "Dune; Solaris." not in alice_client.get("/settings/memory/").content.decode()  # shown once
+
+
+@pytest.mark.parametrize("importance", ["5", "nan", "inf", "-0.5", "lots"])
+def test_an_importance_out_of_range_gets_the_forms_own_sentence(alice_client, owner, importance):
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="Rome", source="files")
+    page = alice_client.post("/settings/memory/notes/importance/", {"scope": "user", "topic": "home",
+                                                                     "importance": importance}, follow=True)
+    assert "Importance is a number from 0 to 1, or empty for the default." in page.content.decode()

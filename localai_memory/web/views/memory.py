@@ -150,6 +150,10 @@ def conversation_titles(owner_id: int) -> dict[str, str]:
     return titles
 
 
+#: The session key of a note the Memory tab's Add form could not save (shown again in its form).
+NOTE_DRAFT = "memory_note_draft"
+
+
 @login_required
 @require_GET
 def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
@@ -166,6 +170,10 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
     wanted = request.GET.get("tab", "yours")
     current = next((t for t in tabs if t.key == wanted), tabs[0])
     _add_writers(request.user.pk, current)
+    draft = request.session.pop(NOTE_DRAFT, None)  # a note the Add form could not save: typed again for you
+    for scope in current.scopes:
+        name = "user" if scope["kind"] == "user" else f"{scope['kind']}:{scope['key']}"
+        scope["draft"] = draft if isinstance(draft, dict) and draft.get("scope") == name else None
     level, sentence = status_line(state, labels)
     return page(request, "web/memory_tab.html", {
         "deleted": _deleted_note(request),
@@ -344,6 +352,8 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
         messages.info(request, exc.message)
     except ApplicationError as exc:
         flash_error(request, exc)
+        request.session[NOTE_DRAFT] = {"scope": request.POST.get("scope", "user"), "topic": topic,
+                                       "summary": summary, "details": details or ""}
     else:
         if change:
             messages.success(request, f"Saved the note “{topic}”.")
@@ -363,8 +373,10 @@ def memory_note_importance(request: AuthenticatedHttpRequest) -> HttpResponse:
         try:
             value = None if raw == "" else float(raw)
         except ValueError:
+            value = -1.0  # refused below, with the same sentence
+        if value is not None and not 0 <= value <= 1:  # also "5", "nan", "inf"
             raise InvalidInput("Importance is a number from 0 to 1, or empty for the default.",
-                               code="invalid_importance") from None
+                               code="invalid_importance")
         value = notes_services.note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic,
                                                    importance=value)
     except ApplicationError as exc:
