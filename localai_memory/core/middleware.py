@@ -10,8 +10,22 @@ from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 
 log = logging.getLogger(__name__)
+
+#: Paths whose clients are programs: their errors are JSON whatever they accept.
+API_PREFIXES = ("/api/", "/v1/", "/mcp", "/bridges/")
+
+
+def error_response(request: HttpRequest, status: int, code: str, message: str, title: str) -> HttpResponse:
+    """The JSON error of the API, or for a browser on a page a short HTML page saying the same (a form posted
+    to a page must not end on raw JSON)."""
+    browser = "text/html" in request.META.get("HTTP_ACCEPT", "") and not request.path.startswith(API_PREFIXES)
+    if browser:
+        return HttpResponse(render_to_string("service_error.html", {"title": title, "message": message}),
+                            status=status)
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
 class ServiceUnavailableMiddleware:
@@ -25,22 +39,20 @@ class ServiceUnavailableMiddleware:
         from .errors import _is_redis_outage, _sqlstate
 
         if _sqlstate(exception) in ("40P01", "40001"):
-            return JsonResponse({"error": {"code": "retry", "message": "Another change happened at the same "
-                                           "time; nothing was saved. Try again."}}, status=409)
+            return error_response(request, 409, "retry", "Another change happened at the same time; nothing "
+                                  "was saved. Try again.", "Try again")
         if isinstance(exception, (OperationalError, InterfaceError)) or _is_redis_outage(exception):
             log.warning("service unavailable on %s: %s", request.path, type(exception).__name__)
-            response = JsonResponse(
-                {"error": {"code": "service_unavailable",
-                           "message": "A backing service is not reachable right now; try again shortly."}},
-                status=503,
-            )
+            response = error_response(request, 503, "service_unavailable", "A backing service is not reachable "
+                                      "right now; try again shortly.", "Not available right now")
             response["Retry-After"] = "5"
             return response
         return None
 
 
 class BodySizeLimitMiddleware:
-    """Refuse request bodies over DATA_UPLOAD_MAX_MEMORY_SIZE with a JSON 413 before anyone reads them."""
+    """Refuse request bodies over DATA_UPLOAD_MAX_MEMORY_SIZE with a 413 before anyone reads them (JSON, or a
+    page for a browser)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -54,9 +66,8 @@ class BodySizeLimitMiddleware:
             length = 0
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         if limit and length > limit:
-            return JsonResponse({"error": {"code": "too_large",
-                                           "message": f"The request body is larger than {limit} bytes."}},
-                                status=413)
+            return error_response(request, 413, "too_large", f"The request body is larger than {limit} bytes; "
+                                  "nothing was saved.", "Too large")
         return self.get_response(request)
 
 

@@ -88,3 +88,14 @@ def test_an_importance_out_of_range_gets_the_forms_own_sentence(alice_client, ow
     page = alice_client.post("/settings/memory/notes/importance/", {"scope": "user", "topic": "home",
                                                                      "importance": importance}, follow=True)
     assert "Importance is a number from 0 to 1, or empty for the default." in page.content.decode()
+
+
+def test_a_form_posted_over_the_size_limit_gets_a_page_and_the_api_json(alice_client, api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    big = "x" * 2000
+    page = alice_client.post("/files/new/", {"path": "Memory/big.md", "content": big}, HTTP_ACCEPT="text/html")
+    assert page.status_code == 413 and page["Content-Type"].startswith("text/html")
+    assert "larger than 1000 bytes; nothing was saved" in page.content.decode()
+    refused = api.put("/api/files/content?path=Memory/big.md", {"content": big}, format="json",
+                      HTTP_ACCEPT="text/html")
+    assert refused.status_code == 413 and refused.json()["error"]["code"] == "too_large"
