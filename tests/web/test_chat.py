@@ -49,6 +49,7 @@ def test_a_proposal_is_confirmed_on_its_card_in_the_chat(web, model):
     web.accessible("empty chat")
     send(web, "Remember that I live in Rome.")
     expect(page.locator(".msg.user")).to_have_text("YouRemember that I live in Rome.")
+    expect(page).to_have_title("Remember that I live in Rome. · Chats · LocalAI Memory")  # the tab, not "New chat"
     expect(page.locator(".msg.assistant")).to_contain_text("I can keep that note once you confirm it.")
     card = page.get_by_role("article", name="Save to memory: “home”")
     expect(card).to_contain_text("Would be")
