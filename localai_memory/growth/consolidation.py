@@ -854,6 +854,7 @@ def _propose_episode_file(work: _ChatWork, *, summary_line: str, details: str, c
 # --------------------------------------------------------------------------------------------------------
 
 
+@transaction.atomic  # it runs inside the confirm's transaction; alone, it would lock nothing
 def consolidation_room_made(proposal: Proposal) -> None:
     """The owner confirmed a make-room delete: suggest the note it made room for (its ``makes_room_for``).
 

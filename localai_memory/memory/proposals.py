@@ -193,6 +193,12 @@ def proposal_create(
                                        delete=delete)
     waiting = _waiting_twin(owner_id, fingerprint, now)
     if waiting is not None:
+        # Proposed again now: the card shows the note as it is now (as a refused confirm would), so a confirm
+        # made having seen it saves over it.
+        as_now = (current.summary if current else "", current_details or "")
+        if as_now != waiting.shown_before:
+            waiting.seen = {"summary": as_now[0], "details": as_now[1]}
+            waiting.save(update_fields=["seen"])
         return waiting
     proposal = Proposal.objects.create(
         owner_id=owner_id, status=Proposal.Status.PENDING, source=source, kind="memory", scope_kind=scope.kind,

@@ -193,6 +193,18 @@ def test_a_line_written_long_in_files_after_the_proposal_is_shown_and_then_repla
     assert proposal.old_summary == "lives in Rome"  # what it was proposed over is kept (consolidation reads it)
 
 
+def test_the_same_suggestion_made_again_after_an_edit_shows_the_note_as_it_is_now(api, owner, db):
+    note(owner, "home", "lives in Rome")
+    first = make_proposal(owner, topic="home", summary="lives in Turin")
+    note(owner, "home", "lives in Naples")
+    again = make_proposal(owner, topic="home", summary="lives in Turin")  # the model asks the same again
+    assert again.pk == first.pk
+    card = api.get("/api/chats/memory/proposals").json()["proposals"][0]
+    assert card["current"]["summary"] == "lives in Naples"  # what the person sees beside it
+    assert api.post(f"/api/chats/memory/proposals/{first.pk}/confirm").status_code == 200
+    assert index_of(owner) == "- home: lives in Turin\n"
+
+
 def test_a_forget_suggestion_does_not_delete_a_note_written_since(api, owner, db):
     note(owner, "diet", "vegan")
     proposal = make_proposal(owner, delete=True, summary="")
