@@ -58,9 +58,10 @@ def test_a_proposal_is_confirmed_on_its_card_in_the_chat(web, model):
     expect(card).to_contain_text("Expires in 23")
     expect(card.get_by_role("button", name="Don't save")).to_be_visible()
     web.accessible("chat with a proposal card")
-    card.get_by_role("button", name="Save", exact=True).click()
+    card.get_by_role("button", name="Save", exact=True).focus()
+    page.keyboard.press("Enter")  # by keyboard: the focus stays in the card, on its Undo
     expect(card).to_contain_text("Saved to memory.")
-    expect(card.get_by_role("button", name="Undo")).to_be_visible()
+    expect(card.get_by_role("button", name="Undo")).to_be_focused()
     # The model saw the memory tools, and the note is on the Memory tab now.
     names = [tool["function"]["name"] for tool in model.requests[0]["tools"]]
     assert "propose_change" in names

@@ -1,0 +1,30 @@
+// Keyboard users keep their place when htmx replaces what they acted on (a suggestion card after Save or
+// Don't save, an Undo): focus moves into the new content (its first control, or the content itself), not
+// back to the top of the page. The chat's own swap is left to its composer's autofocus.
+(function () {
+  "use strict";
+  let refocus = null;
+  let timer = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const target = event.detail.target;
+    const active = document.activeElement;
+    refocus = null;
+    if (target && target.id !== "conversation" && active && target.contains(active)) {
+      refocus = target.id ? { id: target.id } : { parent: target.parentElement };
+    }
+  });
+  // One response settles several swaps (the card, the inbox count): focus once the last one is done.
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!refocus) { return; }
+    clearTimeout(timer);
+    timer = setTimeout(function () {
+      const place = refocus && (refocus.id ? document.getElementById(refocus.id) : refocus.parent);
+      refocus = null;
+      if (!place || !place.isConnected) { return; }
+      const control = place.querySelector("button:not([disabled]), a[href], input:not([type=hidden]), textarea, select");
+      if (control) { control.focus(); return; }
+      place.setAttribute("tabindex", "-1");
+      place.focus();
+    }, 0);
+  });
+})();
