@@ -40,7 +40,7 @@ from localai_memory.notes.services import (
 from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import STOPWORDS
 
-from .tools import ToolContext, already_saved, propose, refused
+from .tools import BOT_GONE_MESSAGE, ToolContext, already_saved, bot_scope_gone, propose, refused
 
 #: ``/remember`` then the fact. A command addressed to a bot by name (``/remember@my_bot`` in a Telegram
 #: group) reaches here only as ``/remember`` when it named this bot: the adapter takes its own name off, and
@@ -128,6 +128,9 @@ def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Sco
     if agent_scope_gone(owner_id=owner_id, scope=scope):  # deleted while this turn ran
         refused(ctx, None, "agent_deleted", AGENT_GONE_MESSAGE)
         return f"Nothing was saved. {AGENT_GONE_MESSAGE}"
+    if scope.kind == "channel" and bot_scope_gone(owner_id, scope):  # the same, for a bot's conversation
+        refused(ctx, None, "bot_deleted", BOT_GONE_MESSAGE)
+        return f"Nothing was saved. {BOT_GONE_MESSAGE}"
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     if details is None:
         same = next((e for e in entries if _same_words(e.summary, summary)), None)

@@ -390,8 +390,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     """One turn: decide memory, call the model with its tools, store the message and the reply, return it.
 
     ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
-    Raises InvalidInput for an empty message and ModelUnavailable / ModelBadResponse (502, 504 on a
-    timeout) when the model server fails; the user's message is kept either way, and the error's details
+    Raises InvalidInput for an empty message (or a client tool named as memory's, before anything is kept)
+    and ModelUnavailable / ModelBadResponse (502, 504 on a timeout) when the model server fails; the user's
+    message is kept either way (unless the log holds it already: ``message_stored``), and the error's details
     name it and hold what memory did before the failure.
 
     The message and the reply are stored together once the model answered (one statement; the message keeps
@@ -426,7 +427,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     fact = remember.parse(content) if typed_by_user and not continues else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call
         return _remember_turn(chat=chat, user_message=user_message, fact=fact, facts=facts, decision=decision,
-                              scopes=scopes, sender=sender, store_after_response=store_after_response)
+                              scopes=scopes, sender=sender, store_after_response=store_after_response,
+                              message_stored=message_stored)
     indexes: list[context.IndexShown] = []
     if decision.memory_on and decision.served_by == "builtin":
         indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
@@ -524,7 +526,7 @@ def turn_retry(*, chat: Chat, message_id: object) -> TurnResult:
 
 def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,
                    decision: policy.TurnDecision, scopes: dict[str, Scope], sender: Sender | None,
-                   store_after_response: bool) -> TurnResult:
+                   store_after_response: bool, message_stored: bool = False) -> TurnResult:
     """A ``/remember`` message (``chats.remember``): the note saved, proposed or refused, and one line of
     answer stored as the assistant's reply, with the turn's memory report, as any turn's."""
     report = new_report(decision)
@@ -533,10 +535,11 @@ def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: polic
     try:
         text = remember.remember_run(ctx=ctx, fact=fact)
     except Exception:
-        _keep(chat, user_message)
+        if not message_stored:
+            _keep(chat, user_message)
         raise
     assistant = Message(chat=chat, role=Role.ASSISTANT, content=text, memory=report, created_at=timezone.now())
-    _store(chat, [user_message, assistant], after=store_after_response)
+    _store(chat, [assistant] if message_stored else [user_message, assistant], after=store_after_response)
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, command="remember")
 

@@ -217,13 +217,14 @@ def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
 BOT_GONE_MESSAGE = "This conversation's bot was deleted, so nothing is saved for it."
 
 
-def bot_scope_gone(scope: Scope) -> bool:
-    """Whether ``scope`` is a conversation of a bot that no longer exists (deleted while a turn of it ran).
+def bot_scope_gone(owner_id: int, scope: Scope) -> bool:
+    """Whether ``scope`` is a conversation of no bot of ``owner_id`` any more (deleted while a turn of it ran).
     Ask under the owner's note lock: ``bridges.services.binding_delete`` holds it until it commits."""
     from bridges.models import Binding
 
     bot = scope.key.split("-", 1)[0]
-    return not (bot.isascii() and bot.isdigit() and Binding.objects.filter(pk=int(bot)).exists())
+    return not (bot.isascii() and bot.isdigit()
+                and Binding.objects.filter(pk=int(bot), owner_id=owner_id).exists())
 
 
 def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -291,7 +292,7 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
                 lock_owner(ctx.chat.owner_id)
                 if scope.kind == "agent" and agent_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
                     return refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
-                if scope.kind == "channel" and bot_scope_gone(scope):
+                if scope.kind == "channel" and bot_scope_gone(ctx.chat.owner_id, scope):
                     return refused(ctx, topic, "bot_deleted", BOT_GONE_MESSAGE)
             if decision.outcome == "save_now":
                 return _save_now(ctx, decision, scope, topic, summary, details, delete)

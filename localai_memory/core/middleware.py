@@ -11,6 +11,7 @@ from collections.abc import Callable
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.utils.html import format_html
 
 log = logging.getLogger(__name__)
 
@@ -18,9 +19,13 @@ log = logging.getLogger(__name__)
 API_PREFIXES = ("/api/", "/v1/", "/mcp", "/bridges/")
 
 
-def error_response(request: HttpRequest, status: int, code: str, message: str, title: str) -> HttpResponse:
-    """The JSON error of the API, or for a browser on a page a short HTML page saying the same (a form posted
-    to a page must not end on raw JSON)."""
+def service_error(request: HttpRequest, status: int, code: str, message: str, title: str) -> HttpResponse:
+    """The JSON error of the API; for a page, what a browser shows: an alert on top of the page for an htmx
+    request (which would otherwise swap raw JSON into what was clicked), a short HTML page for a form posted
+    without it (it must not end on raw JSON)."""
+    if not request.path.startswith(API_PREFIXES) and request.headers.get("HX-Request") == "true":
+        return HttpResponse(format_html('<p class="notice error" role="alert">{}</p>', message), status=status,
+                            headers={"HX-Retarget": "#main", "HX-Reswap": "afterbegin"})
     browser = "text/html" in request.META.get("HTTP_ACCEPT", "") and not request.path.startswith(API_PREFIXES)
     if browser:
         return HttpResponse(render_to_string("service_error.html", {"title": title, "message": message}),
@@ -39,11 +44,11 @@ class ServiceUnavailableMiddleware:
         from .errors import _is_redis_outage, _sqlstate
 
         if _sqlstate(exception) in ("40P01", "40001"):
-            return error_response(request, 409, "retry", "Another change happened at the same time; nothing "
+            return service_error(request, 409, "retry", "Another change happened at the same time; nothing "
                                   "was saved. Try again.", "Try again")
         if isinstance(exception, (OperationalError, InterfaceError)) or _is_redis_outage(exception):
             log.warning("service unavailable on %s: %s", request.path, type(exception).__name__)
-            response = error_response(request, 503, "service_unavailable", "A backing service is not reachable "
+            response = service_error(request, 503, "service_unavailable", "A backing service is not reachable "
                                       "right now; try again shortly.", "Not available right now")
             response["Retry-After"] = "5"
             return response
@@ -66,7 +71,7 @@ class BodySizeLimitMiddleware:
             length = 0
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         if limit and length > limit:
-            return error_response(request, 413, "too_large", f"The request body is larger than {limit} bytes; "
+            return service_error(request, 413, "too_large", f"The request body is larger than {limit} bytes; "
                                   "nothing was saved.", "Too large")
         return self.get_response(request)
 

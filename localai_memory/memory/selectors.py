@@ -1,4 +1,5 @@
-"""Reads of memory settings: what a user chose, with the defaults for a user who never chose."""
+"""Reads of memory settings (what a user chose, with the defaults for a user who never chose), and the checks
+that a scope or a folder a person names is theirs to write (``owned_scope``, ``file_folder_owned``)."""
 
 from __future__ import annotations
 

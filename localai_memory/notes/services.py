@@ -502,10 +502,12 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
                 not_after: datetime | None = None) -> ChangeSet:
     """Restore the exact text every file had before change set ``change_id``.
 
-    Refuses with 409 when it was undone already or a file changed since (the later change is never lost);
-    with 410 once the Undo window has closed: an automatic note's own window (``undo_until``, 30 minutes,
-    wherever the Undo is pressed), or ``not_after`` when the caller names an earlier end. The end is the
-    policy's (``memory.policy.undo_open``): at exactly 30 minutes the window is closed.
+    Refuses with 409 when it was undone already, or a file or an importance it set changed since (the later
+    change is never lost); with 410 once the Undo window has closed: an automatic note's own window
+    (``undo_until``, 30 minutes, wherever the Undo is pressed), or ``not_after`` when the caller names an
+    earlier end. The end is the policy's (``memory.policy.undo_open``): at exactly 30 minutes the window is
+    closed. The Trash follows: undoing a delete restores its entry, undoing a restore puts the entry back
+    (``unrestored_by``), and undoing that Undo restores it again.
     """
     lock_owner(owner_id)
     change = ChangeSet.objects.select_for_update().filter(owner_id=owner_id, pk=change_id).first()

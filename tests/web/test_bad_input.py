@@ -99,3 +99,7 @@ def test_a_form_posted_over_the_size_limit_gets_a_page_and_the_api_json(alice_cl
     refused = api.put("/api/files/content?path=Memory/big.md", {"content": big}, format="json",
                       HTTP_ACCEPT="text/html")
     assert refused.status_code == 413 and refused.json()["error"]["code"] == "too_large"
+    # htmx sends no Accept of its own: its request gets an alert put on top of the page, never raw JSON.
+    swapped = alice_client.post("/files/new/", {"path": "Memory/big.md", "content": big}, HTTP_HX_REQUEST="true")
+    assert swapped.status_code == 413 and swapped["HX-Retarget"] == "#main"
+    assert swapped.content.decode().startswith('<p class="notice error" role="alert">The request body is larger')

@@ -13,6 +13,12 @@
       refocus = target.id ? { id: target.id } : { parent: target.parentElement };
     }
   });
+  // A request that failed to send, or an answer that swaps nothing, leaves no place to return to.
+  document.addEventListener("htmx:sendError", function () { refocus = null; });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (status === 0 || status === 204) { refocus = null; }
+  });
   // One response settles several swaps (the card, the inbox count): focus once the last one is done.
   document.addEventListener("htmx:afterSettle", function () {
     if (!refocus) { return; }
