@@ -18,13 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
 from localai_memory.agents.selectors import access_agent
 from localai_memory.core.after_response import after_response
 from localai_memory.core.db import unflushed_commit_cte
-from localai_memory.core.errors import InvalidInput, UpstreamError
+from localai_memory.core.errors import Conflict, InvalidInput, UpstreamError
 from localai_memory.memory import policy, providers
 from localai_memory.memory.selectors import memory_state_of
 from localai_memory.notes.paths import Scope
@@ -519,9 +521,17 @@ def turn_retry(*, chat: Chat, message_id: object) -> TurnResult:
     if last is None or str(last.pk) != str(message_id) or last.role != Role.USER:
         raise InvalidInput("Only the chat's last message, still unanswered, can be asked again.",
                            code="not_retryable")
-    history = _history(chat)[:-1]  # without the message itself, which the turn sends as the new one
-    return turn_run(chat=chat, content=last.content, history=history, typed_by_user=last.typed_by_user,
-                    message_stored=True)
+    # One answer per message: a second "Ask again" (another tab, a double submit) while the first runs waits
+    # for nobody and is refused.
+    claim = f"chats:retry:{chat.pk}:{last.pk}"
+    if not cache.add(claim, 1, timeout=int(settings.LLM_TIMEOUT) * (MAX_TOOL_ROUNDS + 2)):
+        raise Conflict("This message is being asked again already.", code="retry_running")
+    try:
+        history = _history(chat)[:-1]  # without the message itself, which the turn sends as the new one
+        return turn_run(chat=chat, content=last.content, history=history, typed_by_user=last.typed_by_user,
+                        message_stored=True)
+    finally:
+        cache.delete(claim)
 
 
 def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,

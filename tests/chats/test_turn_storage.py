@@ -237,3 +237,28 @@ def test_a_read_another_app_adds_to_the_turn_that_fails_leaves_the_turn_answerin
     body = send(api, chat, "Where do I live?")
     assert "lives in Rome" in system_of(model.last_request)  # the index, and recall reading for itself
     assert body["memory"]["recall"]["count"] >= 1
+
+
+def test_asking_again_answers_the_kept_message_once(owner, model):
+    """After the model failed, the kept message is asked again without a copy; only the chat's last, still
+    unanswered message can be, and one retry at a time."""
+    from localai_memory.chats.services import chat_create, turn_retry, turn_run
+    from localai_memory.core.errors import Conflict, InvalidInput, UpstreamError
+    from tests.fakes.openai_server import reply
+
+    chat = chat_create(owner_id=owner.pk)
+    model.fail_next(500)
+    with pytest.raises(UpstreamError):
+        turn_run(chat=chat, content="Hello?")
+    (kept,) = Message.objects.filter(chat=chat)
+    cache.set(f"chats:retry:{chat.pk}:{kept.pk}", 1)  # another tab is asking again right now
+    with pytest.raises(Conflict):
+        turn_retry(chat=chat, message_id=kept.pk)
+    cache.delete(f"chats:retry:{chat.pk}:{kept.pk}")
+    model.script(reply("Hi."))
+    turn_retry(chat=chat, message_id=kept.pk)
+    assert list(Message.objects.filter(chat=chat).order_by("id").values_list("role", "content")) == [
+        ("user", "Hello?"), ("assistant", "Hi.")]
+    assert model.last_request["messages"][1:] == [{"role": "user", "content": "Hello?"}]  # once
+    with pytest.raises(InvalidInput):  # answered now
+        turn_retry(chat=chat, message_id=kept.pk)
