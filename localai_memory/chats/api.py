@@ -30,6 +30,7 @@ from localai_memory.core.api import (
     validated,
 )
 from localai_memory.core.errors import InvalidInput, NotFound
+from localai_memory.core.numbers import whole_number
 
 from . import selectors, services
 from .models import Chat, Message, Origin, Role
@@ -348,8 +349,8 @@ def _int_or_none(value: Any, name: str) -> int | None:
         raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str) and (number := whole_number(value.strip())) is not None:
+        return number
     raise InvalidInput(f"{name} must be a whole number", code=f"invalid_{name}")
 
 

@@ -222,9 +222,8 @@ def bot_scope_gone(owner_id: int, scope: Scope) -> bool:
     Ask under the owner's note lock: ``bridges.services.binding_delete`` holds it until it commits."""
     from bridges.models import Binding
 
-    bot = scope.key.split("-", 1)[0]
-    return not (bot.isascii() and bot.isdigit()
-                and Binding.objects.filter(pk=int(bot), owner_id=owner_id).exists())
+    bot = scope.holder_id
+    return bot is None or not Binding.objects.filter(pk=bot, owner_id=owner_id).exists()
 
 
 def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from .errors import InvalidInput
+from .numbers import whole_number
 from .parsers import JSONParser
 
 
@@ -37,7 +38,7 @@ def int_param(request: Any, name: str, *, default: int | None = None, min_value:
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+    value = whole_number(raw)
     if value is None or value < min_value or (max_value is not None and value > max_value):
         top = f" and at most {max_value}" if max_value is not None else ""
         raise InvalidInput(f"{name} must be a whole number of at least {min_value}{top}", code=f"invalid_{name}")

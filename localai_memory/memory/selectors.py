@@ -99,8 +99,8 @@ def owned_scope(*, user_id: int, raw: object, writes_topic: str | None = None) -
         return scope
     # An agent's notes, or a conversation's: ``<bot's id>-<hash>`` (``notes.paths.channel_key``). Only the
     # id as written names it: "07" is a folder of its own, which no chat of agent 7 reads.
-    key, what = (scope.key, "agent") if scope.kind == "agent" else (scope.key.split("-", 1)[0], "bot")
-    number = int(key) if key.isascii() and key.isdigit() and str(int(key)) == key else 0  # 0 is nobody's
+    what = "agent" if scope.kind == "agent" else "bot"
+    number = scope.holder_id or 0  # 0 is nobody's
     rows = Agent.objects.filter(pk=number) if what == "agent" else Binding.objects.filter(pk=number)
     if list(rows.values_list("owner_id", flat=True)) == [user_id]:
         return scope

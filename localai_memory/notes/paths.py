@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from localai_memory.core.errors import InvalidInput
+from localai_memory.core.numbers import whole_number
 
 ScopeKind = Literal["user", "agent", "channel"]
 SCOPE_KINDS: tuple[ScopeKind, ...] = ("user", "agent", "channel")
@@ -79,6 +80,14 @@ class Scope:
 
     def topic_path(self, topic: str) -> str:
         return f"{self.root}/{check_topic(topic)}.md"
+
+    @property
+    def holder_id(self) -> int | None:
+        """The id of the agent (``agent:<id>``) or the bot (``channel:<bot>-<hash>``) whose notes these are,
+        as the id is written (no leading zero: ``agents/07`` names no agent); None for the user's notes."""
+        if self.kind == "user":
+            return None
+        return whole_number(self.key if self.kind == "agent" else self.key.split("-", 1)[0], canonical=True)
 
     @property
     def label(self) -> str:

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from localai_memory.agents.selectors import agent_list
 from localai_memory.core.errors import ApplicationError, Conflict, NotFound
+from localai_memory.core.numbers import whole_number
 from localai_memory.memory.selectors import file_folder_owned
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
@@ -115,7 +116,7 @@ def save_file(request: AuthenticatedHttpRequest, path: str) -> SaveResult:
     """Write the edited text with the version it started from; a stale version warns instead of overwriting."""
     content = request.POST.get("content", "").replace("\r\n", "\n")
     raw_version = request.POST.get("version", "")
-    version = int(raw_version) if raw_version.isascii() and raw_version.isdigit() else None
+    version = whole_number(raw_version)
     try:
         file_folder_owned(user_id=request.user.pk, path=path)
         notes_services.file_write(owner_id=request.user.pk, path=path, content=content, version=version)
@@ -231,7 +232,7 @@ def file_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     raw_version = request.POST.get("version", "")
     try:
         notes_services.file_delete(owner_id=request.user.pk, path=path,
-                                   version=int(raw_version) if raw_version.isascii() and raw_version.isdigit() else None)
+                                   version=whole_number(raw_version))
     except Conflict as exc:
         flash_error(request, exc)
         return redirect(f"/files/open/?path={path}")

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from bridges import selectors as bridge_selectors
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
+from localai_memory.core.numbers import whole_number
 from localai_memory.growth.selectors import line_writers, owner_scopes
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
@@ -424,7 +425,7 @@ def _deleted_note(request: AuthenticatedHttpRequest) -> dict | None:
     """The note just deleted on this tab (``?deleted=<change id>``), with what its Undo needs; None if the change
     is not the user's or was not a deletion from this tab."""
     raw = request.GET.get("deleted", "")
-    number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None  # else not one of ours
+    number = whole_number(raw)  # else not one of ours
     deletion = notes_selectors.note_deletion(owner_id=request.user.pk, change_id=number) if number else None
     if deletion is None:
         return None
