@@ -191,10 +191,6 @@ class _Conversation:
     typed: bool
     pending: list[dict[str, Any]]
 
-    @property
-    def sent(self) -> list[dict[str, Any]]:
-        return [*self.earlier, {"role": "user", "content": self.content}, *self.pending]
-
 
 #: How many tools a client may bring, and how many calls one assistant message may hold (OpenAI's limit).
 CLIENT_TOOLS_MAX = 128
@@ -428,27 +424,9 @@ class ChatCompletionsApi(ApiView):
             picked = AGENT_MODEL.fullmatch(body["model"])  # an agent picked from GET /v1/models
             agent_id = int(picked.group(1)) if picked else None
         chat_id = _int_or_none(body.get("chat_id", request.headers.get("X-Chat-Id")), "chat")
-        if client_tools is not None:
-            services.client_tools_check(client_tools, owner_id=owner_id)
-        found: Chat | None = None
-        if chat_id is not None:
-            chat = found = selectors.access_chat(request.user, chat_id)
-            if agent_id is not None and chat.agent_id != agent_id:
-                raise InvalidInput("this chat runs another agent", code="agent_mismatch")
-        else:  # the chat this conversation continues, or a new one
-            # What came before this request's news: the user's message, or (coming back with its tools'
-            # results, which the key leaves out) all of it.
-            before = sent.sent if sent.pending else sent.earlier
-            found = services.chat_of_thread(owner_id=owner_id, agent_id=agent_id, earlier=before)
-            chat = found or services.chat_create(owner_id=owner_id, agent_id=agent_id, origin=Origin.WEB,
-                                                 title=sent.content)
-        # The client holds the conversation: the chat's log is stored after the reply is sent. Coming back
-        # with its tools' results to the chat it asked in, the question is in that chat's log already.
-        result = services.turn_run(chat=chat, content=sent.content, history=sent.earlier, typed_by_user=sent.typed,
-                                   store_after_response=True, client_tools=client_tools, pending=sent.pending,
-                                   message_stored=bool(sent.pending) and found is not None)
-        if chat_id is None:
-            services.thread_continues(chat, sent.sent, result)
+        chat, result = services.completion_turn(
+            user=request.user, agent_id=agent_id, chat_id=chat_id, earlier=sent.earlier, content=sent.content,
+            typed_by_user=sent.typed, pending=sent.pending, client_tools=client_tools)
         model = str(body["model"]) if isinstance(body.get("model"), str) else str(settings.LLM_MODEL)
         created = int(time.time())
         completion_id = f"chatcmpl-{chat.pk}-{secrets.token_hex(8)}"

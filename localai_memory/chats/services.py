@@ -196,6 +196,35 @@ def thread_continues(chat: Chat, conversation: list[dict[str, Any]], result: Tur
     Chat.objects.filter(pk=chat.pk).update(thread_key=key)
 
 
+def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, earlier: list[dict[str, Any]],
+                    content: str, typed_by_user: bool, pending: list[dict[str, Any]],
+                    client_tools: ClientTools | None) -> tuple[Chat, TurnResult]:
+    """A turn of an OpenAI client (``POST /v1/chat/completions``): in the chat it names, or the one its
+    conversation continues (``chat_of_thread``), or a new one; the client holds the conversation, so the chat's
+    log is stored after the reply is sent. Coming back with its tools' results (``pending``) to the chat it
+    asked in, the question is in that chat's log already. Returns the chat and the turn's result."""
+    owner_id = user.pk
+    if client_tools is not None:
+        client_tools_check(client_tools, owner_id=owner_id)
+    found: Chat | None = None
+    if chat_id is not None:
+        chat = found = access_chat(user, chat_id)
+        if agent_id is not None and chat.agent_id != agent_id:
+            raise InvalidInput("this chat runs another agent", code="agent_mismatch")
+    else:
+        # What came before this request's news: the user's message, or (coming back with its tools' results,
+        # which the key leaves out) all of it.
+        sent = [*earlier, {"role": "user", "content": content}, *pending]
+        found = chat_of_thread(owner_id=owner_id, agent_id=agent_id, earlier=sent if pending else earlier)
+        chat = found or chat_create(owner_id=owner_id, agent_id=agent_id, origin=Origin.WEB, title=content)
+    result = turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed_by_user,
+                      store_after_response=True, client_tools=client_tools, pending=pending,
+                      message_stored=bool(pending) and found is not None)
+    if chat_id is None:
+        thread_continues(chat, [*earlier, {"role": "user", "content": content}, *pending], result)
+    return chat, result
+
+
 @transaction.atomic
 def chat_create(*, owner_id: int, agent_id: int | None = None, origin: str = "web",
                 binding_id: int | None = None, conversation_key: str = "", one_to_one: bool | None = None,
