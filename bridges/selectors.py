@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from localai_memory.core.access import owned_or_404
+from localai_memory.notes.paths import Scope
 
 from . import crypto
 from .models import Binding, Conversation, PairingRequest, PairingStatus, Sender
@@ -74,3 +75,15 @@ def runnable_bindings() -> list[RunnableBinding]:
     rows = Binding.objects.filter(enabled=True).order_by("id").values_list("id", "platform", "mode", "updated_at")
     return [RunnableBinding(id=pk, platform=platform, mode=mode, fingerprint=f"{mode}:{updated.isoformat()}")
             for pk, platform, mode, updated in rows]
+
+
+def bot_scope_gone(*, owner_id: int, scope: Scope) -> bool:
+    """Whether ``scope`` is a conversation's notes of a bot of ``owner_id`` that no longer exists (deleted while
+    a turn of it ran). Ask under the owner's note lock: ``services.binding_delete`` holds it until it commits,
+    so the answer is final for the write that follows (``agents.selectors.agent_scope_gone``'s twin)."""
+    return scope.kind == "channel" and not (
+        scope.holder_id is not None and Binding.objects.filter(pk=scope.holder_id, owner_id=owner_id).exists())
+
+
+#: What a turn says when the bot whose conversation's notes it would write was deleted while it ran.
+BOT_GONE_MESSAGE = "This conversation's bot was deleted, so nothing is saved for it."

@@ -21,6 +21,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
+from bridges.selectors import BOT_GONE_MESSAGE, bot_scope_gone
 from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
 from localai_memory.core.errors import InvalidInput
 from localai_memory.memory import policy
@@ -40,7 +41,7 @@ from localai_memory.notes.services import (
 from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import STOPWORDS
 
-from .tools import BOT_GONE_MESSAGE, ToolContext, already_saved, bot_scope_gone, propose, refused
+from .tools import ToolContext, already_saved, propose, refused
 
 #: ``/remember`` then the fact. A command addressed to a bot by name (``/remember@my_bot`` in a Telegram
 #: group) reaches here only as ``/remember`` when it named this bot: the adapter takes its own name off, and
@@ -128,7 +129,7 @@ def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Sco
     if agent_scope_gone(owner_id=owner_id, scope=scope):  # deleted while this turn ran
         refused(ctx, None, "agent_deleted", AGENT_GONE_MESSAGE)
         return f"Nothing was saved. {AGENT_GONE_MESSAGE}"
-    if scope.kind == "channel" and bot_scope_gone(owner_id, scope):  # the same, for a bot's conversation
+    if bot_scope_gone(owner_id=owner_id, scope=scope):  # the same, for a bot's conversation
         refused(ctx, None, "bot_deleted", BOT_GONE_MESSAGE)
         return f"Nothing was saved. {BOT_GONE_MESSAGE}"
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)

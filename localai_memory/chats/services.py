@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -138,6 +138,11 @@ def client_tools_check(client_tools: ClientTools, *, owner_id: int) -> None:
     before anything is written; the turn checks again against what it offers."""
     state = read_memory_state(owner_id=owner_id)
     names, _ = providers.addon_tool_names(state.provider_choice) if state is not None else ([], False)
+    _refuse_taken_names(client_tools, names)
+
+
+def _refuse_taken_names(client_tools: ClientTools, names: Iterable[str]) -> None:
+    """400 ``tool_name_taken`` when a client's tool has the name of one of memory's offered here."""
     if taken := client_tools.names & set(names):
         raise InvalidInput(f"the tool name {min(taken)} is memory's own here; give your tool another name",
                            code="tool_name_taken")
@@ -206,6 +211,7 @@ def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, ear
     owner_id = user.pk
     if client_tools is not None:
         client_tools_check(client_tools, owner_id=owner_id)
+    sent = [*earlier, {"role": "user", "content": content}, *pending]
     found: Chat | None = None
     if chat_id is not None:
         chat = found = access_chat(user, chat_id)
@@ -214,14 +220,13 @@ def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, ear
     else:
         # What came before this request's news: the user's message, or (coming back with its tools' results,
         # which the key leaves out) all of it.
-        sent = [*earlier, {"role": "user", "content": content}, *pending]
         found = chat_of_thread(owner_id=owner_id, agent_id=agent_id, earlier=sent if pending else earlier)
         chat = found or chat_create(owner_id=owner_id, agent_id=agent_id, origin=Origin.WEB, title=content)
     result = turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed_by_user,
                       store_after_response=True, client_tools=client_tools, pending=pending,
                       message_stored=bool(pending) and found is not None)
     if chat_id is None:
-        thread_continues(chat, [*earlier, {"role": "user", "content": content}, *pending], result)
+        thread_continues(chat, sent, result)
     return chat, result
 
 
@@ -474,9 +479,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     if addon is not None and addon.writes and "propose_change" in decision.tools:
         tools = ["propose_change"]  # the host's own: each write of the add-on's passes the save level
     definitions = context.tool_definitions(decision, tools) + (addon.tools if addon is not None else [])
-    if client_tools is not None and (taken := client_tools.names & {d["function"]["name"] for d in definitions}):
-        raise InvalidInput(f"the tool name {min(taken)} is memory's own here; give your tool another name",
-                           code="tool_name_taken")
+    if client_tools is not None:  # checked again against what this turn offers
+        _refuse_taken_names(client_tools, (d["function"]["name"] for d in definitions))
     block = context.memory_block(indexes)
     instructions = chat.agent.instructions if chat.agent is not None else ""
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools,

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from bridges.selectors import BOT_GONE_MESSAGE, bot_scope_gone
 from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.memory import policy
@@ -214,18 +215,6 @@ def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
 # --------------------------------------------------------------------------------------------------------
 
 
-BOT_GONE_MESSAGE = "This conversation's bot was deleted, so nothing is saved for it."
-
-
-def bot_scope_gone(owner_id: int, scope: Scope) -> bool:
-    """Whether ``scope`` is a conversation of no bot of ``owner_id`` any more (deleted while a turn of it ran).
-    Ask under the owner's note lock: ``bridges.services.binding_delete`` holds it until it commits."""
-    from bridges.models import Binding
-
-    bot = scope.holder_id
-    return bot is None or not Binding.objects.filter(pk=bot, owner_id=owner_id).exists()
-
-
 def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:
     """A note not saved, recorded in the turn's report; the tool's result."""
     ctx.report["refused"].append({"topic": topic, "reason": reason, "message": message})
@@ -291,7 +280,7 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
                 lock_owner(ctx.chat.owner_id)
                 if scope.kind == "agent" and agent_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
                     return refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
-                if scope.kind == "channel" and bot_scope_gone(ctx.chat.owner_id, scope):
+                if bot_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
                     return refused(ctx, topic, "bot_deleted", BOT_GONE_MESSAGE)
             if decision.outcome == "save_now":
                 return _save_now(ctx, decision, scope, topic, summary, details, delete)

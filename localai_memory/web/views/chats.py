@@ -230,8 +230,7 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
             chat_services.turn_run(chat=chat, content=content)
     except UpstreamError as exc:
         error = f"The model did not answer: {exc.message}"
-        kept = (exc.details or {}).get("user_message_id") if isinstance(exc.details, dict) else None
-        kept = kept or (retry if retry else None)
+        kept = (exc.details.get("user_message_id") if isinstance(exc.details, dict) else None) or retry or None
         status = exc.status
     except ApplicationError as exc:
         error, status = exc.message, exc.status
