@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from localai_memory.core.errors import Conflict, InvalidInput
 
@@ -27,8 +27,22 @@ def token_create(*, user: User, name: str = "api") -> str:
     return key
 
 
+#: The advisory lock namespace of sign-ups ("LU"): two sign-ups of one name, however it is written, take turns.
+_SIGNUP_LOCK_NAMESPACE = 0x4C55
+
+
+def signup_lock(username: str) -> None:
+    """Hold, until the transaction ends, the lock of every spelling of ``username`` ("Alice" is "alice")."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(lower(%s)))", [_SIGNUP_LOCK_NAMESPACE, username])
+
+
 def user_register(*, username: str, password: str) -> User:
-    """Create a user. Raises InvalidInput for a bad name or weak password, Conflict if the name is taken."""
+    """Create a user. Raises InvalidInput for a bad name or weak password, Conflict if the name is taken.
+
+    The check of the name and the insert run under ``signup_lock``: two sign-ups of "Alice" and "alice" at
+    the same moment cannot both pass the check (no case-insensitive unique index exists on Django's user
+    table, and an existing database may hold such pairs made by an admin)."""
     username = (username or "").strip()
     if not username or len(username) > 150 or not all(c.isalnum() or c in "@.+-_" for c in username):
         raise InvalidInput("username must be 1-150 letters, digits or @.+-_", code="invalid_username")
@@ -37,10 +51,11 @@ def user_register(*, username: str, password: str) -> User:
         validate_password(password, user=candidate)
     except ValidationError as exc:
         raise InvalidInput(" ".join(exc.messages), code="weak_password") from None
-    if User.objects.filter(username__iexact=username).exists():  # "ALICE" beside "alice" is the same person
-        raise Conflict("That username is taken.", code="username_taken")
     try:
         with transaction.atomic():
+            signup_lock(username)
+            if User.objects.filter(username__iexact=username).exists():  # "ALICE" beside "alice" is one person
+                raise Conflict("That username is taken.", code="username_taken")
             return User.objects.create_user(username=username, password=password)
     except IntegrityError:
         raise Conflict("That username is taken.", code="username_taken") from None

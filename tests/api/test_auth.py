@@ -184,3 +184,55 @@ def test_a_wrong_token_is_a_401_on_every_api_route(db, method, route):
 
 def test_the_auth_routes_refuse_get(db):
     assert_error(fresh_client().get("/api/auth/token"), 405)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_signups_of_one_name_at_the_same_moment_make_one_account(settings):
+    """While another sign-up of "Alice" is between its check and its commit, "alice" waits for it, then is
+    refused: the check of the name and the insert take turns, however the name is written."""
+    import threading
+
+    import psycopg
+
+    from localai_memory.accounts.services import user_register
+    from localai_memory.core.errors import Conflict
+
+    connection.ensure_connection()
+    info = connection.connection.info
+    other = psycopg.connect(host=info.host, port=info.port, dbname=info.dbname, user=info.user,
+                            password=connection.settings_dict.get("PASSWORD") or None, autocommit=False)
+    outcome: list[object] = []
+
+    def second_signup() -> None:
+        try:
+            outcome.append(user_register(username="alice", password=PASSWORD))
+        except Conflict as exc:
+            outcome.append(exc.code)
+        finally:
+            from django.db import connection as thread_connection
+            thread_connection.close()
+
+    try:
+        with other.cursor() as cursor:  # the first sign-up, under the service's lock, not committed yet
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(lower(%s)))", [0x4C55, "Alice"])
+            cursor.execute(
+                "INSERT INTO auth_user (username, password, is_superuser, first_name, last_name, email, is_staff,"
+                " is_active, date_joined) VALUES ('Alice', '!', false, '', '', '', false, true, now())")
+        waiter = threading.Thread(target=second_signup)
+        waiter.start()
+        with psycopg.connect(host=info.host, port=info.port, dbname=info.dbname, user=info.user,
+                             password=connection.settings_dict.get("PASSWORD") or None, autocommit=True) as watch:
+            for _ in range(2000):  # until the second sign-up waits on the lock (or has already gone by)
+                waiting = watch.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                                        ).fetchone()[0]
+                if waiting or not waiter.is_alive():
+                    break
+                waiter.join(0.005)
+        assert not outcome, "the second sign-up went ahead while the first was still being made"
+        other.commit()
+        waiter.join(10)
+    finally:
+        other.close()
+    assert outcome == ["username_taken"]
+    assert list(get_user_model().objects.filter(username__iexact="alice").values_list("username", flat=True)) \
+        == ["Alice"]
