@@ -684,6 +684,22 @@ _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
             r"(?:access|auth|bearer|refresh)[ _-]?token)s?\s*(?::|=|\bis\b)\s*\S+"
         ),
         r"(?i)(?<![a-z])pin(?:[ _-]?code)?\s*(?::|=|\bis\b)\s*\d{4,}",
+        # "my password for netflix is swordfish": a few words between the name of the secret and its value
+        (
+            r"(?i)(?<![a-z])(?:password|passwort|passwd|passphrase|passcode|pwd|api[ _-]?key|secret[ _-]?key|"
+            r"access[ _-]?key|private[ _-]?key|client[ _-]?secret|wi-?fi[ _-]?(?:key|code))s?(?![a-z])"
+            r"(?:[ \t]+[^\s.;]+){0,4}?[ \t]+(?:is|was|=|:)[ \t]+\S+"
+        ),
+        # "my password hunter2", "bank PIN 4821", "wifi key abcd1234": such a name, and within a few words a
+        # value with a digit in it
+        (
+            r"(?i)(?<![a-z])(?:password|passwort|passwd|passphrase|passcode|pwd|pins?|pin[ _-]?(?:code|number)|"
+            r"api[ _-]?key|secret[ _-]?key|access[ _-]?key|private[ _-]?key|client[ _-]?secret|"
+            r"wi-?fi[ _-]?(?:key|code|password)|network[ _-]?key|security[ _-]?code|cvv|cvc|"
+            r"(?:access|auth|bearer|refresh)[ _-]?token)s?(?![a-z])[^\n.;]{0,40}?(?<![^\s:=(\"'])"
+            r"(?=[^\s,;]*\d)[^\s,;]{4,}"
+        ),
+        r"(?i)(?<![a-z])(?:pw|pass)\s*[:=]\s*\S+",  # "wifi pw: …", "login: bob / pass: …"
         # "AWS_SECRET_ACCESS_KEY=…", "token: …": an identifier naming a secret, assigned a value
         r"(?i)(?<![a-z])[a-z_]*(?:secret|token|api_?key|access_?key)[a-z_]*\s*[:=]\s*\S{6,}",
         r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}",

@@ -477,6 +477,18 @@ SECRETS = [
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
     "token Zx9Kq2LmP7vB4nR8tY1wQ6eA3sD5fG0h",
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    # said the way people say them: words between the name and the value, or no "is" at all
+    "my password for netflix is swordfish",
+    "uses the password Tr0ub4dor&3 everywhere",
+    "my password hunter2",
+    "home wifi password hunter22",
+    "wifi pw: hunter2",
+    "login: bob / pass: hunter2",
+    "my pin number is 4821",
+    "my bank PIN 4821",
+    "wifi key is abcd1234",
+    "The API key for weather is 3f9a8b7c",
+    "bank login: bob / pass: hunter2, PIN 4821",
 ]
 NOT_SECRETS = [
     "home: lives in Rome -> home.md",
@@ -489,6 +501,10 @@ NOT_SECRETS = [
     "card ends in 4111 1111 1111 1112",
     "getUserAccountSettingsFromDatabase is the slow call",
     "the pin is on the map",
+    "keeps every password in a password manager",
+    "pinned 3 photos to the board",
+    "the passenger in seat 12A",
+    "spends summers in Passau since 2019",
 ]
 
 
