@@ -224,19 +224,37 @@ def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **ex
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def _drops_lines(ctx: ToolContext, scope_name: str | None, topic: str, details: str) -> bool:
-    """Whether these details would drop a line of the topic's file as it is: a shorter file for an older
-    note, which waits for the owner like a forget ("it proposes a shorter file, and you confirm that too")."""
-    if not details.strip():
-        return False  # empty details leave the file as it is
+def _word_sets(text: str) -> list[set[str]]:
+    return [set(_WORDS.findall(line.lower())) for line in text.splitlines()]
+
+
+def _drops_words(old: str, new: str) -> bool:
+    """Whether ``new`` leaves out a line of ``old``: a line is kept when a new line still says all of its words
+    ("Then Kyoto." → "Then Kyoto, 3 days.")."""
+    kept = _word_sets(new)
+    return any(words and not any(words <= line for line in kept) for words in _word_sets(old))
+
+
+def _shortens_line(old: str, new: str) -> bool:
+    """Whether a new index line says less than the old one: it leaves out more of its words than it adds
+    ("likes tea and coffee" → "likes tea", "fact about cats" → "nothing"). A changed fact ("lives in Rome" →
+    "lives in Paris") or a fuller one is an update, saved at once under "Save it and tell me" with its Undo."""
+    before, after = set(_WORDS.findall(old.lower())), set(_WORDS.findall(new.lower()))
+    return len(before - after) > len(after - before)
+
+
+def _drops_lines(ctx: ToolContext, scope_name: str | None, topic: str, summary: str, details: str | None) -> bool:
+    """Whether this note would make what the topic holds now shorter: a line of its file dropped, or an index
+    line that says less. A shorter note for an older one waits for the owner like a forget ("it proposes a
+    shorter file, and you confirm that too")."""
     scope = ctx.scopes.get(scope_name or ctx.decision.default_scope or "")
-    old = notes_selectors.topic_text(owner_id=ctx.chat.owner_id, scope=scope, topic=topic) if scope else None
-    if not old:
+    if scope is None:
         return False
-    # A line is kept when a new line still says all of its words ("Then Kyoto." → "Then Kyoto, 3 days.").
-    new_lines = [set(_WORDS.findall(line.lower())) for line in details.splitlines()]
-    return any(words and not any(words <= kept for kept in new_lines)
-               for words in (set(_WORDS.findall(line.lower())) for line in old.splitlines()))
+    line, old = notes_selectors.note_now(owner_id=ctx.chat.owner_id, scope=scope, topic=topic)
+    if line is not None and summary.strip() and _shortens_line(line.summary, summary):
+        return True
+    # empty details leave the file as it is
+    return bool(details and details.strip() and old) and _drops_words(old or "", details or "")
 
 
 def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +276,7 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
     text = summary if not details else f"{summary}\n{details}"
     if ctx.addon is not None:
         return _addon_propose(ctx, topic, summary, details, delete, text)
-    cuts = delete or (details is not None and _drops_lines(ctx, scope_name, topic, details))
+    cuts = delete or _drops_lines(ctx, scope_name, topic, summary, details)
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts,  # type: ignore[arg-type]
         outside_text=ctx.outside_text))

@@ -69,6 +69,14 @@ def topic_text(*, owner_id: int, scope: Scope, topic: str) -> str | None:
     return note.content if note else None
 
 
+def note_now(*, owner_id: int, scope: Scope, topic: str) -> tuple[IndexEntry | None, str | None]:
+    """A topic as it is, in one query: its index line (None without one) and its topic file's text."""
+    files = dict(NoteFile.objects.filter(owner_id=owner_id, path__in=[scope.index_path, scope.topic_path(topic)])
+                 .values_list("path", "content"))
+    line = next((e for e in parse_index(files.get(scope.index_path) or "") if e.topic == topic), None)
+    return line, files.get(scope.topic_path(topic))
+
+
 def scope_folders(*, owner_id: int, kind: str) -> list[str]:
     """Keys of the agent or channel folders that hold files (``Memory/agents/<key>/…``)."""
     folder = "agents" if kind == "agent" else "channels"

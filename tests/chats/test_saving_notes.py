@@ -244,6 +244,23 @@ def test_save_it_and_tell_me_asks_before_a_shorter_file_for_an_older_note(api, o
     assert body["memory"]["saved"] and body["memory"]["proposed"] == []  # the summary alone: no cut
 
 
+def test_save_it_and_tell_me_asks_before_an_index_line_that_says_less(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "drinks", "likes tea and coffee, black")
+    chat = new_chat(api)
+    for shorter in ("likes tea", "nothing"):  # a line cut down, or emptied in words: a forget in disguise
+        propose(model, {"kind": "memory", "topic": "drinks", "summary": shorter})
+        body = send(api, chat, "Forget the coffee.")
+        [proposed] = body["memory"]["proposed"]
+        assert proposed["reason"] == "delete_needs_confirmation" and body["memory"]["saved"] == []
+        assert index_of(owner) == "- drinks: likes tea and coffee, black\n"
+
+    propose(model, {"kind": "memory", "topic": "drinks", "summary": "likes green tea and coffee with milk"})
+    body = send(api, chat, "I take milk now, and green tea.")  # a changed fact, as long or longer: saved
+    assert body["memory"]["saved"] and body["memory"]["proposed"] == []
+    assert index_of(owner) == "- drinks: likes green tea and coffee with milk\n"
+
+
 def confirm_in_the_inbox(owner, body) -> int:
     from localai_memory.memory.proposals import proposal_confirm
 
