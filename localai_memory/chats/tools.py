@@ -98,12 +98,15 @@ def run_tool(ctx: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
         result = _not_offered(ctx, name)
     else:
         arguments = _arguments(raw_arguments)
-        if isinstance(arguments, str):
-            result = {"status": "error", "error": "invalid_arguments", "message": arguments}
-        else:
-            try:
-                result = handlers[name](ctx, arguments)
-            except InvalidInput as exc:
+        try:
+            if isinstance(arguments, str):
+                raise InvalidInput(arguments, code="invalid_arguments")
+            result = handlers[name](ctx, arguments)
+        except InvalidInput as exc:
+            if name in ("propose_change", "revert_change"):  # their contract: saved, proposed, reverted or refused
+                topic = arguments.get("topic") if isinstance(arguments, dict) else None
+                result = refused(ctx, topic if isinstance(topic, str) else None, exc.code, exc.message)
+            else:
                 result = {"status": "error", "error": exc.code, "message": exc.message}
     ctx.calls.append({"tool": name, "status": result.get("status")})
     return result
@@ -320,10 +323,12 @@ def _duplicate(ctx: ToolContext, topic: str, duplicate: recall_service.Duplicate
 
 
 def already_saved(ctx: ToolContext, kind: str, topic: str, summary: str, message: str) -> dict[str, Any]:
-    """A note memory already holds, recorded in the turn's report as saved (no change, no Undo)."""
+    """A note memory already holds, recorded in the turn's report as saved (no change, no Undo): ``saved``
+    for the model too (the tool's contract), marked ``already_saved`` with no change id."""
     ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": kind, "summary": summary,
                                 "undo_until": None, "already_saved": True})
-    return {"status": "already_saved", "topic": topic, "scope": kind, "message": message}
+    return {"status": "saved", "already_saved": True, "change_id": None, "topic": topic, "scope": kind,
+            "undo_until": None, "message": message}
 
 
 def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,

@@ -154,7 +154,8 @@ def test_a_proposal_that_memory_already_says_is_not_made(api, owner, model):
     propose(model, VEGAN)
     body = send(api, new_chat(api))
     assert Proposal.objects.count() == 0
-    assert tool_results(model.last_request)[0]["status"] == "already_saved"
+    [result] = tool_results(model.last_request)
+    assert result["status"] == "saved" and result["already_saved"] is True and result["change_id"] is None
     assert body["memory"]["saved"] == [{"change_id": None, "topic": "diet", "scope": "user",
                                         "summary": "vegan, no honey", "undo_until": None, "already_saved": True}]
 
@@ -462,3 +463,26 @@ def test_a_conversation_whose_bot_was_deleted_meanwhile_saves_nothing(owner, mod
                                                                               can_confirm=True))
     assert [r["reason"] for r in result.memory["refused"]] == ["bot_deleted"]
     assert index_of(owner, Scope("channel", channel_key(999_999, "dm-1"))) == ""
+
+
+def test_every_answer_of_propose_and_revert_is_saved_proposed_reverted_or_refused(api, owner, model):
+    """The tools' contract: propose_change answers saved, proposed or refused with the reason; revert_change
+    reverted or refused. A malformed call, a topic file over its cap and a bad change id are refusals the
+    person sees in the turn's report too, never a status of their own."""
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    model.script(tool_calls(("propose_change", '{"topic": "diet", "summary": '),
+                            ("propose_change", {"kind": "memory", "topic": "diet"}),
+                            ("propose_change", {"kind": "memory", "topic": "book", "summary": "a long book",
+                                                "details": "word " * 2000}),
+                            ("revert_change", {"change_id": "abc"})),
+                 reply("Done."))
+    body = send(api, chat, "Remember all of it.")
+    results = tool_results(model.last_request)
+    assert [(r["status"], r["reason"]) for r in results] == [
+        ("refused", "invalid_arguments"), ("refused", "invalid_summary"), ("refused", "topic_too_large"),
+        ("refused", "invalid_arguments")]
+    assert [r["reason"] for r in body["memory"]["refused"]] == [
+        "invalid_arguments", "invalid_summary", "topic_too_large", "invalid_arguments"]
+    assert body["memory"]["refused"][2]["topic"] == "book"
+    assert index_of(owner) == "" and body["memory"]["saved"] == []
