@@ -334,9 +334,11 @@ def test_a_propose_call_while_memory_is_off_writes_nothing(api, owner, model):
 
 
 def test_malformed_tool_arguments_are_answered_with_an_error(api, owner, model):
-    model.script(tool_calls(("propose_change", "{not json")), reply("Sorry."))
+    model.script(tool_calls(("propose_change", "{not json"), ("context_read", "{not json")), reply("Sorry."))
     body = send(api, new_chat(api))
-    assert tool_results(model.last_request)[0]["error"] == "invalid_arguments"
+    proposed, read = tool_results(model.last_request)
+    assert proposed["status"] == "refused" and proposed["reason"] == "invalid_arguments"
+    assert read["status"] == "error" and read["error"] == "invalid_arguments"
     assert body["reply"] == "Sorry."
 
 
