@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +122,15 @@ def _error_text(content: bytes) -> str:
     return str(message)[:200] if message else ""
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def model_text(text: str, *, nul: str = "") -> str:
+    """Text from the model server made storable: a lone UTF-16 surrogate (valid JSON, not valid Unicode)
+    becomes U+FFFD and a NUL (which PostgreSQL text cannot hold) becomes ``nul``."""
+    return _LONE_SURROGATE.sub("\ufffd", text).replace("\x00", nul)
+
+
 def parse_completion(raw: bytes) -> ModelReply:
     """The first choice of a chat completion body, or ModelBadResponse."""
     bad = ModelBadResponse("The model server's answer was not a chat completion. Your message is kept; "
@@ -162,8 +172,10 @@ def parse_completion(raw: bytes) -> ModelReply:
         elif not isinstance(arguments, str):
             raise bad
         call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{number}"
-        calls.append(ToolCall(id=call_id, name=function["name"], arguments=arguments))
+        calls.append(ToolCall(id=model_text(call_id), name=model_text(function["name"]), arguments=arguments))
     raw_usage = payload.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    if content is not None:
+        content = model_text(content)
     return ModelReply(content=content, tool_calls=tuple(calls), finish_reason=choices[0].get("finish_reason"),
                       usage=usage, model=str(payload.get("model") or ""))

@@ -32,11 +32,12 @@ from localai_memory.memory.proposals import AlreadySaved, addon_proposal_create,
 from localai_memory.memory.providers import AddonTurn, addon_write
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
-from localai_memory.notes.paths import TOPIC_RE, Scope
+from localai_memory.notes.paths import TOPIC_RE, Scope, clean_summary
 from localai_memory.notes.services import CapExceeded, change_undo, lock_owner, note_upsert
 from localai_memory.recall import service as recall_service
 
 from .context import SCOPE_ORDER
+from .llm import model_text
 from .models import Chat
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ def run_tool(ctx: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
         except InvalidInput as exc:
             if name in ("propose_change", "revert_change"):  # their contract: saved, proposed, reverted or refused
                 topic = arguments.get("topic") if isinstance(arguments, dict) else None
-                result = refused(ctx, topic if isinstance(topic, str) else None, exc.code, exc.message)
+                topic = topic if isinstance(topic, str) and TOPIC_RE.match(topic) else None
+                result = refused(ctx, topic, exc.code, exc.message)
             else:
                 result = {"status": "error", "error": exc.code, "message": exc.message}
     ctx.calls.append({"tool": name, "status": result.get("status")})
@@ -130,10 +132,21 @@ def _arguments(raw: str) -> dict[str, Any] | str:
         return "The arguments are too long."
     try:
         value = json.loads(raw or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return "The arguments are not valid JSON."
     if not isinstance(value, dict):
         return "The arguments must be a JSON object."
+    return _storable(value)
+
+
+def _storable(value: Any) -> Any:
+    """The arguments with every text made storable (``llm.model_text``; a NUL becomes a space, as in a line)."""
+    if isinstance(value, str):
+        return model_text(value, nul=" ")
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
     return value
 
 
@@ -279,6 +292,8 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
     text = summary if not details else f"{summary}\n{details}"
     if ctx.addon is not None:
         return _addon_propose(ctx, topic, summary, details, delete, text)
+    if not delete:
+        summary = clean_summary(summary)  # the line as stored: what the policy, the report and the model see
     cuts = delete or _drops_lines(ctx, scope_name, topic, summary, details)
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts,  # type: ignore[arg-type]
