@@ -14,6 +14,7 @@ within ``RECALL_MAX_BYTES``. ``memory_search`` is offered only when there is mor
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,8 +101,27 @@ class MemoryBlock:
     truncated: bool = False
 
 
+#: What chat templates use to open and close turns (ChatML and Llama 3 ``<|…|>``, DeepSeek ``<｜…｜>``, Llama 2
+#: and Mistral ``[INST]``, ``<<SYS>>``, ``</s>``, Gemma ``<start_of_turn>``). llama.cpp and Ollama turn such
+#: text inside a message into the real control token, so a note holding one could close its data block and
+#: open a system turn.
+_TURN_MARKERS = re.compile(
+    r"<[|｜][^<>\n]{0,60}?[|｜]>|</?s>|<</?SYS>>|<(?:start|end)_of_turn>"
+    r"|\[/?(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\]",
+    re.IGNORECASE)
+
+
+def defang(text: str) -> str:
+    """``text`` with every chat-template turn marker made plain words: ``<|im_start|>`` → ``(im_start)``."""
+    if "<" not in text and "[" not in text:
+        return text
+    return _TURN_MARKERS.sub(lambda m: "(" + m.group(0).strip("<>|｜[]") + ")", text)
+
+
 def neutralise(line: str) -> str:
-    """One index line made safe to show as data: printable, no fence characters, at most LINE_MAX_CHARS."""
+    """One index line made safe to show as data: printable, no fence characters, no chat-template turn
+    markers, at most LINE_MAX_CHARS."""
+    line = defang(line)
     if line.isascii() and line.isprintable() and "`" not in line:
         # The common case, and the same answer: printable ASCII holds no character the loop below removes.
         text = " ".join(line.split())
