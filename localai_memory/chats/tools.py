@@ -449,7 +449,7 @@ def _revert_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
     raw_id = arguments.get("change_id")
     if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, int)):
         raise InvalidInput("change_id must be a whole number", code="invalid_arguments")
-    decision = policy.decide_revert(ctx.facts)
+    decision = policy.decide_revert(ctx.facts, outside_text=ctx.outside_text)
     if not decision.allowed:
         return refused(ctx, None, decision.reason, decision.message)
     change = _revertible(ctx).filter(**({"pk": raw_id} if raw_id is not None else {"reverted_by__isnull": True})) \

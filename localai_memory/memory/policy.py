@@ -167,6 +167,8 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         # Reverts (RevertDecision.reason).
         "revert_allowed": "The change can be reverted.",
         "revert_locked": "Always confirm is on, so revert_change is refused. Undo the note with its Undo.",
+        "revert_outside_text": "The assistant read text you did not type on this turn (a tool's result), so it "
+        "cannot take a note back now. Undo the note with its Undo.",
     }
 )
 
@@ -618,14 +620,18 @@ def decide_typed_note(facts: TurnFacts, note: NoteFacts, *, sender_can_confirm: 
     return _note(waits, scope, "typed_needs_confirmer", requester_only=locked)
 
 
-def decide_revert(facts: TurnFacts) -> RevertDecision:
-    """Whether the model's ``revert_change`` may run on this turn (refused under Always confirm)."""
+def decide_revert(facts: TurnFacts, *, outside_text: bool = False) -> RevertDecision:
+    """Whether the model's ``revert_change`` may run on this turn: refused under Always confirm, and on a turn
+    that read text the person did not type (``outside_text``, as for notes: a web page must not make memory
+    forget; the person's own Undo still can)."""
     turn = decide_turn(facts)
     if "revert_change" not in turn.tools:
         assert turn.save_code is not None
         return RevertDecision(allowed=False, reason=turn.save_code, message=MESSAGES[turn.save_code])
     if turn.effective_level == "always":
         return RevertDecision(allowed=False, reason="revert_locked", message=MESSAGES["revert_locked"])
+    if outside_text:
+        return RevertDecision(allowed=False, reason="revert_outside_text", message=MESSAGES["revert_outside_text"])
     return RevertDecision(allowed=True, reason="revert_allowed", message=MESSAGES["revert_allowed"])
 
 
