@@ -28,6 +28,7 @@ from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance
 from .paths import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
+    INDEX_NAME,
     ROOT,
     TOPIC_MAX_BYTES,
     IndexEntry,
@@ -497,6 +498,48 @@ def _note_back(files: dict[str, str], current: dict[str, str]) -> dict[str, str 
     return writes
 
 
+_NO_MERGE = object()
+
+
+def _index_lines_back(path: str, before: str | None, after: str | None, current: str | None) -> object:
+    """``current`` (an index) with the lines a change made (``before`` → ``after``) taken back, or ``_NO_MERGE``
+    when that cannot be done without losing a later edit: a line of this change edited since, a file that
+    is not an index, or an index holding anything but entry lines. A line the change removed comes back
+    where it stood, after the nearest line that preceded it then."""
+    if not path.endswith("/" + INDEX_NAME) or after is None or current is None:
+        return _NO_MERGE
+    texts = [before or "", after, current]
+    try:
+        parsed = [parse_index(text) for text in texts]
+    except InvalidInput:
+        return _NO_MERGE
+    if any(render_index(entries) != text for entries, text in zip(parsed, texts, strict=True)):
+        return _NO_MERGE  # blank or odd lines a merge would drop
+    old, new, now = ({e.topic: e for e in entries} for entries in parsed)
+    result = list(parsed[2])
+    for entry in parsed[1]:  # the change's own lines, edited since: not this Undo's to take back
+        if old.get(entry.topic) != entry and now.get(entry.topic) != entry:
+            return _NO_MERGE
+    for topic in old.keys() - new.keys():  # removed by the change: back, unless written again since
+        if topic in now:
+            return _NO_MERGE
+    for position, entry in enumerate(parsed[0]):
+        if new.get(entry.topic) == entry:
+            continue
+        kept = [e.topic for e in result]
+        if entry.topic in kept:
+            result[kept.index(entry.topic)] = entry
+        else:
+            earlier = [e.topic for e in parsed[0][:position] if e.topic in kept]
+            result.insert(kept.index(earlier[-1]) + 1 if earlier else 0, entry)
+    result = [e for e in result if e.topic in old or new.get(e.topic) != e]
+    text = render_index(result)
+    lines, size = index_size(text)
+    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+        return _NO_MERGE  # the lines added since leave no room for the one this Undo brings back
+    return text if text or before is not None else None
+
+
 @transaction.atomic
 def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: str = ChangeSet.Source.UNDO,
                 not_after: datetime | None = None) -> ChangeSet:
@@ -521,7 +564,17 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
         raise Conflict("This change was undone already.", code="already_undone")
     files = list(change.files.all())
     current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=[x.path for x in files])}
-    changed = [f.path for f in files if current.get(f.path) != f.after]
+    # A file as it was before, or, for an index that later changes touched only on other notes' lines, the
+    # index as it is now with this change's lines taken back: each note saved at once keeps its own Undo.
+    back: dict[str, str | None] = {}
+    changed: list[str] = []
+    for f in files:
+        if current.get(f.path) == f.after:
+            back[f.path] = f.before
+        elif (merged := _index_lines_back(f.path, f.before, f.after, current.get(f.path))) is not _NO_MERGE:
+            back[f.path] = cast("str | None", merged)
+        else:
+            changed.append(f.path)
     if changed:
         raise Conflict("These files changed after this change; undo the later change first or edit them in "
                        "Files: " + ", ".join(changed), code="changed_since", details={"paths": changed})
@@ -544,7 +597,7 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
     restored_again = list(TrashEntry.objects.filter(owner_id=owner_id, unrestored_by=change))
     summary = f"Undid: {change.summary}"[:300]
     if files:
-        undo = apply_changes(owner_id=owner_id, writes={f.path: f.before for f in files}, source=source,
+        undo = apply_changes(owner_id=owner_id, writes=back, source=source,
                              summary=summary, actor=actor, reverts=change, validate=False)
     else:  # only importances
         undo = ChangeSet.objects.create(owner_id=owner_id, created_at=timezone.now(), source=source,

@@ -511,3 +511,18 @@ def test_a_nul_or_a_lone_surrogate_from_the_model_is_stored_cleaned_and_the_turn
                                "- home: Rome - evil: injected → evil.md\n")
     stored = list(Message.objects.filter(chat_id=chat).order_by("id").values_list("role", "content"))
     assert stored == [("user", "Remember these."), ("assistant", "Saved \ufffd all.")]
+
+
+def test_two_notes_saved_in_one_reply_each_have_their_own_undo(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    model.script(tool_calls(("propose_change", VEGAN),
+                            ("propose_change", {"kind": "memory", "topic": "home", "summary": "lives in Rome"})),
+                 reply("Saved both."))
+    first, second = send(api, chat, "I am vegan and I live in Rome.")["memory"]["saved"]
+    response = api.post(f"/api/chats/changes/{first['change_id']}/undo", format="json")
+    assert response.status_code == 200, response.content
+    assert index_of(owner) == "- home: lives in Rome\n"
+    model.script(tool_calls(("revert_change", {"change_id": second["change_id"]})), reply("Taken back."))
+    send(api, chat, "Forget where I live.")
+    assert index_of(owner) == ""

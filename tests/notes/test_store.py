@@ -97,6 +97,40 @@ def test_undo_refuses_when_a_file_changed_since_and_keeps_the_later_edit(owner):
     assert "Milan" in index_of(owner)
 
 
+def test_each_note_keeps_its_own_undo_when_later_notes_share_its_index(owner):
+    """Notes of one scope share one index: undoing an earlier note takes back its own line (and topic file),
+    and keeps every line written since."""
+    services.file_write(owner_id=owner.pk, path="Memory/index.md", content="- diet: vegetarian\n", version=None)
+    changed = save(owner, "diet", "vegan, no honey")
+    added = save(owner, "home", "lives in Rome", details="Trastevere.")
+    save(owner, "pet", "has a cat")
+    services.change_undo(owner_id=owner.pk, change_id=changed.pk)
+    assert index_of(owner) == "- diet: vegetarian\n- home: lives in Rome -> home.md\n- pet: has a cat\n"
+    services.change_undo(owner_id=owner.pk, change_id=added.pk)
+    assert index_of(owner) == "- diet: vegetarian\n- pet: has a cat\n"
+    assert not NoteFile.objects.filter(owner=owner, path="Memory/home.md").exists()
+
+    gone = services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", delete=True, source="files")
+    save(owner, "work", "nurse")
+    services.change_undo(owner_id=owner.pk, change_id=gone.pk)  # the forgotten line comes back where it stood
+    assert index_of(owner) == "- diet: vegetarian\n- pet: has a cat\n- work: nurse\n"
+
+
+def test_an_undo_still_refuses_when_its_own_line_was_written_again_since(owner):
+    first = save(owner, "home", "lives in Rome")
+    save(owner, "pet", "has a cat")
+    save(owner, "home", "lives in Milan")
+    with pytest.raises(Conflict) as caught:
+        services.change_undo(owner_id=owner.pk, change_id=first.pk)
+    assert caught.value.code == "changed_since"
+    assert index_of(owner) == "- home: lives in Milan\n- pet: has a cat\n"
+    gone = services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="pet", delete=True, source="files")
+    save(owner, "pet", "has a dog")  # a note of the forgotten topic again: the Undo would overwrite it
+    with pytest.raises(Conflict):
+        services.change_undo(owner_id=owner.pk, change_id=gone.pk)
+    assert index_of(owner) == "- home: lives in Milan\n- pet: has a dog\n"
+
+
 def test_a_stale_version_gets_a_conflict_and_loses_nothing(owner):
     services.file_write(owner_id=owner.pk, path="Memory/home.md", content="v1", version=None)
     services.file_write(owner_id=owner.pk, path="Memory/home.md", content="v2 by tab A", version=1)
