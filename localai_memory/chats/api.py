@@ -32,7 +32,7 @@ from localai_memory.core.api import (
 from localai_memory.core.errors import InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
 
-from . import selectors, services
+from . import llm, selectors, services
 from .models import Chat, Message, Origin, Role
 
 
@@ -413,21 +413,23 @@ class ChatCompletionsApi(ApiView):
         client_tools = _client_tools(body)
         sent = _parse_messages(body.get("messages"), with_tools=client_tools is not None)
         services.check_content(sent.content)  # before a chat is made for it
-        if body.get("n") not in (None, 1):
+        if body.get("n") is not None and (type(body["n"]) is not int or body["n"] != 1):  # True is no 1
             raise InvalidInput("n must be 1", code="invalid_n")
         stream = body.get("stream")
         options = body.get("stream_options")
-        if stream not in (None, True, False) or options is not None and not isinstance(options, dict):
+        if stream is not None and not isinstance(stream, bool) or options is not None and not isinstance(options, dict):
             raise InvalidInput("stream must be true or false, and stream_options an object", code="invalid_stream")
         agent_id = _int_or_none(body.get("agent", request.headers.get("X-Agent-Id")), "agent")
         if agent_id is None and isinstance(body.get("model"), str):
             picked = AGENT_MODEL.fullmatch(body["model"])  # an agent picked from GET /v1/models
             agent_id = int(picked.group(1)) if picked else None
         chat_id = _int_or_none(body.get("chat_id", request.headers.get("X-Chat-Id")), "chat")
+        sampling = {key: value for key, value in body.items() if key in llm.SAMPLING_OPTIONS and value is not None}
         chat, result = services.completion_turn(
             user=request.user, agent_id=agent_id, chat_id=chat_id, earlier=sent.earlier, content=sent.content,
-            typed_by_user=sent.typed, pending=sent.pending, client_tools=client_tools)
-        model = str(body["model"]) if isinstance(body.get("model"), str) else str(settings.LLM_MODEL)
+            typed_by_user=sent.typed, pending=sent.pending, client_tools=client_tools, options=sampling)
+        # The model that answered, as its server names it (an agent picked as "agent-N" answers through it).
+        model = result.model or str(settings.LLM_MODEL)
         created = int(time.time())
         completion_id = f"chatcmpl-{chat.pk}-{secrets.token_hex(8)}"
         headers = {"X-Memory": services.memory_header(result.memory), "X-Chat-Id": str(chat.pk),

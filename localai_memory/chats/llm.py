@@ -13,6 +13,7 @@ import http.client
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,14 @@ def model_client_warm() -> None:
     keepalive.tls_context()
 
 
+#: What an OpenAI client may set of the model's sampling on ``/v1/chat/completions``: passed to the model
+#: server as sent (it checks the values), in every call of the turn.
+SAMPLING_OPTIONS = frozenset({
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "seed", "presence_penalty",
+    "frequency_penalty", "logit_bias", "response_format", "reasoning_effort", "user",
+})
+
+
 def chat_completion(
     *,
     messages: list[dict[str, Any]],
@@ -76,11 +85,14 @@ def chat_completion(
     model: str | None = None,
     tool_choice: str | dict[str, Any] | None = None,
     parallel_tool_calls: bool | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> ModelReply:
     """One ``POST {LLM_BASE_URL}/chat/completions``; ``tool_choice`` (``auto`` when not given) and
-    ``parallel_tool_calls`` go with the tools. Raises ModelUnavailable or ModelBadResponse."""
+    ``parallel_tool_calls`` go with the tools, and ``options`` (a client's sampling, ``SAMPLING_OPTIONS``)
+    as they are. Raises ModelUnavailable or ModelBadResponse."""
     base_url = str(settings.LLM_BASE_URL).rstrip("/")
-    body: dict[str, Any] = {"model": model or settings.LLM_MODEL, "messages": messages, "stream": False}
+    body: dict[str, Any] = {**(options or {}), "model": model or settings.LLM_MODEL, "messages": messages,
+                            "stream": False}
     if tools:
         body["tools"] = tools
         body["tool_choice"] = tool_choice or "auto"

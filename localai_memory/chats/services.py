@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -203,11 +203,13 @@ def thread_continues(chat: Chat, conversation: list[dict[str, Any]], result: Tur
 
 def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, earlier: list[dict[str, Any]],
                     content: str, typed_by_user: bool, pending: list[dict[str, Any]],
-                    client_tools: ClientTools | None) -> tuple[Chat, TurnResult]:
+                    client_tools: ClientTools | None, options: Mapping[str, Any] | None = None,
+                    ) -> tuple[Chat, TurnResult]:
     """A turn of an OpenAI client (``POST /v1/chat/completions``): in the chat it names, or the one its
     conversation continues (``chat_of_thread``), or a new one; the client holds the conversation, so the chat's
     log is stored after the reply is sent. Coming back with its tools' results (``pending``) to the chat it
-    asked in, the question is in that chat's log already. Returns the chat and the turn's result."""
+    asked in, the question is in that chat's log already. ``options``: the client's sampling
+    (``llm.SAMPLING_OPTIONS``), for every model call of the turn. Returns the chat and the turn's result."""
     owner_id = user.pk
     if client_tools is not None:
         client_tools_check(client_tools, owner_id=owner_id)
@@ -224,7 +226,7 @@ def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, ear
         chat = found or chat_create(owner_id=owner_id, agent_id=agent_id, origin=Origin.WEB, title=content)
     result = turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed_by_user,
                       store_after_response=True, client_tools=client_tools, pending=pending,
-                      message_stored=bool(pending) and found is not None)
+                      message_stored=bool(pending) and found is not None, options=options)
     if chat_id is None:
         thread_continues(chat, sent, result)
     return chat, result
@@ -422,7 +424,8 @@ def _history(chat: Chat) -> list[dict[str, Any]]:
 def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
              history: list[dict[str, Any]] | None = None, typed_by_user: bool = True,
              store_after_response: bool = False, client_tools: ClientTools | None = None,
-             pending: list[dict[str, Any]] | None = None, message_stored: bool = False) -> TurnResult:
+             pending: list[dict[str, Any]] | None = None, message_stored: bool = False,
+             options: Mapping[str, Any] | None = None) -> TurnResult:
     """One turn: decide memory, call the model with its tools, store the message and the reply, return it.
 
     ``history`` replaces the chat's stored messages as context (the OpenAI-compatible route sends its own).
@@ -506,7 +509,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
                       report=report, addon=addon, outside_text=outside)
     try:
-        reply = _loop(messages, definitions, ctx, timings, client_tools)
+        reply = _loop(messages, definitions, ctx, timings, client_tools, options)
     except UpstreamError as exc:
         if not message_stored:
             _keep(chat, user_message)
@@ -607,10 +610,27 @@ def _recall(request: RecallRequest) -> tuple[str, dict[str, Any]]:
 
 
 def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx: ToolContext,
-          timings: dict[str, float], client: ClientTools | None = None) -> llm.ModelReply:
+          timings: dict[str, float], client: ClientTools | None = None,
+          options: Mapping[str, Any] | None = None) -> llm.ModelReply:
     """Call the model; run its tool calls and call it again, at most MAX_TOOL_ROUNDS times; then it answers.
     A reply calling the client's tools ends the loop with those calls (after the host's of the same reply
-    ran). ``timings["model"]`` adds up the milliseconds spent waiting for the model."""
+    ran). ``timings["model"]`` adds up the milliseconds spent waiting for the model; the reply's usage is
+    that of every call."""
+    spent: dict[str, int] = {}
+    last = _loop_rounds(messages, definitions, ctx, timings, client, options, spent)
+    return replace(last, usage={**last.usage, **spent}) if spent else last
+
+
+def _usage_add(spent: dict[str, int], usage: Mapping[str, Any]) -> None:
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            spent[key] = spent.get(key, 0) + value
+
+
+def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx: ToolContext,
+                 timings: dict[str, float], client: ClientTools | None, options: Mapping[str, Any] | None,
+                 spent: dict[str, int]) -> llm.ModelReply:
     theirs = client.offered if client is not None else []
     names = frozenset(tool["function"]["name"] for tool in theirs)
 
@@ -622,9 +642,12 @@ def _loop(messages: list[dict[str, Any]], definitions: list[dict[str, Any]], ctx
     def ask(tools: list[dict[str, Any]]) -> llm.ModelReply:
         started = time.perf_counter()
         try:
-            return llm.chat_completion(messages=messages, tools=tools or None,
-                                       tool_choice=client.choice if client and theirs else None,
-                                       parallel_tool_calls=client.parallel if client and theirs else None)
+            reply = llm.chat_completion(messages=messages, tools=tools or None,
+                                        tool_choice=client.choice if client and theirs else None,
+                                        parallel_tool_calls=client.parallel if client and theirs else None,
+                                        options=options)
+            _usage_add(spent, reply.usage)
+            return reply
         finally:
             timings["model"] = timings.get("model", 0.0) + (time.perf_counter() - started) * 1000
 
