@@ -108,6 +108,7 @@ class ChatMessagesApi(ApiView):
 
         When the model server fails the answer is 502 (504 on a timeout) and your message is kept."""
         chat = selectors.access_chat(request.user, chat_id)
+        services.check_answerable_here(chat)
         data = validated(MessageInput, request.data)
         result = services.turn_run(chat=chat, content=data["content"])
         return Response({

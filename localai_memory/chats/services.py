@@ -201,6 +201,13 @@ def thread_continues(chat: Chat, conversation: list[dict[str, Any]], result: Tur
     Chat.objects.filter(pk=chat.pk).update(thread_key=key)
 
 
+def check_answerable_here(chat: Chat) -> None:
+    """A messaging app's conversation is answered in the app (its bot sends the replies); a turn typed into
+    it through the API would read its notes and store messages nobody there sees: 409 ``answer_in_the_app``."""
+    if chat.origin == Origin.MESSAGING:
+        raise Conflict("This conversation comes from a messaging app; answer it there.", code="answer_in_the_app")
+
+
 def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, earlier: list[dict[str, Any]],
                     content: str, typed_by_user: bool, pending: list[dict[str, Any]],
                     client_tools: ClientTools | None, options: Mapping[str, Any] | None = None,
@@ -217,6 +224,7 @@ def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, ear
     found: Chat | None = None
     if chat_id is not None:
         chat = found = access_chat(user, chat_id)
+        check_answerable_here(chat)
         if agent_id is not None and chat.agent_id != agent_id:
             raise InvalidInput("this chat runs another agent", code="agent_mismatch")
     else:

@@ -371,3 +371,22 @@ def test_openai_clients_list_the_model_and_the_users_agents_and_pick_an_agent_as
     refused = client.post("/v1/chat/completions", {"model": f"agent-{theirs.pk}", "messages": [
         {"role": "user", "content": "hi"}]}, format="json")
     assert refused.status_code == 404
+
+
+def test_a_messaging_apps_conversation_is_answered_in_the_app_not_through_the_api(owner, client_for, model):
+    """The bot sends a conversation's replies: a turn typed into it through the API would read its notes and
+    store messages nobody in the app sees. Both chat routes refuse, as the web chat does."""
+    from localai_memory.chats.models import Chat, Message
+    from localai_memory.chats.services import chat_create
+    from localai_memory.notes.paths import channel_key
+
+    chat = chat_create(owner_id=owner.pk, origin="messaging", conversation_key=channel_key(7, "tg-42"),
+                       title="Telegram: Alice")
+    client = bearer(client_for, owner)
+    response = client.post(f"/api/chats/{chat.pk}/messages", {"content": "hi"}, format="json")
+    assert response.status_code == 409 and response.json()["error"]["code"] == "answer_in_the_app"
+    response = client.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
+                           format="json", HTTP_X_CHAT_ID=str(chat.pk))
+    assert response.status_code == 409 and response.json()["error"]["code"] == "answer_in_the_app"
+    assert not model.requests and not Message.objects.filter(chat=chat).exists()
+    assert Chat.objects.filter(owner=owner).count() == 1
