@@ -152,16 +152,23 @@ class TrashRestoreApi(ApiView):
 
 class AuditApi(ApiView):
     @extend_schema(parameters=[OpenApiParameter("limit", OpenApiTypes.INT, OpenApiParameter.QUERY),
-                               OpenApiParameter("automatic", OpenApiTypes.BOOL, OpenApiParameter.QUERY)],
+                               OpenApiParameter("automatic", OpenApiTypes.BOOL, OpenApiParameter.QUERY),
+                               OpenApiParameter("before", OpenApiTypes.INT, OpenApiParameter.QUERY)],
                    responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        """Every change set, newest first (automatic notes included)."""
+        """Every change set, newest first (automatic notes included), ``limit`` at a time; ``next_before``
+        (null on the last page) is the ``before`` that reads the page after this one."""
         limit = int_param(request, "limit", default=100, max_value=500)
-        changes = selectors.change_list(owner_id=request.user.pk)
+        before = int_param(request, "before")
+        changes = selectors.change_list(owner_id=request.user.pk, before=before)
         automatic = bool_param(request, "automatic")
         if automatic is not None:
             changes = changes.filter(automatic=automatic)
-        return Response({"changes": [change_json(c) for c in changes[:limit]]})
+        page = list(changes[:limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response({"changes": [change_json(c) for c in page],
+                         "next_before": page[-1].pk if more else None})
 
 
 class UndoApi(ApiView):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from localai_memory.core.access import owned_or_404
 from localai_memory.core.errors import NotFound
@@ -49,8 +49,16 @@ def trash_list(*, owner_id: int, include_restored: bool = False) -> QuerySet[Tra
     return entries if include_restored else entries.filter(restored_at__isnull=True)
 
 
-def change_list(*, owner_id: int) -> QuerySet[ChangeSet]:
-    return ChangeSet.objects.filter(owner_id=owner_id).prefetch_related("files", "reverted_by")
+def change_list(*, owner_id: int, before: int | None = None) -> QuerySet[ChangeSet]:
+    """The owner's change sets, newest first; with ``before`` (a change set's id) only those listed after
+    it (an id that is not the owner's lists nothing)."""
+    changes = ChangeSet.objects.filter(owner_id=owner_id).prefetch_related("files", "reverted_by")
+    if before is None:
+        return changes
+    cursor = ChangeSet.objects.filter(owner_id=owner_id, pk=before).values_list("created_at", flat=True).first()
+    if cursor is None:
+        return changes.none()
+    return changes.filter(Q(created_at__lt=cursor) | Q(created_at=cursor, pk__lt=before))
 
 
 def index_entries(*, owner_id: int, scope: Scope) -> list[IndexEntry]:

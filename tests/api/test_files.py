@@ -192,6 +192,25 @@ def test_the_audit_lists_every_change_newest_first(api, owner):
         [changes[0]["id"]]
 
 
+def test_the_audit_reaches_every_change_page_by_page(api, owner, outsider_api):
+    """More change sets than one page holds: ``next_before`` reads the next page, until none is left, so every
+    automatic note is in the audit however many there are."""
+    made = [services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=f"t{n}", summary=f"note {n}",
+                                 source="model", actor="model", automatic=True).pk for n in range(7)]
+    seen, before, pages = [], None, 0
+    while True:
+        query = {"limit": 3, "automatic": "true", **({"before": before} if before is not None else {})}
+        body = api.get("/api/chats/changes/audit", query).json()
+        seen += [c["id"] for c in body["changes"]]
+        pages += 1
+        before = body["next_before"]
+        if before is None:
+            break
+    assert seen == made[::-1] and pages == 3
+    assert outsider_api.get("/api/chats/changes/audit", {"before": made[-1]}).json() == \
+        {"changes": [], "next_before": None}  # another's cursor lists nothing of theirs
+
+
 def test_the_audit_can_show_only_automatic_notes(api, owner):
     write(api, "Memory/home.md", "typed by me")
     saved = services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
