@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -93,6 +94,43 @@ class Outbound:
 
     text: str
     buttons: tuple[Button, ...] = ()
+
+    def parts(self, limit: int, measure: Callable[[str], int] = len) -> list[Outbound]:
+        """The message as the platform can take it: texts of at most ``limit`` (as ``measure`` counts), cut
+        at a paragraph, else a line, else a word; the buttons go under the last part."""
+        texts = split_text(self.text, limit, measure)
+        return [Outbound(text, self.buttons if index == len(texts) - 1 else ())
+                for index, text in enumerate(texts)]
+
+
+def split_text(text: str, limit: int, measure: Callable[[str], int] = len) -> list[str]:
+    """``text`` in pieces of at most ``limit`` (as ``measure`` counts: platforms count differently), each cut
+    at the last paragraph break, else line break, else space, in the piece's second half; a word longer
+    than that is cut where the limit falls. Whitespace at a cut is dropped; an empty text is one empty piece."""
+    pieces: list[str] = []
+    rest = text.strip()
+    while measure(rest) > limit:
+        low, high = 1, len(rest)  # the longest prefix that fits (measure grows with the prefix)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if measure(rest[:middle]) <= limit:
+                low = middle
+            else:
+                high = middle - 1
+        window = rest[:low]
+        cut = low
+        for separator in ("\n\n", "\n", " "):
+            at = window.rfind(separator)
+            if at >= low // 2:
+                cut = at
+                break
+        piece = rest[:cut].rstrip()
+        if piece:
+            pieces.append(piece)
+        rest = rest[cut:].lstrip()
+    if rest or not pieces:
+        pieces.append(rest)
+    return pieces
 
 
 @dataclass

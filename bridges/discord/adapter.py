@@ -24,6 +24,8 @@ from bridges.runtime import REVOKED_REASON, Revoked, run_blocking, run_sync
 log = logging.getLogger(__name__)
 
 CUSTOM_ID_RE = re.compile(r"^memory:(yes|no):(\d{1,18})\Z")
+#: Discord refuses a message whose content is longer than this.
+MESSAGE_LIMIT = 2000
 
 
 def configure_addresses() -> tuple[str, yarl.URL]:
@@ -119,7 +121,10 @@ class BridgeClient(discord.Client):
             addressed=kind == "one_to_one" or mentioned or replied)
         reply = await run_sync(core.handle, inbound)
         for outbound in reply.messages:
-            await self._send(message.channel, outbound)
+            try:
+                await self._send(message.channel, outbound)
+            except discord.HTTPException:  # logged; the messages after it still go
+                log.warning("discord binding %s: a message could not be sent", self.binding_id, exc_info=True)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Answers a Yes/No click: confirms or drops the proposal and removes the buttons."""
@@ -143,24 +148,35 @@ class BridgeClient(discord.Client):
             # Decided: the question shows the answer and loses its buttons (one reply, as Telegram's
             # keyboard goes away), so nobody taps a question that is already answered.
             question = interaction.message.content or ""
-            await interaction.response.edit_message(content=f"{question}\n\n{text}"[:2000], view=None)
-            return
-        await interaction.response.send_message(text[:2000])
+            first, *rest = core.split_text(f"{question}\n\n{text}", MESSAGE_LIMIT)
+            await interaction.response.edit_message(content=first, view=None)
+        else:
+            first, *rest = core.split_text(text, MESSAGE_LIMIT)
+            await interaction.response.send_message(first)
+        for part in rest:  # what did not fit follows as messages of their own
+            await interaction.followup.send(part)
 
     async def _send(self, channel: Any, outbound: core.Outbound) -> None:
-        buttons = view(outbound)
-        try:
-            if buttons is not None:
-                await channel.send(outbound.text[:2000], view=buttons)
-                buttons.stop()  # nothing listens on the view itself; on_interaction answers the click
-            else:
-                await channel.send(outbound.text[:2000])
-        except discord.HTTPException as exc:
-            revoked = revoked_from(exc)
-            if revoked is not None:
-                await run_sync(services.binding_report_revoked, binding_id=self.binding_id, code=revoked.code,
-                               reason=revoked.reason)
-            raise
+        """Send one message; a text over Discord's limit goes as several (the buttons under the last). A part
+        that fails does not keep back the parts after it; the first failure is raised once all were tried."""
+        failure: discord.HTTPException | None = None
+        for part in outbound.parts(MESSAGE_LIMIT):
+            buttons = view(part)
+            try:
+                if buttons is not None:
+                    await channel.send(part.text, view=buttons)
+                    buttons.stop()  # nothing listens on the view itself; on_interaction answers the click
+                else:
+                    await channel.send(part.text)
+            except discord.HTTPException as exc:
+                revoked = revoked_from(exc)
+                if revoked is not None:
+                    await run_sync(services.binding_report_revoked, binding_id=self.binding_id,
+                                   code=revoked.code, reason=revoked.reason)
+                    raise
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         """Logs a failed event handler (the client keeps running)."""
@@ -199,7 +215,9 @@ def send_message(*, binding_id: int, credentials: dict[str, str], conversation_i
         client = discord.Client(intents=discord.Intents.none())
         try:
             await client.login(credentials["token"])
-            await client.get_partial_messageable(int(conversation_id)).send(outbound.text[:2000])
+            channel = client.get_partial_messageable(int(conversation_id))
+            for part in core.split_text(outbound.text, MESSAGE_LIMIT):
+                await channel.send(part)
         finally:
             await client.close()
 

@@ -9,6 +9,7 @@ verifies the signature of the latter. The Web API address comes from ``SLACK_API
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import threading
@@ -106,9 +107,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             delivery_key=f"event:{body.get('event_id') or event.get('client_msg_id') or event.get('ts')}",
             addressed=addressed)
         reply = _handle(binding_id, inbound)
-        thread_ts = event.get("thread_ts")
-        for outbound in reply.messages:
-            _post_or_revoke(binding_id, client, event["channel"], outbound, thread_ts=thread_ts)
+        _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
 
     def on_command(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
         """``/remember <fact>`` and ``/memory``: Slack keeps messages that start with a slash for the app whose
@@ -135,7 +134,8 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
                 raise
             except SlackApiError:
                 log.info("slack binding %s: a command answered to its typist only in %s", binding_id, channel)
-                respond(text=_escape(outbound.text), response_type="ephemeral")
+                for part in outbound.parts(MESSAGE_LIMIT, _escaped_length):
+                    respond(text=_escape(part.text), response_type="ephemeral")
 
     for name in SLASH_COMMANDS:
         app.command(name)(on_command)
@@ -164,8 +164,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
                 respond(text=f"{question}\n{reply.answered}".strip(), replace_original=True)
             except Exception:
                 log.warning("slack binding %s: could not update the question", binding_id, exc_info=True)
-        for outbound in reply.messages:
-            _post_or_revoke(binding_id, client, channel, outbound)
+        _post_all(binding_id, client, channel, reply.messages)
 
     @app.error
     def on_error(error: Exception) -> None:
@@ -203,15 +202,34 @@ def blocks(outbound: core.Outbound) -> list[dict[str, Any]] | None:
              "elements": elements}]
 
 
+#: The longest text of one message, as posted (escaped). Slack advises under 4,000 characters and refuses a
+#: section block (the question above its buttons) over 3,000.
+MESSAGE_LIMIT = 3000
+
+
+def _escaped_length(text: str) -> int:
+    return len(_escape(text))
+
+
 def post(client: WebClient, channel: str, outbound: core.Outbound, *, thread_ts: str | None = None) -> None:
-    """Post one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused."""
-    kwargs: dict[str, Any] = {"channel": channel, "text": _escape(outbound.text)}
-    if thread_ts:
-        kwargs["thread_ts"] = thread_ts
-    rich = blocks(outbound)
-    if rich:
-        kwargs["blocks"] = rich
-    with_retries_sync(lambda: client.chat_postMessage(**kwargs), classify, what=f"slack chat.postMessage {channel}")
+    """Post one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused. A long
+    text goes as several messages (the buttons under the last); a part that fails does not keep back the
+    parts after it, and the first failure is raised once all were tried."""
+    failure: SlackApiError | None = None
+    for part in outbound.parts(MESSAGE_LIMIT, _escaped_length):
+        kwargs: dict[str, Any] = {"channel": channel, "text": _escape(part.text)}
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+        rich = blocks(part)
+        if rich:
+            kwargs["blocks"] = rich
+        try:
+            with_retries_sync(functools.partial(client.chat_postMessage, **kwargs), classify,
+                              what=f"slack chat.postMessage {channel}")
+        except SlackApiError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 def _post_or_revoke(binding_id: int, client: WebClient, channel: str, outbound: core.Outbound, *,
@@ -221,6 +239,17 @@ def _post_or_revoke(binding_id: int, client: WebClient, channel: str, outbound: 
     except Revoked as exc:
         _closing(services.binding_report_revoked)(binding_id=binding_id, code=exc.code, reason=exc.reason)
         raise
+
+
+def _post_all(binding_id: int, client: WebClient, channel: str, outbounds: list[core.Outbound], *,
+              thread_ts: str | None = None) -> None:
+    """Post the core's messages in order; one that fails is logged and does not keep back the ones after it
+    (a refused token still stops everything)."""
+    for outbound in outbounds:
+        try:
+            _post_or_revoke(binding_id, client, channel, outbound, thread_ts=thread_ts)
+        except SlackApiError:
+            log.warning("slack binding %s: a message to %s could not be posted", binding_id, channel, exc_info=True)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -111,13 +111,45 @@ def markup(outbound: core.Outbound) -> InlineKeyboardMarkup | None:
                                   for button in outbound.buttons]])
 
 
-async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_to: int | None = None) -> None:
-    """Send one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused."""
-    async def call() -> Any:
-        return await bot.send_message(chat_id=chat_id, text=outbound.text, reply_markup=markup(outbound),
-                                      reply_to_message_id=reply_to)
+#: Telegram refuses a message longer than this, counted in UTF-16 code units.
+MESSAGE_LIMIT = 4096
 
-    await with_retries(call, classify, what=f"telegram sendMessage to {chat_id}")
+
+def utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_to: int | None = None) -> None:
+    """Send one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused. A text
+    over Telegram's limit goes as several messages (the buttons under the last); a part that fails does not
+    keep back the parts after it, and the first failure is raised once all were tried."""
+    failure: TelegramError | None = None
+    for part in outbound.parts(MESSAGE_LIMIT, utf16_length):
+        async def call(part: core.Outbound = part) -> Any:
+            return await bot.send_message(chat_id=chat_id, text=part.text, reply_markup=markup(part),
+                                          reply_to_message_id=reply_to)
+
+        try:
+            await with_retries(call, classify, what=f"telegram sendMessage to {chat_id}")
+        except InvalidToken:
+            raise
+        except TelegramError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+
+
+async def send_all(bot: Bot, chat_id: int | str, outbounds: list[core.Outbound], *,
+                   reply_to: int | None = None) -> None:
+    """Send the core's messages in order; one that fails is logged and does not keep back the ones after
+    it (a refused token still stops everything)."""
+    for outbound in outbounds:
+        try:
+            await send(bot, chat_id, outbound, reply_to=reply_to)
+        except TelegramError as exc:
+            if isinstance(exc, InvalidToken):
+                raise
+            log.warning("telegram: a message to %s could not be sent", chat_id, exc_info=True)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -136,8 +168,7 @@ async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     assert chat is not None
     group = chat.type != "private"
     message_id = update.effective_message.message_id if update.effective_message and group else None
-    for outbound in reply.messages:
-        await send(context.bot, chat.id, outbound, reply_to=message_id)
+    await send_all(context.bot, chat.id, reply.messages, reply_to=message_id)
 
 
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -165,8 +196,7 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             await query.edit_message_reply_markup(reply_markup=None)
         except BadRequest:  # the question was edited already
             pass
-    for outbound in reply.messages:
-        await send(context.bot, chat.id, outbound)
+    await send_all(context.bot, chat.id, reply.messages)
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -36,6 +36,8 @@ DEFAULT_USER_ID = 1100000000000000300
 OWNER_ID = 1100000000000000400
 
 DISCORD_EPOCH_MS = 1420070400000
+#: Discord refuses a message whose content is longer than this (code 50035).
+MESSAGE_LIMIT = 2000
 _sequence = itertools.count(1)
 
 
@@ -709,6 +711,11 @@ class DiscordServer:
             return self._json({"message": "401: Unauthorized", "code": 0}, status=401)
         return self._json({"message": f"{status}: injected", "code": 0}, status=status)
 
+    def _too_long(self) -> web.Response:
+        """Discord's answer to a content over 2000 characters."""
+        return self._json({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [
+            {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}, status=400)
+
     def _route(self, method: str, path: str, body: dict[str, Any]) -> web.Response:
         if method == "GET" and path == "/users/@me":
             return self._json({**self.bot_user, "verified": True, "mfa_enabled": False, "flags": 0})
@@ -771,6 +778,8 @@ class DiscordServer:
         match = re.fullmatch(r"/channels/(\d+)/messages", path)
         if method == "POST" and match:
             channel_id = int(match.group(1))
+            if len(body.get("content") or "") > MESSAGE_LIMIT:
+                return self._too_long()
             message = self._bot_message(channel_id, body)
             self._record_message("create", channel_id, body, message)
             return self._json(message)
@@ -787,6 +796,8 @@ class DiscordServer:
         if method == "POST" and match:
             kind = int(body.get("type", 0))
             data = body.get("data") or {}
+            if len(data.get("content") or "") > MESSAGE_LIMIT:
+                return self._too_long()
             self.interaction_responses.append(
                 {"interaction_id": int(match.group(1)), "token": match.group(2), "type": kind, "data": data}
             )
@@ -796,6 +807,8 @@ class DiscordServer:
             return self._json(result)
         match = re.fullmatch(r"/webhooks/(\d+)/([^/]+)(/messages/(@original|\d+))?", path)
         if match and method in ("POST", "PATCH"):
+            if len(body.get("content") or "") > MESSAGE_LIMIT:
+                return self._too_long()
             message = self._bot_message(0, body)
             self._record_message("followup" if method == "POST" else "edit", 0, body, message)
             return self._json(message)

@@ -407,6 +407,9 @@ class SlackServer(LoopbackHTTPServer):
         }
 
     def _api_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        refusal = _refusal(params)
+        if refusal is not None:
+            return {"ok": False, "error": refusal}
         ts = _ts()
         self._record("chat.postMessage", params, ts)
         message = {
@@ -477,3 +480,14 @@ class SlackServer(LoopbackHTTPServer):
                 "profile": {"display_name": name, "real_name": f"User {user_id}"},
             }
         }
+
+
+def _refusal(params: dict[str, Any]) -> str | None:
+    """Slack's error for a message it does not take: a text over 40,000 characters, a section block's text
+    over 3,000."""
+    if len(str(params.get("text") or "")) > 40000:
+        return "msg_too_long"
+    for block in params.get("blocks") or []:
+        if isinstance(block, dict) and len(str((block.get("text") or {}).get("text") or "")) > 3000:
+            return "invalid_blocks"
+    return None

@@ -6,7 +6,8 @@ getWebhookInfo; any other method answers `{"ok": true, "result": true}`. Form-en
 bodies are all understood. Messages the bot sends are recorded in `sent`, every call in `calls`.
 The module-level builders (`private_message`, `group_message`, `callback_query`) make update payloads the
 way Telegram sends them. Faults: `revoke()` (401 on everything), `fail_next(429, retry_after=3)`,
-`fail_next(502)`, `fail_next(400, description=...)`, optionally limited to one `method=`.
+`fail_next(502)`, `fail_next(400, description=...)`, optionally limited to one `method=`. As Telegram does,
+a message text that is empty or longer than 4096 (UTF-16 code units) is refused with a 400.
 """
 
 from __future__ import annotations
@@ -327,11 +328,28 @@ class TelegramServer(LoopbackHTTPServer):
         self.calls.append(TelegramCall(method=method, token=token, params=params))
         if self.revoked:
             return json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
+        refusal = self._refusal(method.lower(), params)
+        if refusal is not None:
+            return json_response({"ok": False, "error_code": 400, "description": refusal}, status=400)
         handler = getattr(self, f"_api_{method.lower()}", None)
         result = handler(params) if handler else True
         return json_response({"ok": True, "result": result})
 
     # -- methods --------------------------------------------------------------------------------------
+
+    #: Telegram's limit of a message text, in UTF-16 code units.
+    MESSAGE_LIMIT = 4096
+
+    def _refusal(self, method: str, params: dict[str, Any]) -> str | None:
+        """What Telegram answers (400) to a text it does not take: empty, or longer than 4096."""
+        if method not in ("sendmessage", "editmessagetext"):
+            return None
+        text = str(params.get("text", ""))
+        if not text.strip():
+            return "Bad Request: message text is empty"
+        if len(text.encode("utf-16-le")) // 2 > self.MESSAGE_LIMIT:
+            return "Bad Request: message is too long"
+        return None
 
     def _chat(self, chat_id: int | str) -> dict[str, Any]:
         if isinstance(chat_id, str):
