@@ -95,7 +95,9 @@ class BridgeClient(discord.Client):
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: also a toggle in the Developer Portal
         options.setdefault("guild_ready_timeout", 0.5)
-        super().__init__(intents=intents, **options)
+        # What the bot says (the model's words, a note's text) never pings: no @everyone, role or user
+        # mention in it notifies anyone. Every message, interaction response and follow-up uses this.
+        super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options)
         self.binding_id = binding_id
 
     async def on_ready(self) -> None:
@@ -212,7 +214,7 @@ def send_message(*, binding_id: int, credentials: dict[str, str], conversation_i
                  outbound: core.Outbound) -> None:
     """Post one message over REST from blocking code (the expiry announcement in the Celery worker)."""
     async def post() -> None:
-        client = discord.Client(intents=discord.Intents.none())
+        client = discord.Client(intents=discord.Intents.none(), allowed_mentions=discord.AllowedMentions.none())
         try:
             await client.login(credentials["token"])
             channel = client.get_partial_messageable(int(conversation_id))
