@@ -13,6 +13,7 @@ import functools
 import logging
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.error import URLError
 
@@ -96,14 +97,15 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             return
         bot_user_id = context.get("bot_user_id") or ""
         text = event.get("text") or ""
-        mention = f"<@{bot_user_id}>" if bot_user_id else None
+        mention = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>") if bot_user_id else None
         channel_type = event.get("channel_type")
-        addressed = channel_type == "im" or bool(mention and mention in text)
+        addressed = channel_type == "im" or bool(mention and mention.search(text))
         if mention:
-            text = text.replace(mention, "").strip()
+            text = mention.sub("", text).strip()
         inbound = core.InboundMessage(
             binding_id=binding_id, conversation_id=event["channel"], kind=_kind(channel_type),
-            sender_id=event["user"], sender_display=display_name(client, event["user"]), text=text,
+            sender_id=event["user"], sender_display=display_name(client, event["user"]),
+            text=unescape(text, lambda user_id: display_name(client, user_id)),
             delivery_key=f"event:{body.get('event_id') or event.get('client_msg_id') or event.get('ts')}",
             addressed=addressed)
         reply = _handle(binding_id, inbound)
@@ -123,7 +125,8 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             # unless the conversation is known to be one-to-one already.
             binding_id=binding_id, conversation_id=channel, kind="unknown", sender_id=user,
             sender_display=display_name(client, user),
-            text=f"{command.get('command') or ''} {command.get('text') or ''}".strip(),
+            text=unescape(f"{command.get('command') or ''} {command.get('text') or ''}".strip(),
+                          lambda user_id: display_name(client, user_id)),
             delivery_key=f"command:{command['trigger_id']}" if command.get("trigger_id") else None,
             known_only=True)
         reply = _handle(binding_id, inbound)
@@ -188,6 +191,34 @@ def _handle(binding_id: int, inbound: core.InboundMessage) -> core.Reply:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_MARKUP_RE = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
+
+
+def unescape(text: str, name_of: Callable[[str], str]) -> str:
+    """A person's text as they typed it, from Slack's markup: ``&amp;``/``&lt;``/``&gt;`` as the characters,
+    a link as "label (url)" (or the url alone), a mail link as its address, ``<@U123>`` as "@name" (``name_of``
+    gives the display name), ``<#C1|general>`` as "#general", ``<!here>`` as "@here"."""
+    def readable(match: re.Match[str]) -> str:
+        target, label = match.group(1), match.group(2)
+        if target.startswith("@"):
+            name = label or name_of(target[1:]) or target[1:]
+            return f"@{name.lstrip('@')}"
+        if target.startswith("#"):
+            return f"#{label or target[1:]}"
+        if target.startswith("!"):
+            special = target[1:].split("^", 1)[0]
+            if label:
+                return label
+            return f"@{special}" if special in ("here", "channel", "everyone") else ""
+        address = target.removeprefix("mailto:")
+        if not label or label in (target, address):
+            return address
+        return f"{label} ({address})"
+
+    text = _MARKUP_RE.sub(readable, text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def blocks(outbound: core.Outbound) -> list[dict[str, Any]] | None:
