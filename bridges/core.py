@@ -8,8 +8,10 @@ platform's event into an ``InboundMessage``, calls ``handle`` (a blocking call; 
 * the conversation (one-to-one only when the platform said so; unknown counts as a group) and the sender;
 * pairing: an unpaired sender gets a short code and nothing of theirs reaches the model;
 * the turn, with origin ``messaging``, through ``chats.services.turn_run`` (the policy decides memory there);
-* the answers in the chat: "yes"/"no" to a proposal (``memory.proposals``, which applies the policy's
-  may-answer rule) and "undo" of an automatic note within its window (``notes.services.change_undo``).
+* the answers in the chat: "yes"/"no" to the most recent open proposal the sender may answer
+  (``memory.proposals``, which applies the policy's may-answer rule; a yes/no that answers nothing is an
+  ordinary message) and "undo" of an automatic note within its window (``notes.services.change_undo``). In a
+  group only an answer said to the bot counts.
 
 This module must never decide a memory rule itself: who may answer, whether a note saves at once, and how
 long a proposal or an Undo lives are the policy's, applied by the services it calls.
@@ -70,7 +72,7 @@ class InboundMessage:
     conversation_title: str = ""
     addressed: bool = True
     """The message is for the bot: a direct message, a mention, a reply to the bot or a command. In a group
-    the bot ignores other messages (except a yes/no/undo that answers it)."""
+    the bot ignores other messages, a bare yes/no/undo included (buttons always count)."""
     answer: Answer | None = None
     """A tap on a Yes/No button."""
     proposal_id: int | None = None
@@ -218,7 +220,9 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     sender = services.sender_seen(binding_id=binding.pk, external_id=message.sender_id,
                                   display=message.sender_display)
     if message.answer is not None:
-        return _answer(binding, conversation, sender, message.answer, message.proposal_id, tapped=True)
+        questions = list(Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION,
+                                               proposal_id=message.proposal_id).order_by("created_at", "id"))
+        return _answer(binding, conversation, sender, message.answer, questions, tapped=True)
     if sender.status == SenderStatus.BLOCKED:
         return Reply()
     text = message.text.strip()
@@ -228,11 +232,16 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
         offer = services.pairing_offer(sender=sender)
         return Reply([Outbound(pairing_text(offer.code, offer.expires_at))])
     word = _word(text)
-    if (word == "yes" or word == "no") and _open_questions(conversation).exists():
-        return _answer(binding, conversation, sender, word, None, tapped=False)
-    if word == "undo" and _open_saves(conversation).exists():
+    # In a group, only a yes/no/undo said to the bot answers it (Bob's "no" to a colleague is not one); an
+    # answer that answers nothing open goes on as any message.
+    for_the_bot = conversation.kind == ConversationKind.ONE_TO_ONE or message.addressed
+    if (word == "yes" or word == "no") and for_the_bot:
+        question = _question_to_answer(binding, conversation, sender)
+        if question is not None:
+            return _answer(binding, conversation, sender, word, [question], tapped=False)
+    if word == "undo" and for_the_bot and _undoable(conversation).exists():
         return _undo(binding, conversation, sender)
-    if conversation.kind != ConversationKind.ONE_TO_ONE and not message.addressed:
+    if not for_the_bot:
         return Reply()
     if not text:
         return Reply()
@@ -413,22 +422,51 @@ def _open_saves(conversation: Conversation):
     return Notice.objects.filter(conversation=conversation, kind=NoticeKind.SAVED, closed_at__isnull=True)
 
 
+def _undoable(conversation: Conversation):
+    """The open saves whose Undo window has not passed; those past it are closed first, so a later "undo" is
+    an ordinary message (the store checks the window again when one is undone)."""
+    _open_saves(conversation).filter(undo_until__lt=timezone.now()).update(closed_at=timezone.now())
+    return _open_saves(conversation)
+
+
 def _close(notice: Notice) -> None:
     Notice.objects.filter(pk=notice.pk, closed_at__isnull=True).update(closed_at=timezone.now())
 
 
+def _question_to_answer(binding: Binding, conversation: Conversation, sender: Sender) -> Notice | None:
+    """The conversation's most recent open question that ``sender``'s typed yes/no answers, or None (then the
+    message is an ordinary one). Questions whose proposal was decided meanwhile elsewhere (the web inbox, the
+    expiry sweep, a deleted bot or agent) are closed first; whether this sender may answer is the memory
+    app's rule (``proposal_may_answer``). A question past its 24 hours but not yet swept still counts: the
+    answer says it expired."""
+    notices = list(_open_questions(conversation).order_by("-created_at", "-id"))
+    proposals = Proposal.objects.in_bulk([notice.proposal_id for notice in notices])
+    turn_sender = _turn_sender(sender)
+    chosen: Notice | None = None
+    for notice in notices:
+        proposal = proposals.get(notice.proposal_id)
+        if proposal is None or proposal.owner_id != binding.owner_id or proposal.status != Proposal.Status.PENDING:
+            _close(notice)
+        elif chosen is None and proposals_services.proposal_may_answer(proposal, turn_sender):
+            chosen = notice
+    return chosen
+
+
+def _still_waiting_text(conversation: Conversation) -> str | None:
+    waiting = _open_questions(conversation).count()
+    if not waiting:
+        return None
+    notes = "1 more note waits" if waiting == 1 else f"{waiting} more notes wait"
+    return (f"{notes} for an answer here: use the buttons under it, or reply yes or no again to answer the "
+            "most recent.")
+
+
 def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer: Answer,
-            proposal_id: int | None, *, tapped: bool) -> Reply:
-    """A yes or no: confirm or drop the conversation's waiting proposals this sender may answer."""
-    questions = Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION)
-    if proposal_id is not None:
-        questions = questions.filter(proposal_id=proposal_id)
-    else:
-        questions = questions.filter(closed_at__isnull=True)
-    notices = list(questions.order_by("created_at", "id"))
+            notices: list[Notice], *, tapped: bool) -> Reply:
+    """A yes or no to the questions ``notices`` (a tapped button's, or the one a typed answer answers)."""
     if not notices:
-        text = "That question does not belong to this chat." if tapped else "There is nothing to answer here."
-        return Reply([] if tapped else [Outbound(text)], answered=text if tapped else None, settled=tapped)
+        text = "That question does not belong to this chat."
+        return Reply([], answered=text, settled=True)
     turn_sender = _turn_sender(sender)
     lines: list[str] = []
     outcomes: list[str] = []
@@ -477,6 +515,10 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
         except ApplicationError as exc:  # e.g. the conversation's index is full (422)
             lines.append(f"It could not be saved: {exc.message}")
             outcomes.append("Not saved.")
+    if not tapped:
+        waiting = _still_waiting_text(conversation)
+        if waiting:
+            lines.append(waiting)
     unique = list(dict.fromkeys(lines))
     settled = not Notice.objects.filter(pk__in=[n.pk for n in notices], closed_at__isnull=True).exists()
     return Reply([Outbound("\n".join(unique))], answered=" ".join(dict.fromkeys(outcomes)) if tapped else None,
@@ -494,6 +536,7 @@ def _undo(binding: Binding, conversation: Conversation, sender: Sender) -> Reply
         notes_services.change_undo(owner_id=binding.owner_id, change_id=notice.change_id,
                                    actor=_actor(binding, sender), not_after=notice.undo_until)
     except Gone:
+        _close(notice)
         return Reply([Outbound(UNDO_CLOSED_TEXT)])
     except Conflict as exc:
         _close(notice)

@@ -290,6 +290,15 @@ def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
     """A sender's yes/no in a messaging chat counts only if the policy's may-answer rule says so."""
     if sender is None:
         return  # the owner, in the web inbox or the API
+    if not proposal_may_answer(proposal, sender):
+        raise Forbidden("This sender cannot answer this proposal; it waits for the owner in the inbox.",
+                        code="may_not_answer")
+
+
+def proposal_may_answer(proposal: Proposal, sender: Sender) -> bool:
+    """Whether ``sender``'s yes/no in a messaging chat would count for ``proposal`` now (the policy's
+    may-answer rule, with the conversation's settings now). A read: it neither locks nor checks the status
+    or the expiry, which the confirm and reject do."""
     from localai_memory.chats.models import Chat
     from localai_memory.chats.selectors import turn_facts
 
@@ -309,9 +318,7 @@ def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
             and sender.sender_id == proposal.requested_by_sender_id,
             scope=proposal.scope_kind,  # type: ignore[arg-type]
         )
-    if not allowed:
-        raise Forbidden("This sender cannot answer this proposal; it waits for the owner in the inbox.",
-                        code="may_not_answer")
+    return allowed
 
 
 _EXPIRED = object()

@@ -83,15 +83,17 @@ def test_no_drops_the_note(bot, owner, model, alice):
     assert Proposal.objects.get().status == "rejected"
 
 
-def test_a_sender_without_the_permission_says_yes_and_nothing_is_saved(bot, owner, model, alice):
+def test_a_sender_without_the_permission_says_yes_and_it_is_a_message_for_the_model(bot, owner, model, alice):
     pair(bot, alice, can_confirm=False)
     propose(model, VEGAN)
     asked = bot.dm(alice, "Remember that I am vegan.", expect=2)
     assert "You cannot confirm notes here yourself" in asked.text
+    model.script(reply("Yes to what?"))
 
     answered = bot.dm(alice, "yes")
 
-    assert "cannot confirm notes in this chat" in answered.text
+    assert answered.texts == ["Yes to what?"]
+    assert model.requests[-1]["messages"][-1]["content"] == "yes"
     assert notes_of(owner, dm_scope(bot, alice)) == ""
     assert Proposal.objects.get().status == "pending"  # it waits for the owner in the inbox
 
@@ -137,18 +139,20 @@ def test_undo_within_thirty_minutes_restores_the_earlier_text(bot, owner, model,
     assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegetarian\n"
 
 
-def test_undo_after_thirty_minutes_is_refused(bot, owner, model, alice):
+def test_undo_after_thirty_minutes_undoes_nothing_and_is_a_message_for_the_model(bot, owner, model, alice):
     settings_update(user_id=owner.pk, messaging_save="paired_private")
     pair(bot, alice)
     note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="diet", summary="vegetarian",
                 source="files", actor="you")
     propose(model, VEGAN)
     bot.dm(alice, "Actually I am vegan now.", expect=2)
+    model.script(reply("Undo what?"))
 
     with time_machine.travel(timezone.now() + timedelta(minutes=31)):
-        refused = bot.dm(alice, "undo")
+        late = bot.dm(alice, "undo")
 
-    assert "Too late to undo" in refused.text
+    assert late.texts == ["Undo what?"]
+    assert model.requests[-1]["messages"][-1]["content"] == "undo"
     assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
 
 

@@ -1,0 +1,96 @@
+"""Which typed yes/no answers a question, on each platform through its real library: only the most recent
+open one, only one said to the bot in a group, only one the sender may answer, and never one decided
+meanwhile elsewhere; anything else is a message like any other."""
+
+from __future__ import annotations
+
+import pytest
+
+from localai_memory.memory.models import Proposal
+from tests.bridges.conftest import dm_scope, group_scope, notes_of, pair
+from tests.fakes import telegram_server as telegram_fake
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TEA = {"kind": "memory", "topic": "drink", "summary": "green tea"}
+BIKE = {"kind": "memory", "topic": "bike", "summary": "a blue bike"}
+
+
+def test_one_yes_answers_only_the_most_recent_question_and_says_the_other_waits(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA), ("propose_change", BIKE)), reply("Two things to keep."))
+    asked = bot.dm(alice, "I drink green tea and ride a blue bike.", expect=3)
+    tea, bike = Proposal.objects.get(topic="drink"), Proposal.objects.get(topic="bike")
+    assert {pid for _, pid in asked.buttons} == {tea.pk, bike.pk}
+
+    first = bot.dm(alice, "yes")
+
+    assert "Saved: \u201ca blue bike\u201d (bike)." in first.text
+    assert "1 more note waits for an answer here" in first.text
+    tea.refresh_from_db()
+    bike.refresh_from_db()
+    assert (bike.status, tea.status) == ("confirmed", "pending")
+    assert notes_of(owner, dm_scope(bot, alice)) == "- bike: a blue bike\n"
+
+    second = bot.dm(alice, "no")
+
+    assert "Dropped: \u201cgreen tea\u201d (drink)." in second.text and "waits" not in second.text
+    tea.refresh_from_db()
+    assert tea.status == "rejected"
+
+
+def test_a_yes_after_the_question_was_answered_in_the_inbox_is_a_message_for_the_model(bot, api, owner, model,
+                                                                                         alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+    proposal = Proposal.objects.get()
+    assert api.post(f"/api/chats/memory/proposals/{proposal.pk}/reject").status_code == 200
+    model.script(reply("Yes to what?"))
+
+    late = bot.dm(alice, "yes")
+
+    assert late.texts == ["Yes to what?"]
+    assert model.requests[-1]["messages"][-1]["content"] == "yes"
+    proposal.refresh_from_db()
+    assert proposal.status == "rejected" and notes_of(owner, dm_scope(bot, alice)) == ""
+
+
+def test_in_a_group_only_a_yes_or_no_said_to_the_bot_answers(telegram_bot, owner, model, alice, bob):
+    pair(telegram_bot, alice, can_confirm=True)
+    pair(telegram_bot, bob, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    telegram_bot.group(alice, "remember that I drink green tea", expect=2)
+    calls = len(model.requests)
+
+    aside = telegram_bot.group_as_typed(bob, "no")  # Bob answers a colleague, not the bot
+
+    assert aside.texts == [] and len(model.requests) == calls
+    assert Proposal.objects.get().status == "pending"
+
+    question = telegram_bot.server.sent[-1]
+    bot_message = {"message_id": question["message_id"], "date": 0, "text": question["text"],
+                   "chat": {"id": telegram_bot.GROUP_ID, "type": "supergroup", "title": "Team"},
+                   "from": {"id": telegram_fake.BOT_ID, "is_bot": True, "first_name": "Memory",
+                            "username": telegram_fake.BOT_USERNAME}}
+    answered = telegram_bot._deliver(telegram_fake.group_message(
+        "yes", chat_id=telegram_bot.GROUP_ID, user_id=alice.number, first_name=alice.name,
+        reply_to=bot_message), 1)  # a reply to the bot's question is said to the bot
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert notes_of(owner, group_scope(telegram_bot)) == "- drink: green tea\n"
+
+
+def test_in_a_group_a_yes_from_someone_who_may_not_answer_goes_to_the_model(bot, owner, model, alice, bob):
+    pair(bot, alice, can_confirm=True)
+    pair(bot, bob, can_confirm=False)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.group(alice, "remember that I drink green tea", expect=2)
+    model.script(reply("Hello Bob."))
+
+    said = bot.group(bob, "yes")
+
+    assert said.texts == ["Hello Bob."]
+    assert "cannot confirm" not in said.text
+    assert Proposal.objects.get().status == "pending"
