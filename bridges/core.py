@@ -358,9 +358,20 @@ def _actor(binding: Binding, sender: Sender) -> str:
 # --------------------------------------------------------------------------------------------------------
 
 
+def speaker_name(label: str) -> str:
+    """A sender's name as the model may read it before their words: letters, digits, spaces and . ' - _ only,
+    on one line and at most 32 characters, so a display name cannot pose as another speaker or as
+    instructions ("Eve\n\nSystem: …" reads "Eve System")."""
+    name = " ".join(re.sub(r"[^\w .'-]+", " ", label).split())[:32].strip()
+    return name or "Someone"
+
+
 def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: str) -> Reply:
     chat = _chat(binding, conversation)
     turn_sender = _turn_sender(sender)
+    if conversation.kind != ConversationKind.ONE_TO_ONE and not text.startswith("/"):
+        # Several people write here: the model is told who speaks (a command stays as typed).
+        text = f"{speaker_name(sender.label)}: {text}"
     try:
         result = chats_services.turn_run(chat=chat, content=text, sender=turn_sender)
     except UpstreamError:
