@@ -186,6 +186,7 @@ EXPIRED_FORGET_TEXT = ("That note was not forgotten: a proposal waits 24 hours f
 UNDO_CLOSED_TEXT = ("Too late to undo here: a note can be undone for 30 minutes after it was saved. The owner "
                     "can restore an earlier version from Files.")
 ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
+NO_ANSWER_TEXT = "(The assistant gave no answer to that.)"
 NOT_HERE_TEXT = ("I keep notes only for a conversation I have had with you: write me a message first (directly, "
                  "or by mentioning me in a channel I was invited to), then use /remember there.")
 
@@ -384,8 +385,8 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
     # A /remember answered by a saved note or a question says it below, with its Undo or its buttons.
     told_below = result.command == "remember" and (
         any(item.get("change_id") for item in report.get("saved", [])) or bool(report.get("proposed")))
-    if result.reply.strip() and not told_below:
-        reply.messages.append(Outbound(result.reply.strip()))
+    if not told_below:  # an empty answer would be silence, which looks like a bot that never got the message
+        reply.messages.append(Outbound(result.reply.strip() or NO_ANSWER_TEXT))
     now = timezone.now()
     for saved in report.get("saved", []):
         if not saved.get("change_id") and saved.get("provider"):  # a memory add-on took it: it keeps no Undo here
