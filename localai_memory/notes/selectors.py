@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from localai_memory.core.access import owned_or_404
@@ -79,8 +80,10 @@ def topic_text(*, owner_id: int, scope: Scope, topic: str) -> str | None:
 
 def note_now(*, owner_id: int, scope: Scope, topic: str) -> tuple[IndexEntry | None, str | None]:
     """A topic as it is, in one query: its index line (None without one) and its topic file's text."""
-    files = dict(NoteFile.objects.filter(owner_id=owner_id, path__in=[scope.index_path, scope.topic_path(topic)])
-                 .values_list("path", "content"))
+    with connection.cursor() as cursor:  # without the queryset compiler: this read is in a proposing turn
+        cursor.execute(f"SELECT path, content FROM {NoteFile._meta.db_table} WHERE owner_id = %s AND path IN (%s, %s)",
+                       [owner_id, scope.index_path, scope.topic_path(topic)])
+        files = dict(cursor.fetchall())
     line = next((e for e in parse_index(files.get(scope.index_path) or "") if e.topic == topic), None)
     return line, files.get(scope.topic_path(topic))
 
