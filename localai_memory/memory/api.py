@@ -20,6 +20,7 @@ from localai_memory.notes.services import (
 )
 
 from . import services
+from .categories import CATEGORIES, ProfileNote, category_of, profile
 from .models import MessagingSave, SaveMode
 from .providers import memory_providers
 from .selectors import memory_state, owned_scope
@@ -110,8 +111,9 @@ class ForgetApi(ApiView):
                          else "There were no notes to forget."})
 
 
-def scope_listing(*, owner_id: int) -> list[dict]:
-    """Every scope with notes (and every live agent), with its index entries and topic files."""
+def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
+    """Every scope with notes (and every live agent), with its index entries (each with its ``category``;
+    ``with_details``: its topic file's text too) and topic files."""
     files = list(notes_selectors.file_list(owner_id=owner_id))
     live_agents: dict[str, str] = {}
     if apps.is_installed("localai_memory.agents"):
@@ -132,9 +134,13 @@ def scope_listing(*, owner_id: int) -> list[dict]:
     for scope in scopes:
         notes = by_root.get(scope.root, [])
         index = next((n for n in notes if n.path == scope.index_path), None)
+        details = {n.path: n.content for n in notes}
         try:
-            entries = [{**e.as_dict(), "importance": importances.get((scope.kind, scope.key, e.topic))}
-                       for e in parse_index(index.content)] if index else []
+            entries = []
+            for e in parse_index(index.content) if index else []:
+                text = details.get(scope.topic_path(e.file), "") if e.file else ""
+                entries.append({**e.as_dict(), "importance": importances.get((scope.kind, scope.key, e.topic)),
+                                "category": category_of(e.summary, text), **({"details": text} if with_details else {})})
         except InvalidInput:
             entries = []
         item = {
@@ -184,18 +190,33 @@ class ImportanceInput(serializers.Serializer):
     importance = ImportanceField(allow_null=True)
 
 
+def category_param(request) -> str | None:
+    """The optional ``category`` query parameter, one of ``categories.CATEGORIES`` (else a 400)."""
+    category = request.query_params.get("category")
+    if category is not None and category not in CATEGORIES:
+        raise InvalidInput(f"category must be one of {', '.join(CATEGORIES)}", code="invalid_category")
+    return category
+
+
 class NotesApi(ApiView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(parameters=[OpenApiParameter("category", OpenApiTypes.STR, OpenApiParameter.QUERY,
+                                                enum=list(CATEGORIES))],
+                   responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """The indexes and topics of every scope: yours, each agent's, deleted agents', conversations'. Each
         note says who changed it last (``written_by``: ``user``, ``model`` or ``import``) and when
-        (``written_at``), both null when its history is too old to tell, and when a chat turn last brought it
-        in as relevant (``used_at``, to the hour; null if none has since it was written)."""
+        (``written_at``), both null when its history is too old to tell, when a chat turn last brought it
+        in as relevant (``used_at``, to the hour; null if none has since it was written), and its kind
+        (``category``: credential, decision, preference, skill, project, identity or fact, read from its
+        words); ``?category=`` lists only that kind."""
         from localai_memory.recall.service import activity_json, notes_activity
 
+        category = category_param(request)
         scopes = scope_listing(owner_id=request.user.pk)
         activity = notes_activity(owner_id=request.user.pk)
         for scope in scopes:
+            if category is not None:
+                scope["index"] = [entry for entry in scope["index"] if entry["category"] == category]
             for entry in scope["index"]:
                 entry.update(activity_json(activity.get((scope["kind"], scope["key"], entry["topic"]))))
         return Response({"scopes": scopes})
@@ -271,3 +292,15 @@ class NotesApi(ApiView):
                              source=ChangeSet.Source.FILES, actor="you")
         entry = TrashEntry.objects.get(owner_id=request.user.pk, change_set=change)
         return Response({"change": change_json(change), "trash": trash_json(entry)})
+
+
+class ProfileApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """Your profile at a glance, from every note of every scope: the notes by kind (``categories``: each
+        kind with its notes' scope, topic and line) and the names they mention most (``entities``: name, how
+        many notes name it, their topics)."""
+        notes = [ProfileNote(scope=Scope(scope["kind"], scope["key"]).name, topic=entry["topic"],
+                             summary=entry["summary"], details=entry.get("details") or "")
+                 for scope in scope_listing(owner_id=request.user.pk, with_details=True) for entry in scope["index"]]
+        return Response(profile(notes))

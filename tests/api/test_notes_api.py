@@ -351,3 +351,35 @@ def test_empty_details_take_the_details_away_and_undo_gives_them_back(api, owner
     assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") is None
     assert post_json(api, f"/api/chats/changes/{cleared.json()['change']['id']}/undo", {}).status_code == 200
     assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "Via Roma 1.\n"
+
+
+def test_each_note_has_a_kind_and_the_listing_shows_one_kind_when_asked(api, owner):
+    for topic, summary, details in [("home", "lives in Rome", None), ("diet", "prefers vegan food", None),
+                                    ("move", "decided to move to Lisbon next year", None),
+                                    ("wifi", "home network", "the wifi password is hunter22"),
+                                    ("langs", "speaks Spanish and Portuguese", None), ("misc", "Tokyo in October", None)]:
+        assert put_json(api, NOTES, {"topic": topic, "summary": summary,
+                                     **({"details": details} if details else {})}).status_code == 200
+    [mine] = [s for s in api.get(NOTES).json()["scopes"] if s["kind"] == "user"]
+    assert {e["topic"]: e["category"] for e in mine["index"]} == {
+        "home": "identity", "diet": "preference", "move": "decision", "wifi": "credential", "langs": "skill",
+        "misc": "fact"}
+    [mine] = [s for s in api.get(NOTES, {"category": "preference"}).json()["scopes"] if s["kind"] == "user"]
+    assert [e["topic"] for e in mine["index"]] == ["diet"]
+    assert_error(api.get(NOTES, {"category": "hobby"}), 400, "invalid_category")
+
+
+def test_the_profile_groups_the_notes_by_kind_and_names_who_and_what_they_mention(api, owner, outsider_api):
+    for topic, summary in [("brother", "brother Marco works at Fiat in Turin"), ("trip", "visiting Marco in Turin"),
+                           ("diet", "prefers vegan food")]:
+        put_json(api, NOTES, {"topic": topic, "summary": summary})
+    body = api.get("/api/chats/memory/profile").json()
+    assert list(body["categories"]) == ["credential", "decision", "preference", "skill", "project", "identity",
+                                        "fact"]
+    assert body["categories"]["preference"] == [{"scope": "user", "topic": "diet", "summary": "prefers vegan food"}]
+    assert [e["topic"] for e in body["categories"]["identity"]] == ["brother"]
+    assert body["entities"][:2] == [{"name": "Marco", "notes": 2, "topics": ["brother", "trip"]},
+                                    {"name": "Turin", "notes": 2, "topics": ["brother", "trip"]}]
+    assert {"name": "Fiat", "notes": 1, "topics": ["brother"]} in body["entities"]
+    nobody = outsider_api.get("/api/chats/memory/profile").json()  # only one's own notes, ever
+    assert nobody["entities"] == [] and not any(nobody["categories"].values())
