@@ -148,7 +148,8 @@ def test_importance_changes_how_recall_weighs_a_note_and_null_gives_it_back(api,
     assert score_of(api, "tea", "green tea") > default
     listed = api.get(NOTES).json()["scopes"][0]["index"]
     assert [{k: v for k, v in e.items() if k not in ("written_by", "written_at", "used_at")} for e in listed] == [
-        {"topic": "tea", "summary": "drinks green tea every morning", "file": None, "importance": 1.0}]
+        {"topic": "tea", "summary": "drinks green tea every morning", "file": None, "importance": 1.0,
+         "category": "preference"}]
 
     assert patch_json(api, {"topic": "tea", "importance": 0}).status_code == 200
     assert score_of(api, "tea", "green tea") < default
