@@ -398,7 +398,9 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
     - A file whose path is free again comes back as it was.
     - An index that exists again (a note saved after Forget everything) is merged: its lines stay, the
       Trash's lines for other topics come back in their old order. The merged index must fit the caps.
-    - A topic file that exists again is newer than the Trash's copy and stays; the summary names it.
+    - A topic file that exists again is newer than the Trash's copy and stays; the summary names it. So does
+      a note of that topic saved again since without details: the Trash's topic file does not come back
+      beside it (its line is today's, as above), just as a deleted note's entry does not.
     - A note's entry (one note deleted) comes back as that note: its index line and its topic file, unless
       a note of that topic exists again.
 
@@ -417,7 +419,7 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
     if entry.kind == TrashEntry.Kind.NOTE:
         writes = _note_back(files, current)
     else:
-        writes, kept = _files_back(files, current)
+        writes, kept = _files_back(files, current, listed=_notes_without_file(owner_id, files))
     summary = f"Restored {entry.label} from the Trash"
     if kept:
         summary += "; kept the newer " + ", ".join(kept)
@@ -428,23 +430,37 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
     return change_set
 
 
-def _files_back(files: dict[str, str], current: dict[str, str]) -> tuple[dict[str, str | None], list[str]]:
-    """What restoring ``files`` writes, given the ``current`` text of those that exist again, and which of
-    those stay as they are (newer topic files)."""
+def _notes_without_file(owner_id: int, paths: Iterable[str]) -> set[str]:
+    """The topic files among ``paths`` whose topic has a line in its scope's index as it is now that does not
+    point to them: a note of that topic saved again since, without details. (A line that still points to its
+    file is the note the file was deleted from: the file may come back to it.)"""
+    topic_paths = [parsed for parsed in map(parse_path, paths) if parsed.topic is not None]
+    indexes = dict(NoteFile.objects.filter(owner_id=owner_id, path__in={p.scope.index_path for p in topic_paths})
+                   .values_list("path", "content"))
+    unlinked = {path: {e.topic for e in _entries_or_empty(text) if e.file != e.topic}
+                for path, text in indexes.items()}
+    return {p.path for p in topic_paths if p.topic in unlinked.get(p.scope.index_path, set())}
+
+
+def _files_back(files: dict[str, str], current: dict[str, str], *,
+                listed: set[str]) -> tuple[dict[str, str | None], list[str]]:
+    """What restoring ``files`` writes, given the ``current`` text of those that exist again and the topic
+    files whose topic is ``listed`` again without them, and which of those stay as they are (newer notes)."""
     writes: dict[str, str | None] = {}
     kept: list[str] = []
     for path in sorted(files):
-        if path not in current:
+        if parse_path(path).topic is not None and (path in current or path in listed):
+            kept.append(path)
+        elif path not in current:
             writes[path] = files[path]
-        elif parse_path(path).topic is None:
+        else:
             merged = _merged_index(path, trashed=files[path], now=current[path])
             if merged != current[path]:
                 writes[path] = merged
-        else:
-            kept.append(path)
     if not writes:
-        raise Conflict("These files exist again; move or delete them first: " + ", ".join(sorted(current)),
-                       code="restore_conflict", details={"paths": sorted(current)})
+        taken = sorted(set(current) | listed)
+        raise Conflict("These notes or files exist again; move or delete them first: " + ", ".join(taken),
+                       code="restore_conflict", details={"paths": taken})
     return writes, kept
 
 

@@ -122,6 +122,34 @@ def test_forget_everything_comes_back_after_new_notes_and_keeps_them(owner):
     assert change.summary == "Restored Everything in Memory from the Trash; kept the newer Memory/diet.md"
 
 
+def test_forget_everything_restored_after_a_topic_was_saved_again_brings_no_old_file_beside_the_new_note(owner):
+    save(owner, "home", "lives in Rome", details="Trastevere")
+    save(owner, "diet", "vegetarian", details="No meat.")
+    entry = services.memory_forget(owner_id=owner.pk)
+    save(owner, "home", "lives in Paris now")  # the same topic again, without details
+
+    change = services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+
+    assert files_of(owner) == {
+        "Memory/index.md": "- home: lives in Paris now\n- diet: vegetarian -> diet.md\n",
+        "Memory/diet.md": "No meat.\n",
+    }
+    assert change.summary == "Restored Everything in Memory from the Trash; kept the newer Memory/home.md"
+    save(owner, "home", "lives in Paris")  # a later edit of the line links no Rome details
+    assert files_of(owner)["Memory/index.md"].startswith("- home: lives in Paris\n")
+
+
+def test_a_deleted_topic_file_does_not_come_back_beside_a_note_of_its_topic_saved_since(owner):
+    save(owner, "home", "lives in Rome", details="Trastevere")
+    entry = services.file_delete(owner_id=owner.pk, path="Memory/home.md")
+    save(owner, "home", "lives in Paris now")
+    with pytest.raises(Conflict) as refused:
+        services.trash_restore(owner_id=owner.pk, entry_id=entry.pk)
+    assert refused.value.code == "restore_conflict" and refused.value.details == {"paths": ["Memory/home.md"]}
+    assert files_of(owner) == {"Memory/index.md": "- home: lives in Paris now\n"}
+    assert TrashEntry.objects.get(pk=entry.pk).restored_at is None
+
+
 def forgotten_then_fifteen_new(owner):
     """30 notes forgotten, then 15 new ones saved: restoring all of them would give the index 45 lines."""
     for number in range(30):
