@@ -207,7 +207,10 @@ def file_write_read(*, owner_id: int, path: str, content: str, version: int | No
 @transaction.atomic
 def file_delete(*, owner_id: int, path: str, version: int | None = None, actor: str = "you",
                 source: str = "trash") -> TrashEntry:
-    """Move one file to the Trash. Deleting an index also trashes its scope's topic files."""
+    """Move one file to the Trash, as one entry and one change set. Deleting an index also trashes its scope's
+    topic files (those its lines name and any other beside it): without its index no note of the scope is
+    left, so no topic file may stay to reach recall or be inherited by a new note of its topic. ``version``
+    (when given) is the deleted file's, checked under the owner lock (409 ``stale_version``)."""
     parsed = parse_path(path)
     lock_owner(owner_id)
     existing = NoteFile.objects.filter(owner_id=owner_id, path=parsed.path).first()
@@ -216,9 +219,17 @@ def file_delete(*, owner_id: int, path: str, version: int | None = None, actor: 
     if version is not None and existing.version != version:
         raise Conflict(f"{parsed.path} changed since version {version}.", code="stale_version",
                        details={"path": parsed.path, "version": existing.version, "content": existing.content})
+    paths, label = [parsed.path], parsed.path
+    if parsed.is_index:
+        folder = parsed.scope.root + "/"
+        topics = [p for p in NoteFile.objects.filter(owner_id=owner_id, path__startswith=folder)
+                  .values_list("path", flat=True) if p != parsed.path and "/" not in p[len(folder):]]
+        paths += topics
+        if topics:
+            label = f"{parsed.path} and its {len(topics)} topic file{'s' if len(topics) > 1 else ''}"
     # Not None: the file is there and the owner lock keeps it there.
-    return cast(TrashEntry, _trash(owner_id=owner_id, paths=[parsed.path], kind=TrashEntry.Kind.FILE,
-                                   label=parsed.path, source=source, actor=actor))
+    return cast(TrashEntry, _trash(owner_id=owner_id, paths=paths, kind=TrashEntry.Kind.FILE, label=label,
+                                   source=source, actor=actor))
 
 
 def _trash(*, owner_id: int, paths: Iterable[str], kind: str, label: str, source: str, actor: str,

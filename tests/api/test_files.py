@@ -341,3 +341,37 @@ def test_the_notes_listing_shows_each_scope_with_its_entries(api, alices_notes):
     agent = by_kind[("agent", "7")]
     assert agent["deleted_agent"] is True and agent["index"][0]["topic"] == "tone"
     assert any(kind == "channel" for kind, _ in by_kind)
+
+
+def test_deleting_an_index_moves_its_topic_files_to_the_trash_with_it_and_restore_or_undo_brings_all_back(
+        api, owner):
+    from localai_memory.recall.models import NoteVector
+
+    services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                         details="Trastevere", source="files", actor="you")
+    services.note_upsert(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", summary="short answers",
+                         details="No lists.", source="files", actor="you")
+    write(api, "Memory/stray.md", "beside the index, named by no line\n")
+    before = files_of(owner)
+    version = api.get(content_url("Memory/index.md")).json()["version"]
+
+    response = api.delete(content_url("Memory/index.md", version=version))
+
+    assert response.status_code == 200
+    entry = response.json()["trash"]
+    assert [f["path"] for f in entry["files"]] == ["Memory/home.md", "Memory/index.md", "Memory/stray.md"]
+    assert files_of(owner) == {"Memory/agents/7/index.md": "- tone: short answers -> tone.md\n",
+                               "Memory/agents/7/tone.md": "No lists.\n"}  # another scope's notes stay
+    assert not NoteVector.objects.filter(owner=owner, scope_kind="user").exists()  # recall no longer reads them
+    services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Paris",
+                         source="files", actor="you")
+    assert files_of(owner)["Memory/index.md"] == "- home: lives in Paris\n"  # inherits no Rome details
+    services.change_undo(owner_id=owner.pk, change_id=owner.change_sets.first().pk)
+
+    assert api.post(f"/api/files/trash/{entry['id']}/restore").status_code == 200
+    assert files_of(owner) == before
+    change = owner.change_sets.first()
+    services.change_undo(owner_id=owner.pk, change_id=change.pk)  # the restore undone: all in the Trash again
+    assert set(files_of(owner)) == {"Memory/agents/7/index.md", "Memory/agents/7/tone.md"}
+    services.change_undo(owner_id=owner.pk, change_id=TrashEntry.objects.get(pk=entry["id"]).change_set_id)
+    assert files_of(owner) == before  # and the delete undone brings them back as well

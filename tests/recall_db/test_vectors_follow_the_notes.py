@@ -68,13 +68,14 @@ def test_undoing_an_update_brings_back_the_old_text(owner):
 
 def test_the_trash_takes_the_note_out_and_restore_brings_it_back(owner):
     note(owner, "home", "lives in Rome", details="Trastevere since 2024.")
-    index_entry = file_delete(owner_id=owner.pk, path="Memory/index.md")
-    assert list(NoteVector.objects.filter(owner=owner).values_list("kind", flat=True)) == ["details"]
     topic_entry = file_delete(owner_id=owner.pk, path="Memory/home.md")
+    assert list(NoteVector.objects.filter(owner=owner).values_list("kind", flat=True)) == ["line"]
+    trash_restore(owner_id=owner.pk, entry_id=topic_entry.pk)
+    index_entry = file_delete(owner_id=owner.pk, path="Memory/index.md")  # its topic files go with it
     assert recalled(owner) == [] and not NoteVector.objects.filter(owner=owner).exists()
     trash_restore(owner_id=owner.pk, entry_id=index_entry.pk)
-    trash_restore(owner_id=owner.pk, entry_id=topic_entry.pk)
     assert recalled(owner) == ["home"]
+    assert sorted(NoteVector.objects.filter(owner=owner).values_list("kind", flat=True)) == ["details", "line"]
 
 
 def test_forget_everything_takes_every_scope_out_of_recall(owner):

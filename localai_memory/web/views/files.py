@@ -231,12 +231,12 @@ def file_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = _path_or_404(request.POST.get("path"))
     raw_version = request.POST.get("version", "")
     try:
-        notes_services.file_delete(owner_id=request.user.pk, path=path,
-                                   version=whole_number(raw_version))
+        entry = notes_services.file_delete(owner_id=request.user.pk, path=path,
+                                           version=whole_number(raw_version))
     except Conflict as exc:
         flash_error(request, exc)
         return redirect(f"/files/open/?path={path}")
-    messages.success(request, f"Moved {path} to the Trash. You can restore it from the Trash.")
+    messages.success(request, f"Moved {entry.label} to the Trash. You can restore it from the Trash.")
     return back(request, "/files/")
 
 
