@@ -7,8 +7,9 @@
   and no proposal change set exists for a proposal that is not confirmed (a half-saved confirm);
 * **every file's current text equals the last change set's "after"** for it, and a file whose last change
   wrote text exists (nothing lost), and no file exists that no change set wrote;
-* **no version chain has a gap**: versions run 1..n, every change's "before" is the previous change's "after"
-  (so no edit was silently overwritten), and every version row matches its change row;
+* **no version chain has a gap**: versions run 1..n (f+1..f+n above the owner's ``VersionFloor`` f once their
+  memory was erased), every change's "before" is the previous change's "after" (so no edit was silently
+  overwritten), and every version row matches its change row;
 * **no row belongs to two owners**: for every model with an owner (directly or through its parent rows),
   every row it points at — by foreign key, by a plain ``*_id`` reference, or by a note path naming an agent
   or a messaging binding — has the same owner.
@@ -97,10 +98,10 @@ def summary(violations: list[Violation]) -> dict[str, int]:
 
 def _tables() -> dict[str, str]:
     from localai_memory.memory.models import Proposal
-    from localai_memory.notes.models import ChangeSet, FileChange, FileVersion, NoteFile
+    from localai_memory.notes.models import ChangeSet, FileChange, FileVersion, NoteFile, VersionFloor
 
     return {"cs": ChangeSet._meta.db_table, "fc": FileChange._meta.db_table, "fv": FileVersion._meta.db_table,
-            "nf": NoteFile._meta.db_table, "pr": Proposal._meta.db_table}
+            "nf": NoteFile._meta.db_table, "pr": Proposal._meta.db_table, "vf": VersionFloor._meta.db_table}
 
 
 def _rows(using: str, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -243,8 +244,10 @@ def _current_text(using: str) -> Iterator[Violation]:
 
 def _version_gaps(using: str) -> Iterator[Violation]:
     sql = """
-        SELECT owner_id, path, count(*) AS n, min(version) AS first, max(version) AS last
-        FROM {fv} GROUP BY owner_id, path HAVING min(version) <> 1 OR max(version) <> count(*)
+        SELECT fv.owner_id, fv.path, count(*) AS n, min(fv.version) AS first, max(fv.version) AS last
+        FROM {fv} fv LEFT JOIN {vf} vf ON vf.owner_id = fv.owner_id
+        GROUP BY fv.owner_id, fv.path, vf.version
+        HAVING min(fv.version) <> coalesce(vf.version, 0) + 1 OR max(fv.version) <> coalesce(vf.version, 0) + count(*)
     """
     for row in _rows(using, sql):
         yield Violation("version_gap", f"user {row['owner_id']} {row['path']} has {row['n']} versions numbered "
@@ -259,8 +262,8 @@ def _change_chains(using: str) -> Iterator[Violation]:
         FROM (
             SELECT cs.owner_id, fc.path, fc.change_set_id, fc.before, fc.before_version, fc.after_version,
                    lag(fc.after) OVER w AS prev_after, lag(fc.after_version) OVER w AS prev_version,
-                   row_number() OVER w AS n
-            FROM {fc} fc JOIN {cs} cs ON cs.id = fc.change_set_id
+                   coalesce(vf.version, 0) + row_number() OVER w AS n
+            FROM {fc} fc JOIN {cs} cs ON cs.id = fc.change_set_id LEFT JOIN {vf} vf ON vf.owner_id = cs.owner_id
             WINDOW w AS (PARTITION BY cs.owner_id, fc.path ORDER BY fc.after_version, fc.id)
         ) chain
         WHERE after_version IS DISTINCT FROM n

@@ -83,7 +83,8 @@ class FileChange(models.Model):
 
 
 class FileVersion(models.Model):
-    """Every text a file ever had, numbered without gaps; a delete is a version with ``deleted``."""
+    """Every text a file ever had, numbered without gaps (from 1, or above the owner's ``VersionFloor`` after
+    an erase); a delete is a version with ``deleted``."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="file_versions")
     path = models.CharField(max_length=200)
@@ -98,6 +99,20 @@ class FileVersion(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["owner", "path", "version"], name="one_version_number_per_file")
         ]
+
+
+class VersionFloor(models.Model):
+    """The highest version number any file of an owner had when their memory was erased for good
+    (``memory_erase``). Every path's versions start above it afterwards, so a version a client held from
+    before the erase is stale (a 409), never the number of a text written since. Only a number: no path or
+    text of the erased notes is kept."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
+                                 related_name="version_floor")
+    version = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.owner}: versions above {self.version}"
 
 
 class TrashEntry(models.Model):

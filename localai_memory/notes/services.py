@@ -1,7 +1,7 @@
 """The notes store: the only code that writes a note.
 
-Every write is one change set with each file's text before and after; versions are numbered without gaps;
-deletes go to the Trash. All writes of one owner are serialised by a PostgreSQL advisory lock taken inside the
+Every write is one change set with each file's text before and after; versions are numbered without gaps
+(and keep rising across an erase, so an old version number never names a new text); deletes go to the Trash. All writes of one owner are serialised by a PostgreSQL advisory lock taken inside the
 transaction, so two writers never lose each other's edits, and caps are checked against the text as it is
 under the lock. Nothing here decides *whether* the model may save: that is ``memory.policy``.
 """
@@ -24,7 +24,16 @@ from django.utils import timezone
 from localai_memory.core.errors import ApplicationError, Conflict, Gone, InvalidInput, NotFound
 from localai_memory.memory import policy
 
-from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry, TrashFile
+from .models import (
+    ChangeSet,
+    FileChange,
+    FileVersion,
+    NoteFile,
+    NoteImportance,
+    TrashEntry,
+    TrashFile,
+    VersionFloor,
+)
 from .paths import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
@@ -152,7 +161,7 @@ def apply_changes(
     for path in sorted(effective):
         content = effective[path]
         existing = current.get(path)
-        version = last_versions.get(path, 0) + 1
+        version = last_versions[path] + 1
         FileChange.objects.create(
             change_set=change_set, path=path,
             before=existing.content if existing else None, before_version=existing.version if existing else None,
@@ -173,11 +182,17 @@ def apply_changes(
 
 
 def _last_versions(owner_id: int, paths: list[str]) -> dict[str, int]:
+    """The last version number of each of ``paths``: its history's, else the owner's ``VersionFloor`` (0 for
+    an owner whose memory was never erased)."""
     from django.db.models import Max
 
     rows = (FileVersion.objects.filter(owner_id=owner_id, path__in=paths).values("path")
             .annotate(last=Max("version")))
-    return {row["path"]: row["last"] for row in rows}
+    last = {row["path"]: row["last"] for row in rows}
+    if len(last) < len(set(paths)):
+        floor = VersionFloor.objects.filter(owner_id=owner_id).values_list("version", flat=True).first() or 0
+        last = {path: last.get(path, floor) for path in paths}
+    return last
 
 
 @transaction.atomic
@@ -286,9 +301,16 @@ def memory_erase(*, owner_id: int) -> dict[str, int]:
     """Erase every file of the owner for good: current text, versions, change sets and the Trash.
 
     Not undoable (nothing is left to undo from); Forget everything (``memory_forget``) is the restorable
-    one. Returns what was deleted, per kind.
+    one. Only the highest version number is kept (``VersionFloor``): versions written afterwards start above
+    it, so an editor still holding a version from before gets a 409, not a silent overwrite of a new note.
+    Returns what was deleted, per kind.
     """
+    from django.db.models import Max
+
     lock_owner(owner_id)
+    highest = FileVersion.objects.filter(owner_id=owner_id).aggregate(last=Max("version"))["last"]
+    if highest is not None:  # above any floor already there: versions since an erase start above it
+        VersionFloor.objects.update_or_create(owner_id=owner_id, defaults={"version": highest})
     deleted: dict[str, int] = {}
     deleted["trash_files"] = TrashFile.objects.filter(entry__owner_id=owner_id).delete()[0]
     deleted["trash_entries"] = TrashEntry.objects.filter(owner_id=owner_id).delete()[0]

@@ -323,6 +323,22 @@ def test_clear_with_y_does_not_ask(owner, notes):
     assert data["cleared"] is True and data["left"] == {} and data["deleted"]["files"] == 3
 
 
+def test_after_clear_a_version_held_from_before_is_stale_and_overwrites_no_new_note(owner, api):
+    url = "/api/files/content?path=Memory/home.md"
+    api.put(url, {"content": "Rome\n"}, format="json")
+    held = api.put(url, {"content": "Rome, Trastevere\n", "version": 1}, format="json").json()["version"]
+    memory("clear", "-y", user="alice")
+    created = api.put(url, {"content": "Paris\n"}, format="json").json()["version"]  # written again, edited once
+    now = api.put(url, {"content": "Paris, Marais\n", "version": created}, format="json").json()["version"]
+
+    stale = api.put(url, {"content": "Rome, edited in a tab left open\n", "version": held}, format="json")
+
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "stale_version"
+    assert (now, NoteFile.objects.get(owner=owner, path="Memory/home.md").content) == (held + 2, "Paris, Marais\n")
+    assert list(FileVersion.objects.filter(owner=owner).order_by("version").values_list("version", flat=True)) \
+        == [held + 1, held + 2]
+
+
 def test_stats_prints_lines_and_bytes_against_the_caps(owner, notes, suggestion):
     out = memory("stats", user="alice")
 

@@ -21,6 +21,7 @@ from localai_memory.notes.services import (
     file_delete,
     file_write,
     importance_change,
+    memory_erase,
     memory_forget,
     note_importance_set,
     note_upsert,
@@ -59,6 +60,12 @@ def workload(owner, other) -> dict:
     forgot = memory_forget(owner_id=other.pk)
     trash_restore(owner_id=other.pk, entry_id=forgot.pk)
     note_upsert(owner_id=other.pk, scope=Scope.user(), topic="tea", summary="Likes green tea", source="files")
+    # Erased for good, then written again: the versions go on above the erased ones.
+    memory_erase(owner_id=other.pk)
+    note_upsert(owner_id=other.pk, scope=Scope.user(), topic="tea", summary="Likes black tea", source="files",
+                details="Assam.")
+    file_write(owner_id=other.pk, path="Memory/tea.md", content="Assam, with milk.\n",
+               version=NoteFile.objects.get(owner=other, path="Memory/tea.md").version)
     # Confirming what memory already holds saves nothing, and is still a clean confirm.
     same = proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="pets", summary="A cat")
     note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="pets", summary="A cat", source="files")
@@ -116,6 +123,20 @@ def test_it_reports_a_gap_in_a_version_chain(worked, owner):
     FileChange.objects.filter(change_set_id=last.change_set_id, path=last.path).update(
         after_version=last.version + 5)
     NoteFile.objects.filter(owner=owner, path=last.path).update(version=last.version + 5)
+    assert checks_broken() == {"version_gap"}
+
+
+def test_it_reports_a_version_chain_after_an_erase_that_restarted_at_1(worked, outsider):
+    """Versions written after an erase start above the erased ones: a chain that starts again at 1 is a gap."""
+    first = FileVersion.objects.filter(owner=outsider, path="Memory/tea.md").order_by("version").first()
+    assert first.version > 1
+    sql(f"UPDATE {FileVersion._meta.db_table} SET version = version - %s WHERE owner_id = %s AND path = %s",
+        [first.version - 1, outsider.pk, "Memory/tea.md"])
+    sql(f"UPDATE {FileChange._meta.db_table} SET after_version = after_version - %s, "
+        "before_version = before_version - %s WHERE change_set_id IN (SELECT change_set_id FROM "
+        f"{FileVersion._meta.db_table} WHERE owner_id = %s) AND path = %s",
+        [first.version - 1, first.version - 1, outsider.pk, "Memory/tea.md"])
+    NoteFile.objects.filter(owner=outsider, path="Memory/tea.md").update(version=2)
     assert checks_broken() == {"version_gap"}
 
 
