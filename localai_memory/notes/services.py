@@ -333,7 +333,8 @@ def check_importance(value: object) -> float | None:
     return float(value)
 
 
-#: ``note_save(importance=KEEP)``: the note's importance is left as it is.
+#: ``note_save(importance=KEEP)``: the note's importance is left as it is; ``note_upsert(summary=KEEP)`` (and
+#: ``note_save``'s): its summary, as the index says under the owner's lock.
 KEEP: Any = object()
 
 
@@ -342,7 +343,7 @@ def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = 
               importance: object = KEEP, source: str, actor: str, clear_details: bool = False,
               create_only: bool = False) -> ChangeSet | None:
     """A person's write of one note, its text and its importance as one step: the text when a ``summary`` is
-    given (``note_upsert``), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
+    given (``note_upsert``; ``KEEP`` keeps the note's own), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
     back the writer's). A bad importance is a 400 before anything is written. With the text as it is already,
     only the importance changes, in a change set of its own (None when it has that importance already); with
     nothing to change, the store's 409 ``no_change``."""
@@ -711,7 +712,9 @@ def note_upsert(
     """Add, replace or remove one topic: its index line and (optionally) its topic file, as one change set.
     Blank ``details`` keep the topic file as it is, unless ``clear_details`` (the person emptied them): then
     it goes, and the line no longer points to it. ``create_only``: a topic that exists is refused (409
-    ``topic_exists``), checked under the owner's lock.
+    ``topic_exists``), checked under the owner's lock. ``summary=KEEP`` keeps the line's summary as it is
+    under the lock (a change committed by someone else meanwhile is not reverted); the note must exist then
+    (404 ``unknown_topic``).
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
     """
@@ -732,6 +735,12 @@ def note_upsert(
         gone = [e for e in entries if e.topic == topic]
         verb = "Forgot"
     else:
+        if summary is KEEP:
+            own = next((e for e in entries if e.topic == topic), None)
+            if own is None:
+                raise NotFound(f"There is no note {topic!r} in {scope.label}.", code="unknown_topic",
+                               details={"entries": [e.as_dict() for e in entries]})
+            summary = own.summary
         line_summary = clean_summary(summary)
         if create_only and any(e.topic == topic for e in entries):  # a stray topic file is adopted
             raise Conflict(f"{topic!r} exists already in {scope.label}.", code="topic_exists")

@@ -456,3 +456,56 @@ def test_add_adopts_a_stray_topic_file_that_has_no_line(owner):
                             updated_at=timezone.now())
     memory("add", "--user", "alice", "books", "reads science fiction")
     assert index(owner) == "- books: reads science fiction -> books.md\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_edit_of_the_details_keeps_a_summary_changed_while_it_waited_for_the_lock(owner):
+    """The web changes the summary while `edit --details` waits for the owner's lock: the summary the
+    terminal writes back is the one under the lock, not the one it read before."""
+    import threading
+
+    from django.db import connection, transaction
+
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               details="Trastevere.", source="files", actor="you")
+    web_holds_lock, web_may_commit = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def web_edit() -> None:
+        try:
+            with transaction.atomic():
+                notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home",
+                                           summary="lives in Paris", source="files", actor="you")
+                web_holds_lock.set()
+                web_may_commit.wait(10)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def terminal_edit() -> None:
+        try:
+            memory("edit", "home", "--details", "Marais.", user="alice")
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    web = threading.Thread(target=web_edit)
+    web.start()
+    assert web_holds_lock.wait(10)
+    terminal = threading.Thread(target=terminal_edit)
+    terminal.start()
+    with connection.cursor() as cursor:
+        for _ in range(2000):  # until the terminal waits on the owner's lock (or has already gone by)
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            if cursor.fetchone()[0] or not terminal.is_alive():
+                break
+            terminal.join(0.005)
+    web_may_commit.set()
+    web.join(10)
+    terminal.join(10)
+
+    assert errors == []
+    assert index(owner) == "- home: lives in Paris -> home.md\n"
+    assert notes_selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "Marais.\n"

@@ -322,9 +322,10 @@ class Command(BaseCommand):
         if entry is None:
             raise CommandError(f"There is no note {topic!r} in {item.label}; use add to make it.")
         text_given = summary is not None or details is not None
-        change = notes_services.note_save(
+        change = notes_services.note_save(  # no --summary: the one the index has under the owner's lock
             owner_id=self.user.pk, scope=item, topic=topic,
-            summary=(summary if summary is not None else entry.summary) if text_given else None, details=details,
+            summary=(summary if summary is not None else notes_services.KEEP) if text_given else None,
+            details=details,
             importance=notes_services.KEEP if importance is None else None if importance == "default" else importance,
             source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip())
         said = f"Updated {topic} in {item.label}" + (f" (change #{change.pk})." if change else ".")
