@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
@@ -27,9 +26,10 @@ from localai_memory.core.errors import InvalidInput
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved
+from localai_memory.memory.selectors import topics_in_use
 from localai_memory.notes import selectors as notes_selectors
-from localai_memory.notes.models import ChangeSet, NoteFile
-from localai_memory.notes.paths import SUMMARY_MAX_CHARS, IndexEntry, Scope, clean_summary
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import SUMMARY_MAX_CHARS, Scope, clean_summary
 from localai_memory.notes.services import (
     KEEP,
     CapExceeded,
@@ -137,7 +137,8 @@ def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Sco
         same = next((e for e in entries if _same_words(e.summary, summary)), None)
         if same is not None:
             return _already(ctx, scope, same.topic, same.summary)
-    topic = topic_for(summary if details is None else details, _topics_in_use(owner_id, scope, entries))
+    taken = topics_in_use(owner_id=owner_id, scope=scope, entries=entries)
+    topic = topic_for(summary if details is None else details, taken)
     duplicate = recall_service.find_duplicate(owner_id=owner_id, scope=scope, topic=topic, summary=summary,
                                               details=details)
     if duplicate is not None:
@@ -166,7 +167,7 @@ def note_add(*, owner_id: int, scope: Scope, summary: object, details: str | Non
     same = next((e for e in entries if _same_words(e.summary, summary)), None)
     if same is not None:
         return None, same.topic
-    topic = topic_for(summary, _topics_in_use(owner_id, scope, entries))
+    topic = topic_for(summary, topics_in_use(owner_id=owner_id, scope=scope, entries=entries))
     change = note_upsert(owner_id=owner_id, scope=scope, topic=topic, summary=summary, details=details,
                          source=source, actor=actor)
     if weight is not None:
@@ -188,18 +189,7 @@ def free_topic(owner_id: int, scope: Scope, text: str) -> str:
     """A topic for a new note of ``text`` that no note, stray topic file or waiting proposal of the scope
     holds (``topic_for``)."""
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
-    return topic_for(text, _topics_in_use(owner_id, scope, entries))
-
-
-def _topics_in_use(owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:
-    """Topics a new note must not take: the index's, a topic file's without a line, and a waiting
-    proposal's (confirming it would replace the note)."""
-    prefix = f"{scope.root}/"
-    files = NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).values_list("path", flat=True)
-    waiting = Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind=scope.kind,
-                                      scope_key=scope.key or "").values_list("topic", flat=True)
-    return ({e.topic for e in entries} | {Path(p).stem for p in files if "/" not in p[len(prefix):]}
-            | set(waiting))
+    return topic_for(text, topics_in_use(owner_id=owner_id, scope=scope, entries=entries))
 
 
 def _already(ctx: ToolContext, scope: Scope, topic: str, summary: str, message: str = "") -> str:

@@ -30,6 +30,7 @@ from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
 from localai_memory.memory.providers import ADDON_EXPORT_FOLDER
+from localai_memory.memory.selectors import topics_in_use
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import (
@@ -392,7 +393,7 @@ def import_facts(*, owner_id: int, text: str, actor: str = "you") -> ImportResul
     current = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     epoch = timezone.now()
     known = [RankCandidate(id=e.topic, text=e.summary, updated_at=epoch) for e in current]
-    topics = {e.topic for e in current}
+    topics = topics_in_use(owner_id=owner_id, scope=scope, entries=current)  # waiting proposals' and stray files'
     result = ImportResult(kind="facts", mode="facts")
     saves: list[tuple[IndexEntry, str | None]] = []
     asks: list[tuple[IndexEntry, str | None, policy.NoteDecision]] = []

@@ -4,12 +4,14 @@ that a scope or a folder a person names is theirs to write (``owned_scope``, ``f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 
-from localai_memory.notes.paths import Scope
+from localai_memory.notes.models import NoteFile
+from localai_memory.notes.paths import IndexEntry, Scope
 
-from .models import MemorySettings, MessagingSave, SaveMode
+from .models import MemorySettings, MessagingSave, Proposal, SaveMode
 from .providers import BUILTIN, OFF, canonical, provider_state
 
 
@@ -127,3 +129,15 @@ def file_folder_owned(*, user_id: int, path: str) -> None:
     note = parse_path(path)
     if note.scope.kind != "user" and not NoteFile.objects.filter(owner_id=user_id, path=note.path).exists():
         owned_scope(user_id=user_id, raw=note.scope.name, writes_topic=note.topic or "")
+
+
+def topics_in_use(*, owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:
+    """Topics a new note of ``scope`` must not take: its index's (``entries``, as the caller read them under
+    the owner's lock), a topic file's without a line, and a waiting proposal's (confirming it would replace
+    the note)."""
+    prefix = f"{scope.root}/"
+    files = NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).values_list("path", flat=True)
+    waiting = Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind=scope.kind,
+                                      scope_key=scope.key or "").values_list("topic", flat=True)
+    return ({e.topic for e in entries} | {Path(p).stem for p in files if "/" not in p[len(prefix):]}
+            | set(waiting))

@@ -10,6 +10,7 @@ import pytest
 
 from localai_memory.growth import importing
 from localai_memory.memory.models import Proposal
+from localai_memory.memory.proposals import proposal_confirm
 from localai_memory.memory.services import settings_update
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
@@ -258,6 +259,22 @@ def test_a_list_of_facts_is_saved_at_once_under_save_and_tell_within_the_policys
     waiting = Proposal.objects.filter(owner=owner)
     assert waiting.count() == 3
     assert waiting.get(summary__contains="password").reason == "looks_secret"
+
+
+def test_facts_never_take_the_topic_of_a_waiting_proposal_or_of_a_stray_topic_file(owner, api):
+    api.post(URL, {"facts": "Likes green tea"}, format="json")
+    (waiting,) = Proposal.objects.filter(owner=owner)
+    notes_services.file_write(owner_id=owner.pk, path="Memory/drinks-tea.md", content="Green.\n", version=None)
+
+    api.post(URL, {"facts": "Likes green tea with lemon\nDrinks tea"}, format="json")  # the same first words
+
+    topics = list(Proposal.objects.filter(owner=owner).order_by("pk").values_list("topic", flat=True))
+    assert len(topics) == 3 and len(set(topics)) == 3 and topics[0] == waiting.topic
+    assert "drinks-tea" not in topics
+    for proposal in Proposal.objects.filter(owner=owner):  # confirming all keeps every fact
+        proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="you")
+    summaries = [e.summary for e in notes_selectors.index_entries(owner_id=owner.pk, scope=Scope.user())]
+    assert sorted(summaries) == ["Drinks tea", "Likes green tea", "Likes green tea with lemon"]
 
 
 def test_facts_that_repeat_a_note_are_left_alone(owner, api):
