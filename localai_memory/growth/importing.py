@@ -332,6 +332,11 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
         except AlreadySaved:
             result.unchanged.append(f"{scope.root}/{entry.topic}")
             continue
+        except InvalidInput as exc:  # e.g. a line the Files page let grow past what a proposed summary may be
+            where = {"path": scope.index_path, "topic": entry.topic,
+                     "file": scope.topic_path(entry.file) if entry.file else None}
+            raise InvalidInput(f"{scope.index_path}, the note {entry.topic!r}: {exc.message}", code=exc.code,
+                               details=where) from None
         result.proposals.append(proposal.pk)
     return result
 

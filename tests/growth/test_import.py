@@ -200,6 +200,24 @@ def test_a_merge_adds_new_topics_and_shows_differences_as_proposals(owner, make_
     assert "- home: lives in Oslo" in notes_selectors.index_text(owner_id=other.pk, scope=Scope.user())
 
 
+def test_a_merge_refused_for_a_line_too_long_to_propose_names_its_note_and_file(owner, make_user, api):
+    other = make_user("other")
+    long = "lives in Oslo, " + "near the fjord, " * 15  # over 200 characters: possible through the Files API
+    notes_services.file_write(owner_id=other.pk, path="Memory/index.md", content=f"- home: {long} -> home.md\n",
+                              version=None)
+    notes_services.file_write(owner_id=other.pk, path="Memory/home.md", content="Oslo.\n", version=None)
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    before = files_of(owner)
+
+    response = upload(api, notes_services.memory_export(owner_id=other.pk))
+
+    error = assert_error(response, 400, "summary_too_long")
+    assert "Memory/index.md, the note 'home'" in error["message"]
+    assert error["details"] == {"path": "Memory/index.md", "topic": "home", "file": "Memory/home.md"}
+    assert files_of(owner) == before and not Proposal.objects.filter(owner=owner).exists()
+
+
 def test_importing_the_same_zip_twice_changes_nothing_the_second_time(owner, alices_memory):
     result = importing.import_zip(owner_id=owner.pk, data=alices_memory)
 
