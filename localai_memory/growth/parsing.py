@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localai_memory.memory.policy import looks_secret
-from localai_memory.notes.paths import SUMMARY_MAX_CHARS, TOPIC_RE
+from localai_memory.notes.paths import SUMMARY_MAX_CHARS, TOPIC_RE, printable_line
 
 ACTIONS = ("add", "update", "delete", "noop")
 _ACTION_WORDS = {
@@ -97,14 +97,7 @@ def one_line(value: object, limit: int = SUMMARY_MAX_CHARS) -> str:
     """Text as one printable line, at most ``limit`` characters (cut at a word)."""
     if not isinstance(value, str):
         return ""
-    kept = []
-    for char in value:
-        category = unicodedata.category(char)
-        if category.startswith("C") or category in ("Zl", "Zp"):
-            kept.append(" ")
-        else:
-            kept.append(char)
-    text = " ".join("".join(kept).split()).replace(" -> ", " → ")
+    text = printable_line(value).replace(" -> ", " → ")
     if len(text) > limit:
         text = text[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
     return text

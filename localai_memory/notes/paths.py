@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -211,12 +212,25 @@ class IndexEntry:
         return {"topic": self.topic, "summary": self.summary, "file": f"{self.file}.md" if self.file else None}
 
 
+def printable_line(text: str) -> str:
+    """``text`` as one line that shows what it says: control characters (C0, DEL, C1, so no terminal escape
+    sequence or bell), lone surrogates and line or paragraph separators become spaces; format characters go
+    (bidi embeddings, overrides and isolates such as U+202E, zero-width spaces and joiners, the BOM), so a
+    line cannot read differently from what it holds; runs of white space become one space."""
+    kept: list[str] = []
+    for char in text:
+        category = unicodedata.category(char)
+        if category == "Cf":
+            continue
+        kept.append(" " if category in ("Cc", "Cs", "Zl", "Zp") else char)
+    return " ".join("".join(kept).split())
+
+
 def clean_summary(summary: object) -> str:
-    """One line, no control characters, no arrow that would confuse the parser."""
+    """One printable line (``printable_line``), no arrow that would confuse the parser."""
     if not isinstance(summary, str):
         raise InvalidInput("summary must be text", code="invalid_summary")
-    text = " ".join(summary.replace("\x00", " ").split())
-    text = text.replace(" -> ", " → ")
+    text = printable_line(summary).replace(" -> ", " → ")
     if not text:
         raise InvalidInput("summary is empty", code="invalid_summary")
     if len(text) > SUMMARY_MAX_CHARS:

@@ -69,6 +69,20 @@ def test_list_prints_a_table_of_every_scope_with_who_changed_each_note_and_when(
     assert home.split()[-3] == "you" and tea.split()[-3:] == ["assistant", "2026-12-01", "09:30"]
 
 
+def test_list_and_show_print_no_escape_sequence_or_bidi_override_a_file_holds(owner):
+    line = "- home: lives in Rome\x1b[2J\x07 \u202eevil\u200b\u009b31m -> home.md\n"
+    notes_services.file_write(owner_id=owner.pk, path="Memory/index.md", content=line, version=None)
+    notes_services.file_write(owner_id=owner.pk, path="Memory/home.md", content="Trastevere\x1b]0;pwned\x07\n",
+                              version=None)
+
+    for out in (memory("list", user="alice"), memory("show", "home", user="alice"),
+                memory("list", user="alice", as_json=True)):
+        assert not any(char in out for char in "\x1b\x07\u202e\u200b\u009b"), out
+        assert "\\u001b" in out and "\\u202e" in out
+    assert json.loads(memory("list", user="alice", as_json=True))["notes"][0]["summary"] == \
+        "lives in Rome\x1b[2J\x07 \u202eevil\u200b\u009b31m"  # JSON says exactly what the file holds
+
+
 def test_list_json_is_the_same_notes(owner, notes):
     data = json.loads(memory("list", user="alice", as_json=True))
 

@@ -39,6 +39,11 @@ def test_saving_the_same_topic_replaces_its_line(owner):
     assert [e.summary for e in parse_index(index_of(owner))] == ["lives in Paris", "vegetarian"]
 
 
+def test_a_summary_keeps_no_control_bidi_or_zero_width_character(owner):
+    save(owner, "home", "lives\x07 in\x1b[2J Rome\u0085 \u202etxt.exe\u202c no\u200bw \u2066here\u2069\ufeff")
+    assert index_of(owner) == "- home: lives in [2J Rome txt.exe now here\n"
+
+
 def test_it_refuses_a_41st_index_line_and_lists_the_current_entries(owner):
     for n in range(40):
         save(owner, f"t{n}", "x")

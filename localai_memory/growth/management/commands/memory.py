@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,24 @@ def importance_arg(raw: str) -> float | str:
     return value
 
 
+def shown(text: str) -> str:
+    """``text`` as the terminal prints it: every control character but a newline or tab, and every format
+    character (a bidi override, a zero-width space), as a ``\\uXXXX`` escape, so a note written through the
+    Files page (which keeps text as typed) cannot move the cursor, recolour the screen, ring the bell or turn
+    a line around. The escape is JSON's too, so ``--json`` output stays valid JSON."""
+
+    def escaped(char: str) -> str:
+        if char in "\n\t" or unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            return char
+        code = ord(char)
+        if code > 0xFFFF:  # as a UTF-16 surrogate pair, as JSON writes it
+            code -= 0x10000
+            return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+        return f"\\u{code:04x}"
+
+    return "".join(map(escaped, text))
+
+
 def refusal(exc: ApplicationError) -> CommandError:
     """An application error as the terminal says it: the message, plus the current entries of a full index."""
     lines = [exc.message]
@@ -82,7 +101,7 @@ def refusal(exc: ApplicationError) -> CommandError:
     if isinstance(entries, list) and entries:
         lines.append("Current entries:")
         lines += [f"  - {e.get('topic')}: {e.get('summary')}" for e in entries if isinstance(e, dict)]
-    return CommandError("\n".join(lines))
+    return CommandError(shown("\n".join(lines)))
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -174,7 +193,8 @@ class Command(BaseCommand):
             raise refusal(exc) from None
 
     def emit(self, data: Any, text: str) -> None:
-        self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) if self.as_json else text)
+        self.stdout.write(shown(json.dumps(data, indent=2, ensure_ascii=False, default=str) if self.as_json
+                                else text))
 
     def _writes_allowed(self) -> None:
         """Notes are files: while the server has files off, nothing can be written (the policy's reading)."""
