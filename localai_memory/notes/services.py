@@ -766,7 +766,9 @@ def note_upsert(
             raise cap_error(scope.index_path, updated, lines, size, current=entries)
         writes[scope.index_path] = text
         if details is not None and details.strip():
-            writes[topic_path] = details if details.endswith("\n") else details + "\n"
+            # The closing newline is ours: it never makes details the Files page would take too large.
+            fits = len(details.encode()) < TOPIC_MAX_BYTES
+            writes[topic_path] = details + "\n" if fits and not details.endswith("\n") else details
         elif clear:
             writes[topic_path] = None
         verb = "Updated" if replaced else "Saved"

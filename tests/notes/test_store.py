@@ -39,6 +39,18 @@ def test_saving_the_same_topic_replaces_its_line(owner):
     assert [e.summary for e in parse_index(index_of(owner))] == ["lives in Paris", "vegetarian"]
 
 
+def test_details_of_exactly_the_topic_cap_are_taken_as_the_files_page_takes_them(owner):
+    from localai_memory.notes.paths import TOPIC_MAX_BYTES
+
+    save(owner, "home", "lives in Rome", details="é" * (TOPIC_MAX_BYTES // 2))  # 8192 bytes, no newline
+    assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "é" * (TOPIC_MAX_BYTES // 2)
+    with pytest.raises(InvalidInput) as refused:
+        save(owner, "diet", "vegetarian", details="x" * (TOPIC_MAX_BYTES + 1))
+    assert refused.value.code == "topic_too_large"
+    save(owner, "tone", "short", details="x" * (TOPIC_MAX_BYTES - 1))  # room for the closing newline
+    assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="tone") == "x" * 8191 + "\n"
+
+
 def test_a_summary_keeps_no_control_bidi_or_zero_width_character(owner):
     save(owner, "home", "lives\x07 in\x1b[2J Rome\u0085 \u202etxt.exe\u202c no\u200bw \u2066here\u2069\ufeff")
     assert index_of(owner) == "- home: lives in [2J Rome txt.exe now here\n"
