@@ -58,6 +58,28 @@ def test_a_new_file_that_is_refused_keeps_what_was_typed(alice_client, owner):
     assert 'role="alert"' in html and not NoteFile.objects.filter(owner=owner).exists()
 
 
+@pytest.mark.parametrize("version", ["abc", "1.0", "-1", "²", "9" * 30])
+def test_a_delete_with_a_version_that_is_not_a_number_is_refused_and_deletes_nothing(alice_client, owner, version):
+    from localai_memory.notes.services import file_write
+
+    file_write(owner_id=owner.pk, path="Memory/home.md", content="Rome\n", version=None)
+    page = alice_client.post("/files/delete/", {"path": "Memory/home.md", "version": version}, follow=True)
+    assert page.status_code == 200
+    assert "the version must be a whole number; nothing was deleted" in page.content.decode()
+    assert NoteFile.objects.filter(owner=owner, path="Memory/home.md").exists()
+
+
+def test_the_files_page_deletes_an_index_with_its_topic_files_and_says_so(alice_client, owner):
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", details="Monti.",
+                source="files", actor="you")
+    page = alice_client.post("/files/delete/", {"path": "Memory/index.md", "version": "1"}, follow=True)
+    assert "Moved Memory/index.md and its 1 topic file to the Trash." in page.content.decode()
+    assert not NoteFile.objects.filter(owner=owner).exists()
+
+
 @pytest.mark.parametrize("editor", ["/files/open/", "/settings/memory/note/"])
 def test_a_file_deleted_while_it_was_edited_keeps_the_text_typed(alice_client, owner, editor):
     from localai_memory.notes.services import file_delete, file_write

@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from localai_memory.agents.selectors import agent_list
-from localai_memory.core.errors import ApplicationError, Conflict, NotFound
+from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
 from localai_memory.memory.selectors import file_folder_owned
 from localai_memory.notes import selectors as notes_selectors
@@ -230,10 +230,13 @@ def file_restore_version(request: AuthenticatedHttpRequest) -> HttpResponse:
 def file_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = _path_or_404(request.POST.get("path"))
     raw_version = request.POST.get("version", "")
+    version = whole_number(raw_version)
     try:
-        entry = notes_services.file_delete(owner_id=request.user.pk, path=path,
-                                           version=whole_number(raw_version))
-    except Conflict as exc:
+        if raw_version and version is None:  # left out, it is not checked (as in the API); bad, it is refused
+            raise InvalidInput(f"{path}: the version must be a whole number; nothing was deleted.",
+                               code="invalid_version")
+        entry = notes_services.file_delete(owner_id=request.user.pk, path=path, version=version)
+    except (Conflict, InvalidInput) as exc:
         flash_error(request, exc)
         return redirect(f"/files/open/?path={path}")
     messages.success(request, f"Moved {entry.label} to the Trash. You can restore it from the Trash.")
