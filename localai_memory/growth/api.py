@@ -79,6 +79,10 @@ class ImportApi(ApiView):
                 result = importing.import_facts(owner_id=request.user.pk, text=text, actor="you")
             return Response(result.as_dict())
         facts = data.get("facts") if hasattr(data, "get") else None
+        if isinstance(facts, str) and "\ufffd" in facts and request.content_type.startswith("multipart/"):
+            # Django reads a form field's bytes that are not UTF-8 as U+FFFD: refused as the same bytes
+            # sent as ``file`` are, rather than saved as replacement characters.
+            raise InvalidInput("The facts are not UTF-8 text.", code="invalid_import")
         if isinstance(facts, list) and all(isinstance(item, str) for item in facts):
             facts = "\n".join(facts)
         if not isinstance(facts, str):

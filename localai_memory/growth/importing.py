@@ -353,9 +353,11 @@ def is_zip(data: bytes) -> bool:
 
 
 def parse_facts(text: str) -> list[str]:
-    """One fact a line: bullets, numbering and check boxes dropped, blank lines and headings skipped."""
+    """One fact a line: bullets, numbering and check boxes dropped, blank lines and headings skipped; a byte
+    order mark at the start (an editor's way of saying UTF-8) is no part of the first fact."""
     if not isinstance(text, str):
         raise InvalidInput("facts must be text, one fact a line", code="invalid_facts")
+    text = text.removeprefix("\ufeff")
     if len(text) > FACTS_MAX_CHARS:
         raise TooLarge(f"The list is longer than {FACTS_MAX_CHARS} characters.", code="import_too_large")
     if "\x00" in text:

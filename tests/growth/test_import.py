@@ -295,6 +295,31 @@ def test_facts_never_take_the_topic_of_a_waiting_proposal_or_of_a_stray_topic_fi
     assert sorted(summaries) == ["Drinks tea", "Likes green tea", "Likes green tea with lemon"]
 
 
+@pytest.mark.parametrize("sent_as", ["file", "field", "json"])
+def test_a_byte_order_mark_before_the_facts_is_no_part_of_them(owner, api, sent_as):
+    text = "\ufeffLives in Porto\nDrinks tea\n"
+    if sent_as == "file":
+        response = upload(api, text.encode(), "facts.txt")
+    else:
+        response = api.post(URL, {"facts": text}, format="multipart" if sent_as == "field" else "json")
+
+    assert response.status_code == 200, response.content
+    assert sorted(Proposal.objects.filter(owner=owner).values_list("topic", "summary", "details")) == [
+        ("drinks-tea", "Drinks tea", ""), ("lives-porto", "Lives in Porto", "")]  # no topic file: no BOM in one
+
+
+@pytest.mark.parametrize("sent_as", ["file", "field"])
+def test_facts_that_are_not_utf8_are_refused_as_a_file_or_as_a_form_field(owner, api, sent_as):
+    body = (b"--XyZ\r\nContent-Disposition: form-data; name=\"" + sent_as.replace("field", "facts").encode()
+            + (b"\"; filename=\"facts.txt\"\r\nContent-Type: text/plain" if sent_as == "file" else b"\"")
+            + b"\r\n\r\nLives in Porto \xff\xfe caf\xe9\r\n--XyZ--\r\n")
+
+    response = api.generic("POST", URL, body, content_type="multipart/form-data; boundary=XyZ")
+
+    assert_error(response, 400, "invalid_import")
+    assert not Proposal.objects.filter(owner=owner).exists() and not NoteFile.objects.filter(owner=owner).exists()
+
+
 def test_facts_that_repeat_a_note_are_left_alone(owner, api):
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="Lives in Porto",
                                source="files", actor="you")
