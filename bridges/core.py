@@ -448,20 +448,34 @@ def _close(notice: Notice) -> None:
 def _question_to_answer(binding: Binding, conversation: Conversation, sender: Sender) -> Notice | None:
     """The conversation's most recent open question that ``sender``'s typed yes/no answers, or None (then the
     message is an ordinary one). Questions whose proposal was decided meanwhile elsewhere (the web inbox, the
-    expiry sweep, a deleted bot or agent) are closed first; whether this sender may answer is the memory
+    expiry sweep) are closed first, and one dropped unannounced (its agent deleted, a forget) is answered
+    once with why nothing was saved; whether this sender may answer is the memory
     app's rule (``proposal_may_answer``). A question past its 24 hours but not yet swept still counts: the
     answer says it expired."""
     notices = list(_open_questions(conversation).order_by("-created_at", "-id"))
     proposals = Proposal.objects.in_bulk([notice.proposal_id for notice in notices])
     turn_sender = _turn_sender(sender)
     chosen: Notice | None = None
+    untold: Notice | None = None  # dropped with its agent or by a forget: nobody here was told yet
     for notice in notices:
         proposal = proposals.get(notice.proposal_id)
         if proposal is None or proposal.owner_id != binding.owner_id or proposal.status != Proposal.Status.PENDING:
-            _close(notice)
+            if untold is None and proposal is not None and proposal.owner_id == binding.owner_id \
+                    and proposal.status == Proposal.Status.EXPIRED and proposal.decided_by in _DROPPED_UNTOLD:
+                untold = notice  # the answer says why nothing was saved (once: the answer closes it)
+            else:
+                _close(notice)
         elif chosen is None and proposals_services.proposal_may_answer(proposal, turn_sender):
             chosen = notice
-    return chosen
+    if chosen is not None and untold is not None:
+        _close(untold)
+    return chosen or untold
+
+
+#: Suggestions dropped without an announcement in the chat (their agent deleted, everything forgotten): the
+#: first yes or no after it is told what became of it, as a question answered in the inbox or expired (which
+#: the chat was told of) is not.
+_DROPPED_UNTOLD = frozenset({proposals_services.AGENT_DELETED, proposals_services.FORGOTTEN})
 
 
 def _still_waiting_text(conversation: Conversation) -> str | None:

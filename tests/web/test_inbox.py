@@ -113,7 +113,7 @@ def test_a_note_proposed_in_a_messaging_app_waits_in_the_inbox_with_where_it_cam
     expect(card).to_contain_text("Goes to the notes of the conversation Family group (Telegram bot “Family bot”)")
     expect(card).to_contain_text("reply yes to save it or no to drop it")
     card.get_by_role("link", name="open the chat").click()
-    expect(page.locator(".msg.user")).to_contain_text("From the messaging appRemember: family dinner on Sundays")
+    expect(page.locator(".msg.user")).to_contain_text("From the messaging appGrandma: Remember: family dinner on Sundays")
     expect(page.get_by_text("This conversation comes from a messaging app; answer it there.")).to_be_visible()
     expect(page.get_by_role("textbox", name="Message")).to_have_count(0)
     card = page.get_by_role("article", name="Save to memory: “dinner”")
