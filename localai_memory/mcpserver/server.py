@@ -60,11 +60,18 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
     async def memory_search(query: str, agent_id: int | None = None) -> dict[str, Any]:
         return await _run(tools.search, owner_id=owner_id, query=query, agent_id=agent_id)
 
-    @server.tool(description="Every note of the user (scope, topic, summary line, whether it has details, who "
-                             "last wrote it and when, when a chat last brought it in). agent_id lists as a chat of that "
-                             "saved agent would.")
-    async def memory_list(agent_id: int | None = None) -> dict[str, Any]:
-        return await _run(tools.list_notes, owner_id=owner_id, agent_id=agent_id)
+    @server.tool(description="Every note of the user (scope, topic, summary line, its kind, whether it has "
+                             "details, who last wrote it and when, when a chat last brought it in). category (one of "
+                             "credential, decision, preference, skill, project, identity, fact) lists only that kind; "
+                             "agent_id lists as a chat of that saved agent would.")
+    async def memory_list(agent_id: int | None = None, category: str | None = None) -> dict[str, Any]:
+        return await _run(tools.list_notes, owner_id=owner_id, agent_id=agent_id, category=category)
+
+    @server.tool(description="The user's profile at a glance: their notes grouped by kind (credential, decision, "
+                             "preference, skill, project, identity, fact) and the names of people, places and things "
+                             "the notes mention most, each with the topics that name it.")
+    async def memory_profile(agent_id: int | None = None) -> dict[str, Any]:
+        return await _run(tools.profile_of, owner_id=owner_id, agent_id=agent_id)
 
     @server.tool(description="The user's notes written or changed last, newest first.")
     async def memory_recent(limit: int = tools.RECENT_LIMIT, agent_id: int | None = None) -> dict[str, Any]:

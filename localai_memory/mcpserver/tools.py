@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localai_memory.core.errors import ApplicationError, Forbidden
+from localai_memory.core.errors import ApplicationError, Forbidden, InvalidInput
 from localai_memory.growth.parsing import slugify
 from localai_memory.growth.selectors import (
     OwnerContext,
@@ -22,6 +22,7 @@ from localai_memory.growth.selectors import (
     written_json,
 )
 from localai_memory.memory import policy
+from localai_memory.memory.categories import CATEGORIES, ProfileNote, category_of, profile
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
 from localai_memory.notes import selectors as notes_selectors
@@ -92,25 +93,53 @@ def search(*, owner_id: int, query: str, agent_id: int | None = None) -> dict[st
             "degrade_reason": found["degraded"]}
 
 
-def list_notes(*, owner_id: int, agent_id: int | None = None) -> dict[str, Any]:
+def list_notes(*, owner_id: int, agent_id: int | None = None, category: str | None = None) -> dict[str, Any]:
     """Every note the user's chats may read (or, with ``agent_id``, a chat of that agent), scope by scope in
-    index order: its line, whether it has details (read them with ``memory_recall`` or the files API), who
-    last wrote it, its line or its details (``user``, ``model``, ``import``; None when its history is too old
-    to tell) and when."""
+    index order: its line, its kind (``category``; with ``category``, only that kind), whether it has details
+    (read them with ``memory_recall`` or the files API), who last wrote it, its line or its details (``user``,
+    ``model``, ``import``; None when its history is too old to tell) and when."""
+    if category is not None and category not in CATEGORIES:
+        raise InvalidInput(f"category must be one of {', '.join(CATEGORIES)}", code="invalid_category")
     context, agent = _context(owner_id, agent_id)
     notes: list[dict[str, Any]] = []
     for scope in _scopes(context, agent):
         entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+        texts = _topic_texts(owner_id, scope, entries)
+        kinds = {e.topic: category_of(e.summary, texts.get(e.topic, "")) for e in entries}
+        entries = [e for e in entries if category is None or kinds[e.topic] == category]
         written = line_writers(owner_id=owner_id, scope=scope, topics=[e.topic for e in entries])
         activity = recall_service.notes_activity(owner_id=owner_id, scope=scope) if entries else {}
         for entry in entries:
             last = written.get(entry.topic)
             used = activity.get((scope.kind, scope.key, entry.topic))
             notes.append({"scope": scope.name, "topic": entry.topic, "summary": entry.summary,
+                          "category": kinds[entry.topic],
                           "path": scope.topic_path(entry.file) if entry.file else scope.index_path,
                           "has_details": entry.file is not None, **written_json(last),
                           "used_at": used.used_at.isoformat() if used and used.used_at else None})
     return {"notes": notes, "count": len(notes), "note": DATA_NOTE}
+
+
+def _topic_texts(owner_id: int, scope: Scope, entries: list[Any]) -> dict[str, str]:
+    """Topic → its topic file's text, for the entries that name one (one query)."""
+    paths = {scope.topic_path(e.file): e.topic for e in entries if e.file}
+    if not paths:
+        return {}
+    rows = notes_selectors.file_list(owner_id=owner_id).filter(path__in=list(paths)).values_list("path", "content")
+    return {paths[path]: content for path, content in rows}
+
+
+def profile_of(*, owner_id: int, agent_id: int | None = None) -> dict[str, Any]:
+    """The user's profile from the notes a chat may read: the notes by kind and the names they mention most
+    (``memory.categories.profile``)."""
+    context, agent = _context(owner_id, agent_id)
+    notes = []
+    for scope in _scopes(context, agent):
+        entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+        texts = _topic_texts(owner_id, scope, entries)
+        notes += [ProfileNote(scope=scope.name, topic=e.topic, summary=e.summary, details=texts.get(e.topic, ""))
+                  for e in entries]
+    return {**profile(notes), "note": DATA_NOTE}
 
 
 def recent(*, owner_id: int, limit: int = RECENT_LIMIT, agent_id: int | None = None) -> dict[str, Any]:
