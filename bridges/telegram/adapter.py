@@ -3,7 +3,8 @@
 Only translation lives here. A private chat is one-to-one; groups, supergroups and channels are groups;
 anything else is unknown. Yes/No buttons are an inline keyboard (``memory:<yes|no>:<proposal id>``). The
 Bot API address comes from ``TELEGRAM_API_BASE_URL``. One ``Application`` per event loop (the library's
-rule): the runner, the webhook view and the expiry announcement each build their own.
+rule): the runner, the webhook view and the expiry announcement each build their own. Updates of different
+chats are handled side by side (a turn can wait a minute for the model); one chat's are handled in order.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable
 from typing import Any
 
 from django.conf import settings
-from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import Bot, BotCommand, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import (
     BadRequest,
     Forbidden,
@@ -24,7 +26,14 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
+from telegram.ext import (
+    Application,
+    BaseUpdateProcessor,
+    CallbackQueryHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
 
 from bridges import core, services
 from bridges.runtime import REVOKED_REASON, Revoked, Transient, run_sync, with_retries
@@ -52,11 +61,53 @@ def classify(exc: BaseException) -> BaseException | None:
     return None
 
 
+#: The most updates one bot handles at the same time (each waits for the model in a worker thread).
+MAX_CONCURRENT_UPDATES = 32
+
+
+class ChatOrderedUpdates(BaseUpdateProcessor):
+    """Updates of different chats run side by side; one chat's messages run one after another in the order
+    they came, and so do its button taps (apart from its messages: a tap answers a question already asked,
+    and must not wait behind a slow turn until Telegram no longer takes its answer)."""
+
+    def __init__(self, max_concurrent_updates: int = MAX_CONCURRENT_UPDATES) -> None:
+        super().__init__(max_concurrent_updates)
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._users: dict[tuple[str, int], int] = {}
+
+    @staticmethod
+    def _key(update: object) -> tuple[str, int] | None:
+        if not isinstance(update, Update) or update.effective_chat is None:
+            return None
+        return ("tap" if update.callback_query else "message", update.effective_chat.id)
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        key = self._key(update)
+        if key is None:
+            await coroutine
+            return
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._users[key] = self._users.get(key, 0) + 1
+        try:
+            async with lock:  # asyncio's locks are fair: waiters get it in the order they asked
+                await coroutine
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key], self._locks[key]
+
+    async def initialize(self) -> None:
+        """Nothing to set up."""
+
+    async def shutdown(self) -> None:
+        """Nothing to free."""
+
+
 def build_application(binding_id: int, token: str) -> Application:
     """The bot of one binding: handlers for text messages and Yes/No taps, and an error handler."""
     base_url, file_url = api_urls()
     app = (Application.builder().token(token).base_url(base_url).base_file_url(file_url).updater(None)
-           .concurrent_updates(False).build())
+           .concurrent_updates(ChatOrderedUpdates()).build())
     app.bot_data["binding_id"] = binding_id
     app.add_handler(MessageHandler(filters.TEXT, on_message))
     app.add_handler(CallbackQueryHandler(on_button, pattern=CALLBACK_RE))
@@ -175,10 +226,12 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Answers a Yes/No tap: confirms or drops the proposal, then clears the buttons of the question."""
     query = update.callback_query
     assert query is not None and query.data is not None
+    # Answered first: the tap stops spinning at once, and Telegram refuses an answer that comes too late
+    # ("query is too old"). The outcome goes as a message, so a refused answer keeps back nothing.
+    await _answer_query(query)
     match = CALLBACK_RE.match(query.data)
     chat = update.effective_chat
     if match is None or chat is None or query.from_user is None:
-        await query.answer()
         return
     user = query.from_user
     inbound = core.InboundMessage(
@@ -189,14 +242,23 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     reply = await run_sync(core.handle, inbound)
     if reply.duplicate:
         return
-    await with_retries(lambda: query.answer(text=(reply.answered or "")[:200] or None), classify,
-                       what="telegram answerCallbackQuery")
     if reply.settled:
         try:
             await query.edit_message_reply_markup(reply_markup=None)
         except BadRequest:  # the question was edited already
             pass
-    await send_all(context.bot, chat.id, reply.messages)
+    messages = reply.messages or ([core.Outbound(reply.answered)] if reply.answered else [])
+    await send_all(context.bot, chat.id, messages)
+
+
+async def _answer_query(query: CallbackQuery) -> None:
+    """Stop the tapped button's spinner; a failure (too late, a network error) is logged, never raised."""
+    try:
+        await with_retries(query.answer, classify, what="telegram answerCallbackQuery")
+    except InvalidToken:
+        raise
+    except TelegramError:
+        log.warning("telegram: a button tap could not be answered", exc_info=True)
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -265,39 +327,60 @@ async def _offer_commands(app: Application, binding_id: int) -> None:
 
 
 async def _poll(app: Application, stop: asyncio.Event) -> None:
-    """Long polling with getUpdates: each update is processed before the next offset confirms it."""
+    """Long polling with getUpdates. Each update is handed to the bot's update processor at once (chats side
+    by side, one chat in order), so the next poll confirms it while it may still be handled; its delivery
+    claim keeps a repeat from being handled twice. Once stopped, the updates in hand are finished (the
+    runner cancels them when that takes too long)."""
     timeout = int(getattr(settings, "BRIDGES_TELEGRAM_POLL_TIMEOUT", 25))
     offset: int | None = None
     failures = 0
-    while not stop.is_set():
-        poll = asyncio.ensure_future(app.bot.get_updates(offset=offset, timeout=timeout,
-                                                         allowed_updates=["message", "callback_query"]))
-        stopped = asyncio.ensure_future(stop.wait())
-        done, _ = await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if poll not in done:
-            poll.cancel()
+    in_hand: set[asyncio.Task[None]] = set()
+    try:
+        while not stop.is_set():
+            poll = asyncio.ensure_future(app.bot.get_updates(offset=offset, timeout=timeout,
+                                                             allowed_updates=["message", "callback_query"]))
+            stopped = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if poll not in done:
+                poll.cancel()
+                stopped.cancel()
+                return
             stopped.cancel()
-            return
-        stopped.cancel()
-        try:
-            updates = poll.result()
-        except RetryAfter as exc:
-            await asyncio.sleep(exc._retry_after.total_seconds())
-            continue
-        except TimedOut:
-            continue
-        except NetworkError:
-            failures += 1
-            if failures >= 5:
-                raise
-            from bridges.runtime import backoff_seconds
+            try:
+                updates = poll.result()
+            except RetryAfter as exc:
+                await asyncio.sleep(exc._retry_after.total_seconds())
+                continue
+            except TimedOut:
+                continue
+            except NetworkError:
+                failures += 1
+                if failures >= 5:
+                    raise
+                from bridges.runtime import backoff_seconds
 
-            await asyncio.sleep(backoff_seconds(failures))
-            continue
-        failures = 0
-        for update in updates:
-            offset = update.update_id + 1
-            await app.process_update(update)
+                await asyncio.sleep(backoff_seconds(failures))
+                continue
+            failures = 0
+            for update in updates:
+                offset = update.update_id + 1
+                task = asyncio.create_task(app.update_processor.process_update(update, app.process_update(update)),
+                                           name=f"telegram-update-{update.update_id}")
+                in_hand.add(task)
+                task.add_done_callback(lambda task: _finished(task, in_hand))
+    except asyncio.CancelledError:
+        for task in in_hand:
+            task.cancel()
+        raise
+    finally:
+        if in_hand:
+            await asyncio.gather(*in_hand, return_exceptions=True)
+
+
+def _finished(task: asyncio.Task[None], in_hand: set[asyncio.Task[None]]) -> None:
+    in_hand.discard(task)
+    if not task.cancelled() and task.exception() is not None:  # handler errors go to on_error; this is the rest
+        log.error("telegram: processing an update failed", exc_info=task.exception())
 
 
 def send_message(*, binding_id: int, credentials: dict[str, str], conversation_id: str,

@@ -71,6 +71,24 @@ def test_on_discord_an_answered_question_shows_the_answer_and_loses_its_buttons(
     assert notes_of(owner, dm_scope(discord_bot, alice)) == "- diet: vegan, no honey\n"
 
 
+def test_a_tap_whose_answer_telegram_refuses_still_saves_says_so_and_clears_the_buttons(telegram_bot, owner,
+                                                                                        model, alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    propose(model, VEGAN)
+    asked = telegram_bot.dm(alice, "Remember that I am vegan.")
+    answer, proposal_id = asked.buttons[0]
+    telegram_bot.server.fail_next(400, method="answerCallbackQuery",
+                                  description="Bad Request: query is too old and response timeout expired or "
+                                              "query ID is invalid")
+
+    tapped = telegram_bot.tap(alice, answer, proposal_id)
+
+    assert "Saved: \u201cvegan, no honey\u201d (diet)." in tapped.text
+    assert telegram_bot.server.calls_to("editMessageReplyMarkup")
+    assert notes_of(owner, dm_scope(telegram_bot, alice)) == "- diet: vegan, no honey\n"
+    assert Proposal.objects.get().status == "confirmed"
+
+
 def test_no_drops_the_note(bot, owner, model, alice):
     pair(bot, alice, can_confirm=True)
     propose(model, VEGAN)

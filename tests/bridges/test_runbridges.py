@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -96,6 +97,38 @@ def test_a_duplicate_telegram_update_is_processed_once_when_polling(owner, teleg
 
     assert telegram.sent_texts() == ["First.", "Second."]
     assert [r["messages"][-1]["content"] for r in model.requests] == ["hi", "ping"]
+
+
+def test_a_slow_turn_in_one_chat_does_not_hold_up_another_chat(owner, telegram, model, run_bridges,
+                                                               alice, bob, settings):
+    settings.LLM_TIMEOUT = 30.0
+    binding = polling_binding(owner)
+    pair(_driver(binding, "telegram"), alice)
+    pair(_driver(binding, "telegram"), bob)
+    release = threading.Event()
+
+    def answer(body: dict[str, Any]) -> Any:
+        said = body["messages"][-1]["content"]
+        if said == "a long question":
+            model.think_until(release)  # the model thinks until the test lets it answer
+        return reply(f"Answer to {said}.")
+
+    model.script(answer, answer, answer)
+    run_bridges()
+
+    telegram.push_update(telegram_fake.private_message("a long question", user_id=alice.number))
+    telegram.push_update(telegram_fake.private_message("and then this", user_id=alice.number))
+    telegram.push_update(telegram_fake.private_message("a quick one", user_id=bob.number))
+    try:
+        telegram.wait_for(lambda: bool(telegram.sent_texts(bob.number)), timeout=15,
+                          message="Bob waited for Alice's turn")
+        assert telegram.sent_texts(alice.number) == []
+    finally:
+        release.set()
+    telegram.wait_for_sent(3, timeout=10)
+
+    assert telegram.sent_texts() == ["Answer to a quick one.", "Answer to a long question.",
+                                     "Answer to and then this."]
 
 
 def test_a_telegram_webhook_binding_registers_its_webhook_with_the_secret(owner, telegram, settings, run_bridges):

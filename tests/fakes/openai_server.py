@@ -4,7 +4,7 @@
 response dict) and records every request body, so a test can assert exactly what the model was shown.
 `POST /v1/embeddings` returns deterministic bag-of-words hash vectors (texts that share words are close),
 or whatever an `embed` function returns. `GET /v1/models` lists `models`. Faults: `fail_next(500)`,
-`fail_next("garbage")`, `fail_next("hang")`, and a fixed `latency_ms`.
+`fail_next("garbage")`, `fail_next("hang")`, a fixed `latency_ms`, and `think_until` for a slow answer.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import json
 import math
 import re
 import struct
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -127,6 +128,14 @@ class OpenAIServer(LoopbackHTTPServer):
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> None:
         self.wait_for(lambda: len(self.requests) >= count, timeout, f"expected {count} chat requests")
+
+    def think_until(self, done: threading.Event, timeout: float = 20.0) -> None:
+        """For a scripted callable: a slow model, answering once ``done`` is set (or ``timeout`` passed).
+        Handlers run under the server's lock; this waits without it, so other requests are answered."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not done.is_set() and time.monotonic() < deadline:
+                self._cond.wait(0.05)
 
     # -- HTTP -----------------------------------------------------------------------------------------
 
