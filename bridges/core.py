@@ -77,6 +77,10 @@ class InboundMessage:
     """A tap on a Yes/No button."""
     proposal_id: int | None = None
     """The proposal the tapped button belongs to."""
+    unreadable: bool = False
+    """It carried something the bot cannot read (a photo, a file, a sticker) and no text: answered with
+    ``UNREADABLE_TEXT`` where a text would have been answered. Text that came with media (a caption) is
+    ``text``."""
     known_only: bool = False
     """Only for a conversation the bot has had before (a Slack slash command can be typed where the bot is
     not, such as a direct message between two people, and says nothing of it): anywhere else the bot answers
@@ -187,6 +191,7 @@ UNDO_CLOSED_TEXT = ("Too late to undo here: a note can be undone for 30 minutes 
                     "can restore an earlier version from Files.")
 ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
 NO_ANSWER_TEXT = "(The assistant gave no answer to that.)"
+UNREADABLE_TEXT = "I can only read text messages."
 NOT_HERE_TEXT = ("I keep notes only for a conversation I have had with you: write me a message first (directly, "
                  "or by mentioning me in a channel I was invited to), then use /remember there.")
 
@@ -245,7 +250,7 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     if not for_the_bot:
         return Reply()
     if not text:
-        return Reply()
+        return Reply([Outbound(UNREADABLE_TEXT)]) if message.unreadable else Reply()
     if text.split()[0].lower() == "/memory":
         return _notes_here(binding, conversation, sender)
     if text.lower() in ("/start", "/help"):

@@ -106,7 +106,8 @@ class BridgeClient(discord.Client):
                        bot_identity=str(self.user or ""))
 
     async def on_message(self, message: discord.Message) -> None:
-        """Passes a person's message to the core and sends its replies in the same channel."""
+        """Passes a person's message (an attachment's text is the message's) to the core and sends its replies
+        in the same channel."""
         if message.author.bot or (self.user is not None and message.author.id == self.user.id):
             return
         text = message.content or ""
@@ -120,7 +121,8 @@ class BridgeClient(discord.Client):
             binding_id=self.binding_id, conversation_id=str(message.channel.id), kind=kind,
             sender_id=str(message.author.id), sender_display=message.author.display_name, text=text,
             delivery_key=f"message:{message.id}", conversation_title=_title(message.channel),
-            addressed=kind == "one_to_one" or mentioned or replied)
+            addressed=kind == "one_to_one" or mentioned or replied,
+            unreadable=not text and bool(message.attachments or message.stickers))
         reply = await run_sync(core.handle, inbound)
         for outbound in reply.messages:
             try:

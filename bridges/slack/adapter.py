@@ -66,6 +66,11 @@ def web_client(token: str) -> WebClient:
 SLASH_COMMANDS = ("/remember", "/memory")
 
 
+#: The message subtypes that are a person writing: a plain message, one with a file (its text is the
+#: message), a thread reply also sent to the channel. Edits, deletions, joins and bots' messages are not.
+PERSON_SUBTYPES = (None, "file_share", "thread_broadcast")
+
+
 def build_app(binding_id: int, credentials: dict[str, str], *, process_before_response: bool = False) -> App:
     """The Bolt app of one binding. HTTP mode verifies Slack's signature with the signing secret; Socket
     Mode needs none (the app-level token opens the socket)."""
@@ -93,7 +98,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
     @app.event("message")
     def on_message(event: dict[str, Any], body: dict[str, Any], context: Any, client: WebClient) -> None:
         """Passes a person's message to the core and posts its replies in the same channel (and thread)."""
-        if event.get("subtype") or event.get("bot_id") or not event.get("user"):
+        if event.get("subtype") not in PERSON_SUBTYPES or event.get("bot_id") or not event.get("user"):
             return
         bot_user_id = context.get("bot_user_id") or ""
         text = event.get("text") or ""
@@ -107,7 +112,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             sender_id=event["user"], sender_display=display_name(client, event["user"]),
             text=unescape(text, lambda user_id: display_name(client, user_id)),
             delivery_key=f"event:{body.get('event_id') or event.get('client_msg_id') or event.get('ts')}",
-            addressed=addressed)
+            addressed=addressed, unreadable=not text and bool(event.get("files")))
         reply = _handle(binding_id, inbound)
         _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
 

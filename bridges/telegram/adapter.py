@@ -109,7 +109,9 @@ def build_application(binding_id: int, token: str) -> Application:
     app = (Application.builder().token(token).base_url(base_url).base_file_url(file_url).updater(None)
            .concurrent_updates(ChatOrderedUpdates()).build())
     app.bot_data["binding_id"] = binding_id
-    app.add_handler(MessageHandler(filters.TEXT, on_message))
+    # Every message a person writes (a photo or file too: its caption is its text); not the service
+    # messages about members, titles and pins.
+    app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & ~filters.StatusUpdate.ALL, on_message))
     app.add_handler(CallbackQueryHandler(on_button, pattern=CALLBACK_RE))
     app.add_error_handler(on_error)
     return app
@@ -129,13 +131,14 @@ def _kind(chat_type: str | None) -> core.Kind:
 
 
 def to_inbound(update: Update, *, binding_id: int, bot_id: int, bot_username: str) -> core.InboundMessage | None:
-    """The core's view of a text message, or None for anything else."""
+    """The core's view of a message (a photo's or a file's caption as its text; one with no text at all as
+    unreadable), or None for anything else."""
     message = update.effective_message
     chat = update.effective_chat
     user = update.effective_user
-    if message is None or chat is None or user is None or message.text is None or user.is_bot:
+    if message is None or chat is None or user is None or user.is_bot:
         return None
-    text = message.text
+    text = message.text if message.text is not None else (message.caption or "")
     mention = f"@{bot_username}" if bot_username else None
     replied_to_bot = bool(message.reply_to_message and message.reply_to_message.from_user
                           and message.reply_to_message.from_user.id == bot_id)
@@ -151,7 +154,7 @@ def to_inbound(update: Update, *, binding_id: int, bot_id: int, bot_username: st
         binding_id=binding_id, conversation_id=str(chat.id), kind=_kind(chat.type), sender_id=str(user.id),
         sender_display=user.full_name or user.username or str(user.id), text=text,
         delivery_key=f"update:{update.update_id}", conversation_title=chat.title or chat.full_name or "",
-        addressed=addressed)
+        addressed=addressed, unreadable=not text)
 
 
 def markup(outbound: core.Outbound) -> InlineKeyboardMarkup | None:
@@ -209,7 +212,7 @@ async def send_all(bot: Bot, chat_id: int | str, outbounds: list[core.Outbound],
 
 
 async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Passes a text message to the core and sends its replies in the same chat."""
+    """Passes a message to the core and sends its replies in the same chat."""
     binding_id = context.bot_data["binding_id"]
     inbound = to_inbound(update, binding_id=binding_id, bot_id=context.bot.id, bot_username=context.bot.username)
     if inbound is None:

@@ -17,7 +17,7 @@ from bridges.runner import Supervisor, SupervisorThread
 from bridges.selectors import binding_credentials
 from tests.fakes import slack_server as slack_fake
 from tests.fakes import telegram_server as telegram_fake
-from tests.fakes.discord_server import DiscordServer
+from tests.fakes.discord_server import DiscordServer, attachment
 from tests.fakes.slack_server import SlackServer
 from tests.fakes.telegram_server import TelegramServer
 
@@ -70,6 +70,11 @@ class Driver:
     def memory(self, person: Person) -> Said:
         """``/memory`` in ``person``'s direct chat with the bot, as the platform delivers it."""
         return self.dm(person, "/memory")
+
+    def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
+        """``person`` sends a photo with ``caption`` (none: a photo alone) to the bot directly, or in the group
+        (mentioning the bot only if ``caption`` does)."""
+        raise NotImplementedError
 
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:
         """``person`` taps Yes or No under the question about ``proposal_id`` in their direct chat."""
@@ -138,6 +143,12 @@ class TelegramDriver(Driver):
         return self._deliver(telegram_fake.group_message(text, chat_id=self.GROUP_ID, user_id=person.number,
                                                          first_name=person.name, username=person.name.lower()), 1)
 
+    def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
+        who = {"user_id": person.number, "first_name": person.name, "username": person.name.lower()}
+        update = (telegram_fake.group_message("-", chat_id=self.GROUP_ID, **who) if in_group
+                  else telegram_fake.private_message("-", **who))
+        return self._deliver(telegram_fake.with_photo(update, caption), 1)
+
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:
         before = len(self.server.sent)
         answered = len(self.server.calls_to("answerCallbackQuery"))
@@ -203,6 +214,12 @@ class SlackDriver(Driver):
     def group(self, person: Person, text: str, *, expect: int = 1) -> Said:
         return self._deliver(slack_fake.message_channel(f"<@{slack_fake.BOT_USER_ID}> {text}",
                                                         user=self.user(person), channel=self.GROUP_ID), 1)
+
+    def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
+        where = ({"channel": self.GROUP_ID, "channel_type": "channel"} if in_group
+                 else {"channel": self.dm_id(person), "channel_type": "im"})
+        return self._deliver(slack_fake.message_event(caption, user=self.user(person), subtype="file_share",
+                                                      files=[slack_fake.shared_file()], **where), 1)
 
     def remember(self, person: Person, fact: str, *, expect: int = 1, channel: str | None = None) -> Said:
         """Slack delivers a message that starts with a slash as the slash command it names (``channel``: where
@@ -283,6 +300,13 @@ class DiscordDriver(Driver):
         self.server.push_message(f"<@{self.server.bot_id}> {text}", author_id=person.number,
                                  username=person.name.lower(), guild_id=self.server.guild_id)
         self._wait(before, interactions, expect)
+        return self._said(before, interactions)
+
+    def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
+        before, interactions = len(self.server.messages), len(self.server.interaction_responses)
+        self.server.push_message(caption, author_id=person.number, username=person.name.lower(),
+                                 guild_id=self.server.guild_id if in_group else None, attachments=[attachment()])
+        self._wait(before, interactions, 1)
         return self._said(before, interactions)
 
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:

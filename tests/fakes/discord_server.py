@@ -41,6 +41,21 @@ MESSAGE_LIMIT = 2000
 _sequence = itertools.count(1)
 
 
+def attachment(filename: str = "bike.jpg", content_type: str = "image/jpeg") -> dict[str, Any]:
+    """An attachment of a MESSAGE_CREATE, as Discord sends it."""
+    attachment_id = snowflake()
+    return {
+        "id": str(attachment_id),
+        "filename": filename,
+        "size": 48213,
+        "url": f"https://cdn.discordapp.com/attachments/1/{attachment_id}/{filename}",
+        "proxy_url": f"https://media.discordapp.net/attachments/1/{attachment_id}/{filename}",
+        "content_type": content_type,
+        "width": 800,
+        "height": 600,
+    }
+
+
 def snowflake() -> int:
     """A fresh id whose embedded timestamp is now (discord.py derives `created_at` from it)."""
     return ((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22) | (next(_sequence) & 0x3FFFFF)
@@ -264,9 +279,10 @@ class DiscordServer:
         channel_id: int | None = None,
         guild_id: int | None = None,
         message_id: int | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """A MESSAGE_CREATE payload: a DM when `guild_id` is None, else a message in a guild channel.
-        `<@BOT_ID>` in `content` becomes a mention of the bot."""
+        `<@BOT_ID>` in `content` becomes a mention of the bot; `attachments` from `attachment()`."""
         self._users[author_id] = username
         if channel_id is None:
             channel_id = self.dm_channel_id(author_id) if guild_id is None else self.channel_id
@@ -282,7 +298,7 @@ class DiscordServer:
             "mention_everyone": False,
             "mentions": mentions,
             "mention_roles": [],
-            "attachments": [],
+            "attachments": attachments or [],
             "embeds": [],
             "pinned": False,
             "type": 0,
@@ -309,6 +325,7 @@ class DiscordServer:
         channel_id: int | None = None,
         guild_id: int | None = None,
         message_id: int | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Deliver MESSAGE_CREATE to the connected client (queued until it has identified).
 
@@ -322,6 +339,7 @@ class DiscordServer:
             channel_id=channel_id,
             guild_id=guild_id,
             message_id=message_id,
+            attachments=attachments,
         )
         self._send_from_thread("MESSAGE_CREATE", payload)
         return payload

@@ -90,8 +90,11 @@ def message_event(
     thread_ts: str | None = None,
     bot_id: str | None = None,
     team: str = TEAM_ID,
+    subtype: str | None = None,
+    files: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The inner `event` of a message (channel_type "im", "mpim", "channel" or "group")."""
+    """The inner `event` of a message (channel_type "im", "mpim", "channel" or "group"); `subtype` as Slack
+    names it ("file_share" with `files`, "thread_broadcast", "channel_join", ...)."""
     ts = ts or _ts()
     event: dict[str, Any] = {
         "type": "message",
@@ -106,11 +109,32 @@ def message_event(
     }
     if thread_ts is not None:
         event["thread_ts"] = thread_ts
+    if subtype is not None:
+        event["subtype"] = subtype
+    if files is not None:
+        event["files"] = files
+        event["upload"] = True
     if bot_id is not None:
         event["bot_id"] = bot_id
         event["subtype"] = "bot_message"
         event.pop("client_msg_id")
     return event
+
+
+def shared_file(name: str = "bike.jpg", mimetype: str = "image/jpeg") -> dict[str, Any]:
+    """A file object as a `file_share` message carries it."""
+    file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+    return {
+        "id": file_id,
+        "created": int(time.time()),
+        "name": name,
+        "title": name,
+        "mimetype": mimetype,
+        "filetype": name.rsplit(".", 1)[-1],
+        "size": 48213,
+        "mode": "hosted",
+        "url_private": f"https://files.slack.com/files-pri/{TEAM_ID}-{file_id}/{name}",
+    }
 
 
 def message_im(

@@ -154,6 +154,26 @@ def group_message(
     }
 
 
+def with_photo(update: dict[str, Any], caption: str = "") -> dict[str, Any]:
+    """`update` (from `private_message`/`group_message`) as a photo with `caption` instead of its text, as
+    Telegram sends one: the sizes in `photo`, the text and its entities as `caption`/`caption_entities`."""
+    message = update["message"]
+    message.pop("text", None)
+    message.pop("entities", None)
+    unique = next(_message_ids)
+    message["photo"] = [
+        {"file_id": f"AgACAgQ-{unique}-{size}", "file_unique_id": f"AQAD{unique}{size}", "width": size,
+         "height": size * 3 // 4, "file_size": size * 40}
+        for size in (90, 320, 800)
+    ]
+    if caption:
+        message["caption"] = caption
+        caption_entities = _entities(caption)
+        if caption_entities:
+            message["caption_entities"] = caption_entities
+    return update
+
+
 def callback_query(
     data: str,
     *,
