@@ -1,7 +1,8 @@
 """The bridges process: runs every enabled binding, each on its own, and follows changes to the bindings.
 
-``Supervisor.run`` looks at the enabled bindings every ``reload_seconds`` (a fingerprint of each binding's
-mode and ``updated_at``): a new or changed binding is (re)started, a disabled or deleted one stopped. Each
+``Supervisor.run`` looks at the enabled bindings every ``reload_seconds`` (a fingerprint of what each
+binding's connection is made of: platform, mode, credentials): a new binding is started, one whose connection
+changed restarted, a disabled or deleted one stopped; a new name or agent is read by the next message. Each
 binding runs as one asyncio task (``BindingTask``) that never lets an error escape: a refused token turns the
 binding off with a reason (``Revoked``); any other failure is shown on the binding and retried with
 exponential backoff. So one broken bot never stops the others. Blocking work (database, the model) runs in

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -67,14 +68,18 @@ class RunnableBinding:
     platform: str
     mode: str
     fingerprint: str
+    """What the bot's connection is made of: its platform, mode and credentials (hashed). The name, the agent
+    and the rest are read per message, so changing them never restarts the connection (a restart can cut
+    off an answer on its way)."""
 
 
 def runnable_bindings() -> list[RunnableBinding]:
     """Every enabled binding whose bot runs inside ``runbridges`` (webhook and Slack HTTP ones included: the
     process registers the webhook, and otherwise leaves them to the web)."""
-    rows = Binding.objects.filter(enabled=True).order_by("id").values_list("id", "platform", "mode", "updated_at")
-    return [RunnableBinding(id=pk, platform=platform, mode=mode, fingerprint=f"{mode}:{updated.isoformat()}")
-            for pk, platform, mode, updated in rows]
+    rows = Binding.objects.filter(enabled=True).order_by("id").values_list("id", "platform", "mode", "credentials")
+    return [RunnableBinding(id=pk, platform=platform, mode=mode,
+                            fingerprint=f"{platform}:{mode}:{hashlib.sha256(credentials.encode()).hexdigest()}")
+            for pk, platform, mode, credentials in rows]
 
 
 def bot_scope_gone(*, owner_id: int, scope: Scope) -> bool:

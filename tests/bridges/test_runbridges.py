@@ -19,6 +19,7 @@ from bridges.runner import Supervisor, SupervisorThread
 from bridges.selectors import binding_credentials
 from bridges.telegram.adapter import webhook_url
 from tests.bridges.conftest import DISCORD_TOKEN, SLACK_SECRET, TELEGRAM_TOKEN, pair
+from tests.chats.helpers import make_agent
 from tests.fakes import slack_server as slack_fake
 from tests.fakes import telegram_server as telegram_fake
 from tests.fakes.openai_server import reply
@@ -156,6 +157,26 @@ def test_runbridges_follows_changes_to_the_bindings(owner, telegram, run_bridges
     other = polling_binding(owner, token="654321:ANOTHER-TOKEN-abcd")
     telegram.wait_for(lambda: polls(telegram, "654321:ANOTHER-TOKEN-abcd") > 0, timeout=10)
     assert bridges.supervisor.running == {other.pk}
+
+
+def test_renaming_a_bot_or_giving_it_an_agent_keeps_its_connection_and_a_new_token_restarts_it(
+        owner, telegram, run_bridges):
+    binding = polling_binding(owner)
+    bridges = run_bridges()
+    telegram.wait_for(lambda: polls(telegram, TELEGRAM_TOKEN) > 0, timeout=10)
+    running = bridges.supervisor.tasks[binding.pk]
+
+    services.binding_update(binding=binding, name="Kitchen bot", agent_id=make_agent(owner).pk)
+    rounds = bridges.supervisor.rounds
+    wait_until(lambda: bridges.supervisor.rounds >= rounds + 3)  # three more looks at the bindings
+
+    assert bridges.supervisor.tasks[binding.pk] is running and not running.task.done()
+    assert len(telegram.calls_to("getMe")) == 1  # connected once
+
+    services.binding_update(binding=Binding.objects.get(pk=binding.pk), credentials={"token": "777777:NEW-TOKEN-abcd"})
+    telegram.wait_for(lambda: polls(telegram, "777777:NEW-TOKEN-abcd") > 0, timeout=10)
+
+    assert bridges.supervisor.tasks[binding.pk] is not running
 
 
 def test_a_revoked_token_turns_the_binding_off_with_a_reason_instead_of_looping(owner, telegram, run_bridges):
