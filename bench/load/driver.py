@@ -36,6 +36,13 @@ import httpx
 TRANSPORT_ERRORS = (httpx.TransportError,)
 
 
+def proposed_summary(token: str) -> str:
+    """The line a proposing turn asks the model to save. It replaces a seeded line of at most five words and
+    says more than it (seven words of its own), so under "Save it and tell me" it is an update saved at once,
+    not a line cut down, which waits like a forget (``chats.tools._shortens_line``)."""
+    return f"Note {token} about the garden, the kitchen and the weekend"
+
+
 class Recorder:
     """Thread-safe lists of request records, ledger entries and overhead pairs."""
 
@@ -162,7 +169,7 @@ class Driver:
     def do_turn_propose(self, client: httpx.Client, rng: random.Random, user: User) -> None:
         token = self.token()
         topic = self.pick_topic(rng)
-        body = self.turn(client, user, f"Please remember this. [[propose:{topic}:Note {token}]]",
+        body = self.turn(client, user, f"Please remember this. [[propose:{topic}:{proposed_summary(token)}]]",
                          "POST /api/chats/{id}/messages")
         if body is None:
             return
@@ -299,7 +306,8 @@ class Driver:
                 user = rng.choice(self.users)
                 kind = rng.choices(names, weights)[0]
                 if kind == "propose":
-                    text = f"Please remember this. [[propose:{self.pick_topic(rng)}:Note {self.token()}]]"
+                    text = (f"Please remember this. "
+                            f"[[propose:{self.pick_topic(rng)}:{proposed_summary(self.token())}]]")
                 else:
                     # a new text every turn, as people write: no turn reuses an earlier query's embedding
                     text = f"What should I cook tonight? Keep it short. (ref {self.token()})"

@@ -9,6 +9,8 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
+from bench.load.driver import proposed_summary
+
 EDIT = re.compile(r"edit ([0-9a-f]{10})\.")
 NOTE = re.compile(r"Note ([0-9a-f]{10})")
 
@@ -90,7 +92,7 @@ def verify(ledger: dict[str, list[list[Any]]], numbers_to_ids: dict[int, int]) -
     proposed = {row[2]: row[1] for row in ledger["proposed"]}
     have = dict(Proposal.objects.filter(pk__in=list(proposed.values())).values_list("pk", "summary"))
     for token, proposal_id in proposed.items():
-        if f"Note {token}" != have.get(proposal_id):
+        if proposed_summary(token) != have.get(proposal_id):
             lost.append(f"proposal {proposal_id} ({token}) made in a turn is missing")
     report["proposed_in_turns"] = len(proposed)
     saved = {row[1]: row[2] for row in ledger["saved"]}
