@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 
 from django.db import DatabaseError
@@ -120,6 +121,10 @@ class BindingTask:
                 log.debug("binding %s: stopped by cancelling", self.binding_id, exc_info=True)
 
 
+#: Blocking turns (database, model) that may run at once across every bot of the process.
+TURN_THREADS = 32
+
+
 class Supervisor:
     """Runs the enabled bindings (optionally only ``binding_ids``) and follows changes."""
 
@@ -132,6 +137,10 @@ class Supervisor:
     async def run(self, stop: asyncio.Event) -> None:
         from .discord.adapter import configure_addresses, restore_addresses
 
+        # Every bot's turns run in the loop's default threads (runtime.run_sync): asyncio's default of
+        # cpus + 4 would let a handful of slow model calls anywhere hold up every chat of every bot.
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=TURN_THREADS, thread_name_prefix="bridges-turn"))
         previous = configure_addresses()
         try:
             while not stop.is_set():

@@ -71,7 +71,11 @@ class ChatOrderedUpdates(BaseUpdateProcessor):
     and must not wait behind a slow turn until Telegram no longer takes its answer)."""
 
     def __init__(self, max_concurrent_updates: int = MAX_CONCURRENT_UPDATES) -> None:
-        super().__init__(max_concurrent_updates)
+        # The library's semaphore is taken before do_process_update, so an update waiting for its chat would
+        # hold a slot: 32 messages of one busy group would stop every other chat. Its limit is set out of
+        # reach; the real one is taken once the chat's turn has come.
+        super().__init__(1 << 20)
+        self._running = asyncio.Semaphore(max_concurrent_updates)
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._users: dict[tuple[str, int], int] = {}
 
@@ -84,12 +88,13 @@ class ChatOrderedUpdates(BaseUpdateProcessor):
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         key = self._key(update)
         if key is None:
-            await coroutine
+            async with self._running:
+                await coroutine
             return
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._users[key] = self._users.get(key, 0) + 1
         try:
-            async with lock:  # asyncio's locks are fair: waiters get it in the order they asked
+            async with lock, self._running:  # asyncio's locks are fair: waiters get it in the order they asked
                 await coroutine
         finally:
             self._users[key] -= 1
