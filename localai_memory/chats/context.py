@@ -102,11 +102,12 @@ class MemoryBlock:
 
 
 #: What chat templates use to open and close turns (ChatML and Llama 3 ``<|…|>``, DeepSeek ``<｜…｜>``, Llama 2
-#: and Mistral ``[INST]``, ``<<SYS>>``, ``</s>``, Gemma ``<start_of_turn>``). llama.cpp and Ollama turn such
+#: and Mistral ``[INST]``, ``<<SYS>>``, ``</s>``, Gemma ``<start_of_turn>``, ``<bos>``, Qwen and Hermes
+#: ``<tool_call>``, ``<tool_response>``, ``<think>``). llama.cpp and Ollama turn such
 #: text inside a message into the real control token, so a note holding one could close its data block and
 #: open a system turn.
 _TURN_MARKERS = re.compile(
-    r"<[|｜][^<>\n]{0,60}?[|｜]>|</?s>|<</?SYS>>|<(?:start|end)_of_turn>"
+    r"<[|｜][^<>\n]{0,60}?[|｜]>|</?s>|<</?SYS>>|</?(?:start_of_turn|end_of_turn|tool_call|tool_response|think|bos|eos)>"
     r"|\[/?(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\]",
     re.IGNORECASE)
 

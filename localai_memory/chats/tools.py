@@ -234,8 +234,13 @@ def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
 
 
 def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:
-    """A note not saved, recorded in the turn's report; the tool's result."""
+    """A note not saved, recorded in the turn's report; the tool's result (the index ``entries`` it names shown
+    as data, their turn markers made plain words like every note the model reads)."""
     ctx.report["refused"].append({"topic": topic, "reason": reason, "message": message})
+    if isinstance(extra.get("entries"), list):
+        extra["entries"] = [{**entry, "summary": defang(entry["summary"])}
+                            if isinstance(entry, dict) and isinstance(entry.get("summary"), str) else entry
+                            for entry in extra["entries"]]
     return {"status": "refused", "reason": reason, "message": message, **extra}
 
 
@@ -336,7 +341,8 @@ def _duplicate(ctx: ToolContext, topic: str, duplicate: recall_service.Duplicate
                f"to change that note, propose topic {duplicate.topic!r}.")
     ctx.report["refused"].append({"topic": topic, "reason": "duplicate", "message": message,
                                   "duplicate_of": duplicate.as_dict()})
-    return {"status": "refused", "reason": "duplicate", "message": message, "duplicate_of": duplicate.as_dict()}
+    shown = {key: defang(value) if isinstance(value, str) else value for key, value in duplicate.as_dict().items()}
+    return {"status": "refused", "reason": "duplicate", "message": defang(message), "duplicate_of": shown}
 
 
 def already_saved(ctx: ToolContext, kind: str, topic: str, summary: str, message: str) -> dict[str, Any]:
