@@ -425,7 +425,7 @@ class ChatCompletionsApi(ApiView):
             picked = AGENT_MODEL.fullmatch(body["model"])  # an agent picked from GET /v1/models
             agent_id = int(picked.group(1)) if picked else None
         chat_id = _int_or_none(body.get("chat_id", request.headers.get("X-Chat-Id")), "chat")
-        sampling = {key: value for key, value in body.items() if key in llm.SAMPLING_OPTIONS and value is not None}
+        sampling = _sampling(body)
         chat, result = services.completion_turn(
             user=request.user, agent_id=agent_id, chat_id=chat_id, earlier=sent.earlier, content=sent.content,
             typed_by_user=sent.typed, pending=sent.pending, client_tools=client_tools, options=sampling)
@@ -455,6 +455,45 @@ class ChatCompletionsApi(ApiView):
             "memory": result.memory,
         }
         return Response(payload, headers=headers)
+
+
+def _number(value: Any, low: float, high: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
+
+
+def _whole(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+#: What each sampling option must be (OpenAI's ranges), so a bad one is a 400 here rather than the model
+#: server's refusal answered as a 502 after a chat was made for it.
+_SAMPLING_CHECKS: dict[str, tuple[Any, str]] = {
+    "temperature": (lambda v: _number(v, 0, 2), "a number from 0 to 2"),
+    "top_p": (lambda v: _number(v, 0, 1), "a number from 0 to 1"),
+    "presence_penalty": (lambda v: _number(v, -2, 2), "a number from -2 to 2"),
+    "frequency_penalty": (lambda v: _number(v, -2, 2), "a number from -2 to 2"),
+    "max_tokens": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+    "max_completion_tokens": (lambda v: _whole(v, 1), "a whole number of at least 1"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "stop": (lambda v: isinstance(v, str) or isinstance(v, list) and len(v) <= 4
+             and all(isinstance(item, str) for item in v), "a text or a list of at most 4 texts"),
+    "logit_bias": (lambda v: isinstance(v, dict), "an object"),
+    "response_format": (lambda v: isinstance(v, dict) and isinstance(v.get("type"), str),
+                        "an object with a type"),
+    "reasoning_effort": (lambda v: isinstance(v, str), "a text"),
+    "user": (lambda v: isinstance(v, str) and len(v) <= 256, "a text of at most 256 characters"),
+}
+
+
+def _sampling(body: dict[str, Any]) -> dict[str, Any]:
+    """The client's sampling options (``llm.SAMPLING_OPTIONS``) as sent, each checked: 400 ``invalid_sampling``
+    naming the first that is not what OpenAI takes."""
+    sampling = {key: value for key, value in body.items() if key in llm.SAMPLING_OPTIONS and value is not None}
+    for key, value in sampling.items():
+        check, wanted = _SAMPLING_CHECKS[key]
+        if not check(value):
+            raise InvalidInput(f"{key} must be {wanted}", code="invalid_sampling")
+    return sampling
 
 
 def _stream(completion_id: str, created: int, model: str, text: str, calls: list[dict[str, Any]],
