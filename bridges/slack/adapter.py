@@ -218,6 +218,9 @@ def unescape(text: str, name_of: Callable[[str], str]) -> str:
                 return label
             return f"@{special}" if special in ("here", "channel", "everyone") else ""
         address = target.removeprefix("mailto:")
+        bare = re.sub(r"^https?://", "", address).rstrip("/")
+        if label and label.rstrip("/") in (bare, address.rstrip("/")):
+            return label  # Slack made a link of what was typed ("example.com"): as it was typed
         if not label or label in (target, address):
             return address
         return f"{label} ({address})"

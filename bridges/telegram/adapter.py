@@ -159,7 +159,7 @@ def to_inbound(update: Update, *, binding_id: int, bot_id: int, bot_username: st
         binding_id=binding_id, conversation_id=str(chat.id), kind=_kind(chat.type), sender_id=str(user.id),
         sender_display=user.full_name or user.username or str(user.id), text=text,
         delivery_key=f"update:{update.update_id}", conversation_title=chat.title or chat.full_name or "",
-        addressed=addressed, unreadable=not text)
+        addressed=addressed, unreadable=not text and message.text is None)  # "@bot" alone is a text
 
 
 def markup(outbound: core.Outbound) -> InlineKeyboardMarkup | None:

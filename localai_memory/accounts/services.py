@@ -34,7 +34,8 @@ _SIGNUP_LOCK_NAMESPACE = 0x4C55
 def signup_lock(username: str) -> None:
     """Hold, until the transaction ends, the lock of every spelling of ``username`` ("Alice" is "alice")."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(lower(%s)))", [_SIGNUP_LOCK_NAMESPACE, username])
+        # upper(), as Django's iexact compares: one lock for every spelling the check calls the same name
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(upper(%s)))", [_SIGNUP_LOCK_NAMESPACE, username])
 
 
 def user_register(*, username: str, password: str) -> User:

@@ -202,10 +202,13 @@ def thread_continues(chat: Chat, conversation: list[dict[str, Any]], result: Tur
 
 
 def check_answerable_here(chat: Chat) -> None:
-    """A messaging app's conversation is answered in the app (its bot sends the replies); a turn typed into
-    it through the API would read its notes and store messages nobody there sees: 409 ``answer_in_the_app``."""
-    if chat.origin == Origin.MESSAGING:
-        raise Conflict("This conversation comes from a messaging app; answer it there.", code="answer_in_the_app")
+    """Only a web (or API) chat takes a typed turn, as on the web chat page: a messaging app's conversation is
+    answered in the app (its bot sends the replies; a turn typed here would read its notes and store messages
+    nobody there sees), and a sub-agent's, trigger's or job's chat belongs to its run. 409
+    ``answer_in_the_app``."""
+    if chat.origin != Origin.WEB:
+        where = "a messaging app" if chat.origin == Origin.MESSAGING else "a run"
+        raise Conflict(f"This conversation comes from {where}; answer it there.", code="answer_in_the_app")
 
 
 def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, earlier: list[dict[str, Any]],

@@ -53,7 +53,7 @@ _NOT_NAMES = frozenset(["i", "i'm", "i've", "i'd", "i'll", "a", "an", "the", "th
 #: Words a note often starts with that are no names ("Has a cat", "Usually walks"), beside the categories' own.
 _STARTERS = frozenset(["has", "had", "is", "was", "are", "were", "be", "been", "wants", "needs", "uses", "used", "usually", "often", "sometimes", "rarely", "still", "currently", "now", "allergic", "brother", "sister", "mother", "father", "wife", "husband", "partner", "son", "daughter", "friend", "cat", "dog", "favourite", "favorite", "owns", "drives", "reads", "writes", "runs", "eats", "drinks", "goes", "went", "visits", "visited", "moved", "moving"])
 _NAME = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’-]*(?:\s+(?:of\s+|de\s+|von\s+)?[A-ZÀ-ÖØ-Þ][\w'’-]*)*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n\s*[-*]?\s*)$")
+_SENTENCE_END = re.compile(r"(?:[.!?]\s+|\n\s*[-*]?\s*)$")
 
 
 def _starts_sentence_only(word: str) -> bool:
@@ -80,7 +80,9 @@ def names_in(text: str) -> list[str]:
     found: list[str] = []
     for match in _NAME.finditer(text):
         words = match.group(0).split()
-        if words and _SENTENCE_START.search(text[:match.start()]) and _starts_sentence_only(words[0]):
+        # What stands just before the run says whether it starts a sentence (a short look, not a rescan).
+        starts = match.start() == 0 or _SENTENCE_END.search(text, max(0, match.start() - 8), match.start())
+        if words and starts and _starts_sentence_only(words[0]):
             words = words[1:]  # capitalised because it starts the sentence ("Likes tea", "Has a cat")
         while words and words[0].lower() in _NOT_NAMES:
             words = words[1:]

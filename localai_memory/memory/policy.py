@@ -703,9 +703,10 @@ _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
             r"api[ _-]?key|secret[ _-]?key|access[ _-]?key|private[ _-]?key|client[ _-]?secret|"
             r"wi-?fi[ _-]?(?:key|code|password)|network[ _-]?key|security[ _-]?code|cvv|cvc|"
             r"(?:access|auth|bearer|refresh)[ _-]?token)s?(?![a-z])[^\n.;]{0,40}?(?<![^\s:=(\"'])"
-            r"(?=[^\s,;]*\d)[^\s,;]{4,}"
+            r"(?!(?:19|20)\d\d(?![^\s,;]))(?=[^\s,;]*\d)[^\s,;]{4,}"  # a year is no value ("pins since 2019")
         ),
-        r"(?i)(?<![a-z])(?:pw|pass)\s*[:=]\s*\S+",  # "wifi pw: …", "login: bob / pass: …"
+        r"(?i)(?<![a-z])pw\s*[:=]\s*\S+",  # "wifi pw: …"
+        r"(?i)(?:login|user(?:name)?|account|e-?mail|wi-?fi)\b[^\n]{0,40}?(?<![a-z])pass\s*[:=]\s*\S+",  # "login: bob / pass: …"
         # "AWS_SECRET_ACCESS_KEY=…", "token: …": an identifier naming a secret, assigned a value
         r"(?i)(?<![a-z])[a-z_]*(?:secret|token|api_?key|access_?key)[a-z_]*\s*[:=]\s*\S{6,}",
         r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}",

@@ -215,12 +215,18 @@ class IndexEntry:
 def printable_line(text: str) -> str:
     """``text`` as one line that shows what it says: control characters (C0, DEL, C1, so no terminal escape
     sequence or bell), lone surrogates and line or paragraph separators become spaces; format characters go
-    (bidi embeddings, overrides and isolates such as U+202E, zero-width spaces and joiners, the BOM), so a
-    line cannot read differently from what it holds; runs of white space become one space."""
+    (bidi embeddings, overrides and isolates such as U+202E, zero-width spaces, the BOM), so a line cannot
+    read differently from what it holds, except a zero-width (non-)joiner inside a word; runs of white
+    space become one space."""
     kept: list[str] = []
-    for char in text:
+    for index, char in enumerate(text):
         category = unicodedata.category(char)
         if category == "Cf":
+            # The zero-width non-joiner and joiner spell words (Persian می‌خواهم, Indic conjuncts) and join
+            # emoji: kept between two visible characters, dropped anywhere else.
+            if char in "\u200c\u200d" and 0 < index < len(text) - 1 and not text[index - 1].isspace() \
+                    and not text[index + 1].isspace():
+                kept.append(char)
             continue
         kept.append(" " if category in ("Cc", "Cs", "Zl", "Zp") else char)
     return " ".join("".join(kept).split())

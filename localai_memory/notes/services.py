@@ -587,7 +587,7 @@ def _index_lines_back(path: str, before: str | None, after: str | None, current:
     lines, size = index_size(text)
     if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
         return _NO_MERGE  # the lines added since leave no room for the one this Undo brings back
-    return text if text or before is not None else None
+    return text or None  # an index whose last line goes is deleted, as a note's delete does
 
 
 @transaction.atomic

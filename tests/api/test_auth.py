@@ -214,7 +214,7 @@ def test_two_signups_of_one_name_at_the_same_moment_make_one_account(settings):
 
     try:
         with other.cursor() as cursor:  # the first sign-up, under the service's lock, not committed yet
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(lower(%s)))", [0x4C55, "Alice"])
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(upper(%s)))", [0x4C55, "Alice"])
             cursor.execute(
                 "INSERT INTO auth_user (username, password, is_superuser, first_name, last_name, email, is_staff,"
                 " is_active, date_joined) VALUES ('Alice', '!', false, '', '', '', false, true, now())")

@@ -17,11 +17,11 @@ def test_the_model_reads_a_slack_message_as_it_was_typed(slack_bot, model, alice
 
     slack_bot.dm(alice, "R&amp;D moved: see <https://wiki.example/rd?a=1&amp;b=2|the wiki> or "
                         "<https://example.org>, mail <mailto:rd@example.org|rd@example.org>, ask <@U5550002> in "
-                        "<#C0GENERAL|general> if 1 &lt; 2 &gt; 0 <!here>")
+                        "<#C0GENERAL|general> if 1 &lt; 2 &gt; 0 <!here>; typed <http://example.com|example.com>")
 
     assert model.requests[-1]["messages"][-1]["content"] == (
         "R&D moved: see the wiki (https://wiki.example/rd?a=1&b=2) or https://example.org, mail rd@example.org, "
-        "ask @u5550002 in #general if 1 < 2 > 0 @here")
+        "ask @u5550002 in #general if 1 < 2 > 0 @here; typed example.com")
 
 
 def test_a_note_remembered_on_slack_is_saved_and_echoed_as_it_was_typed(slack_bot, owner, model, alice):

@@ -390,3 +390,6 @@ def test_a_messaging_apps_conversation_is_answered_in_the_app_not_through_the_ap
     assert response.status_code == 409 and response.json()["error"]["code"] == "answer_in_the_app"
     assert not model.requests and not Message.objects.filter(chat=chat).exists()
     assert Chat.objects.filter(owner=owner).count() == 1
+    job = chat_create(owner_id=owner.pk, origin="job", title="Nightly summary")  # a run's chat: the run's own
+    response = client.post(f"/api/chats/{job.pk}/messages", {"content": "hi"}, format="json")
+    assert response.status_code == 409 and "from a run" in response.json()["error"]["message"]

@@ -505,6 +505,9 @@ NOT_SECRETS = [
     "pinned 3 photos to the board",
     "the passenger in seat 12A",
     "spends summers in Passau since 2019",
+    "collects enamel pins since 2019",
+    "boarding pass: 14B",
+    "changed my password in 2023",
 ]
 
 

@@ -56,6 +56,11 @@ def test_a_summary_keeps_no_control_bidi_or_zero_width_character(owner):
     assert index_of(owner) == "- home: lives in [2J Rome txt.exe now here\n"
 
 
+def test_a_summary_keeps_the_joiners_that_spell_a_word_or_an_emoji(owner):
+    save(owner, "wish", "\u200dمی\u200cخواهم \u200c برم 👩\u200d💻")  # Persian "I want" and a technologist
+    assert index_of(owner) == "- wish: می\u200cخواهم برم 👩\u200d💻\n"
+
+
 def test_it_refuses_a_41st_index_line_and_lists_the_current_entries(owner):
     for n in range(40):
         save(owner, f"t{n}", "x")
