@@ -38,6 +38,7 @@ from localai_memory.notes.paths import (
     Scope,
     check_topic,
     clean_summary,
+    closed_details,
     index_size,
     render_index,
 )
@@ -74,7 +75,7 @@ class AlreadySaved(Conflict):
 def _tidy_details(details: str | None) -> str:
     if details is None or not details.strip():
         return ""
-    return details if details.endswith("\n") else details + "\n"
+    return closed_details(details)
 
 
 def proposal_fingerprint(*, owner_id: int, scope: Scope, topic: str, summary: str, details: str,

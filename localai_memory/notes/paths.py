@@ -232,6 +232,14 @@ def printable_line(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
+def closed_details(details: str) -> str:
+    """A topic file's text with its closing newline, unless the newline would take it past TOPIC_MAX_BYTES:
+    the newline is the store's, and never makes details the Files page takes too large."""
+    if details.endswith("\n") or len(details.encode()) >= TOPIC_MAX_BYTES:
+        return details
+    return details + "\n"
+
+
 def clean_summary(summary: object) -> str:
     """One printable line (``printable_line``), no arrow that would confuse the parser."""
     if not isinstance(summary, str):

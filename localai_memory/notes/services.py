@@ -44,6 +44,7 @@ from .paths import (
     Scope,
     check_topic,
     clean_summary,
+    closed_details,
     index_size,
     parse_index,
     parse_path,
@@ -766,9 +767,7 @@ def note_upsert(
             raise cap_error(scope.index_path, updated, lines, size, current=entries)
         writes[scope.index_path] = text
         if details is not None and details.strip():
-            # The closing newline is ours: it never makes details the Files page would take too large.
-            fits = len(details.encode()) < TOPIC_MAX_BYTES
-            writes[topic_path] = details + "\n" if fits and not details.endswith("\n") else details
+            writes[topic_path] = closed_details(details)
         elif clear:
             writes[topic_path] = None
         verb = "Updated" if replaced else "Saved"

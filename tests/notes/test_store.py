@@ -51,6 +51,18 @@ def test_details_of_exactly_the_topic_cap_are_taken_as_the_files_page_takes_them
     assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="tone") == "x" * 8191 + "\n"
 
 
+
+def test_a_proposal_of_details_of_exactly_the_topic_cap_waits_and_saves_them_as_they_are(owner):
+    """Ask me first, an MCP client and an import make proposals: the same 8 KiB the Files page takes."""
+    from localai_memory.memory.proposals import proposal_confirm, proposal_create
+    from localai_memory.notes.paths import TOPIC_MAX_BYTES
+
+    waiting = proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                              details="é" * (TOPIC_MAX_BYTES // 2), source="mcp")
+    proposal_confirm(owner_id=owner.pk, proposal_id=waiting.pk, actor="you")
+    assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "é" * (TOPIC_MAX_BYTES // 2)
+
+
 def test_a_summary_keeps_no_control_bidi_or_zero_width_character(owner):
     save(owner, "home", "lives\x07 in\x1b[2J Rome\u0085 \u202etxt.exe\u202c no\u200bw \u2066here\u2069\ufeff")
     assert index_of(owner) == "- home: lives in [2J Rome txt.exe now here\n"
