@@ -104,7 +104,10 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
         text = event.get("text") or ""
         mention = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>") if bot_user_id else None
         channel_type = event.get("channel_type")
-        addressed = channel_type == "im" or bool(mention and mention.search(text))
+        # Said to the bot: a direct message, a mention, or a reply in the thread of one of the bot's messages
+        # (its question: "Reply yes to save it").
+        in_its_thread = bool(event.get("thread_ts")) and bool(bot_user_id) and event.get("parent_user_id") == bot_user_id
+        addressed = channel_type == "im" or bool(mention and mention.search(text)) or in_its_thread
         if mention:
             text = mention.sub("", text).strip()
         inbound = core.InboundMessage(

@@ -8,6 +8,7 @@ import pytest
 
 from localai_memory.memory.models import Proposal
 from tests.bridges.conftest import dm_scope, group_scope, notes_of, pair
+from tests.fakes import slack_server as slack_fake
 from tests.fakes import telegram_server as telegram_fake
 from tests.fakes.openai_server import reply, tool_calls
 
@@ -94,3 +95,22 @@ def test_in_a_group_a_yes_from_someone_who_may_not_answer_goes_to_the_model(bot,
     assert said.texts == ["Hello Bob."]
     assert "cannot confirm" not in said.text
     assert Proposal.objects.get().status == "pending"
+
+
+def test_on_slack_a_yes_in_the_thread_of_the_bots_question_answers_it(slack_bot, owner, model, alice, bob):
+    pair(slack_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    slack_bot._deliver(slack_fake.message_event(f"<@{slack_fake.BOT_USER_ID}> remember that I drink green tea",
+                                                user=slack_bot.user(alice), channel=slack_bot.GROUP_ID,
+                                                channel_type="channel"), 2)
+    aside = slack_bot._deliver(slack_fake.message_event(  # a thread of someone else's: not said to the bot
+        "yes", user=slack_bot.user(alice), channel=slack_bot.GROUP_ID, channel_type="channel",
+        thread_ts="1700000000.000200", parent_user_id=slack_bot.user(bob)), 0)
+    assert aside.texts == [] and Proposal.objects.get().status == "pending"
+
+    answered = slack_bot._deliver(slack_fake.message_event(
+        "yes", user=slack_bot.user(alice), channel=slack_bot.GROUP_ID, channel_type="channel",
+        thread_ts="1700000000.000100", parent_user_id=slack_fake.BOT_USER_ID), 1)
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert notes_of(owner, group_scope(slack_bot)) == "- drink: green tea\n"

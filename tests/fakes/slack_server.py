@@ -92,9 +92,11 @@ def message_event(
     team: str = TEAM_ID,
     subtype: str | None = None,
     files: list[dict[str, Any]] | None = None,
+    parent_user_id: str | None = None,
 ) -> dict[str, Any]:
     """The inner `event` of a message (channel_type "im", "mpim", "channel" or "group"); `subtype` as Slack
-    names it ("file_share" with `files`, "thread_broadcast", "channel_join", ...)."""
+    names it ("file_share" with `files`, "thread_broadcast", "channel_join", ...); a reply in a thread has
+    `thread_ts` and the `parent_user_id` of the thread's first message."""
     ts = ts or _ts()
     event: dict[str, Any] = {
         "type": "message",
@@ -109,6 +111,8 @@ def message_event(
     }
     if thread_ts is not None:
         event["thread_ts"] = thread_ts
+    if parent_user_id is not None:
+        event["parent_user_id"] = parent_user_id
     if subtype is not None:
         event["subtype"] = subtype
     if files is not None:
