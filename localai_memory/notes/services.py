@@ -457,7 +457,7 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
         writes, kept = _files_back(files, current, listed=_notes_without_file(owner_id, files))
     summary = f"Restored {entry.label} from the Trash"
     if kept:
-        summary += "; kept the newer " + ", ".join(kept)
+        summary += "; kept " + ", ".join(kept)
     change_set = apply_changes(owner_id=owner_id, writes=writes, source=ChangeSet.Source.RESTORE,
                                summary=summary[:300], actor=actor, validate=False)
     entry.restored_at, entry.restored_by, entry.unrestored_by = change_set.created_at, change_set, None
@@ -484,8 +484,10 @@ def _files_back(files: dict[str, str], current: dict[str, str], *,
     writes: dict[str, str | None] = {}
     kept: list[str] = []
     for path in sorted(files):
-        if parse_path(path).topic is not None and (path in current or path in listed):
-            kept.append(path)
+        topic = parse_path(path).topic
+        if topic is not None and (path in current or path in listed):
+            # A file that exists again is named; a note saved again without details has no file to name.
+            kept.append(path if path in current else f"the note {topic} as it is now")
         elif path not in current:
             writes[path] = files[path]
         else:
@@ -494,7 +496,7 @@ def _files_back(files: dict[str, str], current: dict[str, str], *,
                 writes[path] = merged
     if not writes:
         taken = sorted(set(current) | listed)
-        raise Conflict("These notes or files exist again; move or delete them first: " + ", ".join(taken),
+        raise Conflict("These notes or files exist again; move or delete them first: " + ", ".join(kept or taken),
                        code="restore_conflict", details={"paths": taken})
     return writes, kept
 

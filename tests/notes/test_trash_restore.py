@@ -119,7 +119,7 @@ def test_forget_everything_comes_back_after_new_notes_and_keeps_them(owner):
         "Memory/diet.md": "No animal products.\n",
         "Memory/agents/7/index.md": "- tone: short\n",
     }
-    assert change.summary == "Restored Everything in Memory from the Trash; kept the newer Memory/diet.md"
+    assert change.summary == "Restored Everything in Memory from the Trash; kept Memory/diet.md"
 
 
 def test_forget_everything_restored_after_a_topic_was_saved_again_brings_no_old_file_beside_the_new_note(owner):
@@ -134,7 +134,7 @@ def test_forget_everything_restored_after_a_topic_was_saved_again_brings_no_old_
         "Memory/index.md": "- home: lives in Paris now\n- diet: vegetarian -> diet.md\n",
         "Memory/diet.md": "No meat.\n",
     }
-    assert change.summary == "Restored Everything in Memory from the Trash; kept the newer Memory/home.md"
+    assert change.summary == "Restored Everything in Memory from the Trash; kept the note home as it is now"
     save(owner, "home", "lives in Paris")  # a later edit of the line links no Rome details
     assert files_of(owner)["Memory/index.md"].startswith("- home: lives in Paris\n")
 
