@@ -139,7 +139,7 @@ def profile_of(*, owner_id: int, agent_id: int | None = None) -> dict[str, Any]:
         texts = _topic_texts(owner_id, scope, entries)
         notes += [ProfileNote(scope=scope.name, topic=e.topic, summary=e.summary, details=texts.get(e.topic, ""))
                   for e in entries]
-    return {**profile(notes), "note": DATA_NOTE}
+    return {**profile(notes).as_dict(), "note": DATA_NOTE}
 
 
 def recent(*, owner_id: int, limit: int = RECENT_LIMIT, agent_id: int | None = None) -> dict[str, Any]:

@@ -303,4 +303,4 @@ class ProfileApi(ApiView):
         notes = [ProfileNote(scope=Scope(scope["kind"], scope["key"]).name, topic=entry["topic"],
                              summary=entry["summary"], details=entry.get("details") or "")
                  for scope in scope_listing(owner_id=request.user.pk, with_details=True) for entry in scope["index"]]
-        return Response(profile(notes))
+        return Response(profile(notes).as_dict())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .policy import looks_secret
 
@@ -100,9 +101,20 @@ class ProfileNote:
     details: str = ""
 
 
-def profile(notes: Iterable[ProfileNote], *, entities: int = 30) -> dict[str, object]:
-    """The notes by category (every category, in ``CATEGORIES`` order, empty ones too) and the ``entities``
-    names mentioned most, each with how many notes name it and their topics."""
+@dataclass(frozen=True)
+class Profile:
+    """Every kind (in ``CATEGORIES`` order, empty ones too) with its notes, and the names mentioned most."""
+
+    categories: dict[str, list[dict[str, str]]]
+    entities: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"categories": self.categories, "entities": self.entities}
+
+
+def profile(notes: Iterable[ProfileNote], *, entities: int = 30) -> Profile:
+    """The notes by category and the ``entities`` names mentioned most, each with how many notes name it
+    and their topics."""
     by_kind: dict[str, list[dict[str, str]]] = {kind: [] for kind in CATEGORIES}
     named: dict[str, tuple[str, list[str]]] = {}  # casefolded name → (name as first written, topics)
     for note in notes:
@@ -111,5 +123,5 @@ def profile(notes: Iterable[ProfileNote], *, entities: int = 30) -> dict[str, ob
         for name in dict.fromkeys(names_in(f"{note.summary}\n{note.details}")):
             named.setdefault(name.casefold(), (name, []))[1].append(note.topic)
     ranked = sorted(named.values(), key=lambda item: (-len(item[1]), item[0].casefold()))
-    return {"categories": by_kind,
-            "entities": [{"name": name, "notes": len(topics), "topics": topics} for name, topics in ranked[:entities]]}
+    return Profile(categories=by_kind,
+                   entities=[{"name": name, "notes": len(topics), "topics": topics} for name, topics in ranked[:entities]])

@@ -41,8 +41,8 @@ def test_a_profile_lists_every_kind_and_the_names_most_mentioned_first():
     made = profile([ProfileNote("user", "brother", "brother Marco lives in Turin"),
                     ProfileNote("user", "trip", "visiting marco in Turin in May"),
                     ProfileNote("agent:3", "diet", "prefers vegan food")])
-    assert made["categories"]["identity"] == [{"scope": "user", "topic": "brother",
+    assert made.categories["identity"] == [{"scope": "user", "topic": "brother",
                                                "summary": "brother Marco lives in Turin"}]
-    assert made["categories"]["preference"][0]["scope"] == "agent:3" and made["categories"]["skill"] == []
-    assert made["entities"] == [{"name": "Turin", "notes": 2, "topics": ["brother", "trip"]},
+    assert made.categories["preference"][0]["scope"] == "agent:3" and made.categories["skill"] == []
+    assert made.entities == [{"name": "Turin", "notes": 2, "topics": ["brother", "trip"]},
                                 {"name": "Marco", "notes": 1, "topics": ["brother"]}]

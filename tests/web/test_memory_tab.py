@@ -63,6 +63,22 @@ def test_a_notes_importance_is_set_and_given_back_on_the_tab(web):
     expect(page.get_by_test_id("note-importance")).to_have_count(0)
 
 
+def test_the_tab_shows_each_notes_kind_and_the_notes_at_a_glance(web):
+    web.register("alice")
+    page = web.page
+    expect(page.locator("#profile")).to_have_count(0)  # no notes, nothing to sum up
+    add_note(web, "home", "lives in Rome")
+    add_note(web, "sister", "sister Anna lives in Rome too")
+    add_note(web, "diet", "prefers vegan food")
+    row = page.locator(".notes-list li").filter(has_text="diet — prefers vegan food")
+    expect(row.get_by_test_id("note-kind")).to_have_text("Kind: preference")
+    glance = page.locator("#profile")
+    expect(glance.get_by_test_id("profile-kinds")).to_contain_text("1 preference: diet")
+    expect(glance.get_by_test_id("profile-kinds")).to_contain_text("2 about you: home, sister")
+    expect(glance.get_by_test_id("profile-names")).to_have_text("Names your notes mention: Rome (2), Anna (1)")
+    web.accessible("memory tab with the notes at a glance")
+
+
 def test_a_new_user_registers_and_finds_memory_on_with_ask_me_first(web):
     web.register("alice")
     page = web.page

@@ -21,6 +21,7 @@ from localai_memory.core.numbers import whole_number
 from localai_memory.growth.selectors import line_writers, owner_scopes
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import scope_listing
+from localai_memory.memory.categories import ProfileNote, profile
 from localai_memory.memory.models import MessagingSave, SaveMode
 from localai_memory.memory.proposals import proposal_list
 from localai_memory.memory.providers import ProviderInfo, canonical, memory_providers
@@ -87,8 +88,24 @@ def status_line(state: MemoryState, providers: dict[str, str]) -> tuple[str, str
     return ("success", "Memory is on.")
 
 
+#: A kind of note as the Memory tab names it (``memory.categories``), singular and plural.
+KIND_WORDS = {"credential": ("secret-looking", "secret-looking"), "decision": ("decision", "decisions"),
+              "preference": ("preference", "preferences"), "skill": ("skill", "skills"),
+              "project": ("project", "projects"), "identity": ("about you", "about you"), "fact": ("fact", "facts")}
+
+
+def _profile(scopes: list[dict]) -> dict:
+    """The notes of every scope at a glance: how many of each kind (with their topics) and the names they
+    mention most (``memory.categories.profile``)."""
+    made = profile(ProfileNote(scope=Scope(s["kind"], s["key"]).name, topic=e["topic"], summary=e["summary"],
+                               details=e.get("details") or "") for s in scopes for e in s["index"])
+    kinds = [{"kind": kind, "words": KIND_WORDS[kind][0 if len(notes) == 1 else 1], "count": len(notes),
+              "topics": [n["topic"] for n in notes]} for kind, notes in made.categories.items() if notes]
+    return {"kinds": kinds, "entities": made.entities[:12]}
+
+
 def _tabs(owner_id: int) -> list[Tab]:
-    scopes = scope_listing(owner_id=owner_id)
+    scopes = scope_listing(owner_id=owner_id, with_details=True)
     tabs = [Tab("yours", "Yours", [s for s in scopes if s["kind"] == "user"],
                 "No notes yet — ask the assistant to remember something in a chat, or add one here.")]
     for scope in scopes:
@@ -168,6 +185,7 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         providers = [*providers, ProviderInfo(name=choice, label=f"{choice} (not installed)", kind="missing",
                                               running=False)]
     tabs = _tabs(request.user.pk)
+    glance = _profile([scope for t in tabs for scope in t.scopes])
     wanted = request.GET.get("tab", "yours")
     current = next((t for t in tabs if t.key == wanted), tabs[0])
     _add_writers(request.user.pk, current)
@@ -188,6 +206,8 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "tabs": tabs,
         "tab": current,
         "last_pass": _last_pass(request.user.pk),
+        "profile": glance,
+        "kind_words": {kind: words[0] for kind, words in KIND_WORDS.items()},
     }, section="memory")
 
 
