@@ -56,6 +56,20 @@ def _load(binding_id: int) -> tuple[Binding, dict[str, str]] | None:
     return binding, decrypt(binding.credentials)
 
 
+#: Blocking turns (database, model) that may run at once across every bot of the process.
+TURN_THREADS = 32
+#: How long a bot being stopped for good (the process ends) may take to finish what it is doing.
+STOP_GRACE_SECONDS = 10.0
+
+
+def restart_grace() -> float:
+    """How long a bot restarted or switched off while the process runs may take: its turns in progress get
+    the model's time-out and a little more, at least STOP_GRACE_SECONDS."""
+    from django.conf import settings
+
+    return max(STOP_GRACE_SECONDS, float(settings.LLM_TIMEOUT) + 5.0)
+
+
 class BindingTask:
     """One binding's bot, restarted with backoff until it is stopped or its token is refused."""
 
@@ -109,7 +123,7 @@ class BindingTask:
                 except TimeoutError:
                     continue
 
-    async def stop(self, timeout: float = 10.0) -> None:
+    async def stop(self, timeout: float = STOP_GRACE_SECONDS) -> None:
         self.stop_event.set()
         try:
             await asyncio.wait_for(asyncio.shield(self.task), timeout)
@@ -119,10 +133,6 @@ class BindingTask:
                 await self.task
             except BaseException:  # it was cancelled or had failed; it is gone either way
                 log.debug("binding %s: stopped by cancelling", self.binding_id, exc_info=True)
-
-
-#: Blocking turns (database, model) that may run at once across every bot of the process.
-TURN_THREADS = 32
 
 
 class Supervisor:
@@ -162,11 +172,16 @@ class Supervisor:
         except DatabaseError:
             log.exception("could not read the bindings; keeping the running ones")
             return
+        stopping = []
         for binding_id, task in list(self.tasks.items()):
             want = wanted.get(binding_id)
             if want is None or want.fingerprint != task.fingerprint or task.task.done():
-                await task.stop()
+                stopping.append(task)
                 del self.tasks[binding_id]
+        # A bot restarted (new credentials, mode) or switched off lets the turns it is answering finish, each
+        # within the model's time-out: cut off, an answer would be lost (no platform sends the message again
+        # to a running process). The bots stop side by side.
+        await asyncio.gather(*(task.stop(restart_grace()) for task in stopping), return_exceptions=True)
         for binding_id, want in wanted.items():
             if binding_id not in self.tasks:
                 self.tasks[binding_id] = BindingTask(want)

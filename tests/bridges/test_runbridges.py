@@ -317,3 +317,38 @@ def test_a_refused_command_list_does_not_stop_the_bot(owner, telegram, model, ru
     telegram.wait_for_sent(1, timeout=10)
 
     assert telegram.sent_texts(alice.number) == ["Still here."]
+
+
+def test_a_bot_restarted_in_the_middle_of_a_turn_still_sends_that_answer(owner, telegram, model, run_bridges,
+                                                                        alice, settings, monkeypatch):
+    """New credentials restart the bot; the turn it is answering gets the model's time-out to finish, not the
+    short grace of a process that ends (no platform would send that message again)."""
+    import bridges.runner
+
+    monkeypatch.setattr(bridges.runner, "STOP_GRACE_SECONDS", 0.5)
+    settings.LLM_TIMEOUT = 3.0
+    binding = polling_binding(owner)
+    pair(_driver(binding, "telegram"), alice)
+    release = threading.Event()
+
+    def slow(body: dict[str, Any]) -> Any:
+        model.think_until(release)
+        return reply("Here is the long answer.")
+
+    model.script(slow)
+    bridges = run_bridges()
+    telegram.push_update(telegram_fake.private_message("a long question", user_id=alice.number))
+    telegram.wait_for(lambda: bool(model.requests), timeout=10, message="the turn never reached the model")
+    running = bridges.supervisor.tasks[binding.pk]
+
+    services.binding_update(binding=Binding.objects.get(pk=binding.pk), credentials={"token": TELEGRAM_TOKEN})
+    telegram.wait_for(lambda: bridges.supervisor.tasks.get(binding.pk) is not running, timeout=10,
+                      message="the bot was not restarted")
+    timer = threading.Timer(1.5, release.set)  # the model answers well past the short grace
+    timer.start()
+    try:
+        telegram.wait_for(lambda: telegram.sent_texts(alice.number) == ["Here is the long answer."], timeout=10,
+                          message="the answer of the turn cut by the restart was lost")
+    finally:
+        timer.cancel()
+        release.set()
