@@ -50,6 +50,12 @@ class ForgetInput(serializers.Serializer):
     confirm = StrictBooleanField()
 
 
+#: What GET /api/chats/memory answers that PUT does not change (GET's ``unavailable`` explains a state).
+READ_ONLY_SETTINGS = frozenset({"enabled_set", "save_mode_set", "provider", "available", "unavailable"})
+READ_ONLY_SETTINGS_HELP = ("the provider is picked with PUT /api/chats/providers/memory; enabled_set, save_mode_set, "
+                           "available and unavailable follow from the settings.")
+
+
 class MemorySettingsApi(ApiView):
     @extend_schema(responses={200: SettingsOutput})
     def get(self, request):
@@ -58,8 +64,18 @@ class MemorySettingsApi(ApiView):
 
     @extend_schema(request=SettingsInput, responses={200: SettingsOutput})
     def put(self, request):
-        """Change any of enabled, save_mode, messaging_save; a field left out stays as it is."""
-        data = validated(SettingsInput, request.data)
+        """Change any of enabled, save_mode, messaging_save; a field left out stays as it is. A client may send
+        back what GET gave it (read, changed, written back): the fields PUT does not change are taken when they
+        say what is so now, and a 400 ``read_only_field`` says where to change one that differs."""
+        body = request.data
+        if isinstance(body, dict) and READ_ONLY_SETTINGS & set(body):
+            now = memory_state(user_id=request.user.pk).as_api()
+            differing = sorted(key for key in READ_ONLY_SETTINGS & set(body) if body[key] != now.get(key))
+            if differing:
+                raise InvalidInput(f"{', '.join(differing)} cannot be changed here: {READ_ONLY_SETTINGS_HELP}",
+                                   code="read_only_field", details={"fields": differing})
+            body = {key: value for key, value in body.items() if key not in READ_ONLY_SETTINGS}
+        data = validated(SettingsInput, body)
         return Response(services.settings_update(user_id=request.user.pk, **data).as_api())
 
 

@@ -73,7 +73,7 @@ def test_a_field_left_out_stays_as_it_is(api):
     {"save_mode": ["ask"]}, {"save_mode": 1}, {"save_mode": True}, {"save_mode": ""},
     {"messaging_save": "paired"}, {"messaging_save": "auto"}, {"messaging_save": "always"},
     {"messaging_save": None}, {"messaging_save": ["ask"]}, {"messaging_save": {"x": 1}},
-    {"provider": "builtin"}, {"enabled_set": True}, {"available": False}, {"colour": "blue"},
+    {"provider": "sample"}, {"enabled_set": True}, {"available": False}, {"colour": "blue"},
 ])
 def test_a_value_that_is_not_allowed_is_a_400_and_changes_nothing(api, body):
     put_json(api, URL, {"save_mode": "always"})
@@ -126,3 +126,18 @@ def test_the_server_files_switch_off_means_memory_is_not_available(api, settings
     body = api.get(URL).json()
     assert (body["enabled"], body["available"]) == (True, False)
     assert body["unavailable"]["code"] == "server_files_off"
+
+
+def test_what_get_answers_can_be_written_back_with_a_change(api):
+    """A client reads the settings, changes one, and sends the whole object back: the fields PUT does not
+    change are taken when they say what is so, and one that differs is a 400 naming where it is changed."""
+    body = api.get(URL).json()
+    body["save_mode"] = "auto"
+    response = put_json(api, URL, body)
+    assert response.status_code == 200, response.content
+    assert response.json()["save_mode"] == "auto" and response.json()["save_mode_set"] is True
+    stale = {**api.get(URL).json(), "provider": "sample", "save_mode": "never"}
+    refused = assert_error(put_json(api, URL, stale), 400, "read_only_field")
+    assert "PUT /api/chats/providers/memory" in refused["message"]
+    assert api.get(URL).json()["save_mode"] == "auto"  # nothing written
+    assert_error(put_json(api, URL, {"colour": "red"}), 400, "unknown_field")
