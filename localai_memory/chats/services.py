@@ -175,20 +175,36 @@ def thread_key(messages: list[dict[str, Any]]) -> str:
     return digest.hexdigest()
 
 
-def chat_of_thread(*, owner_id: int, agent_id: int | None, earlier: list[dict[str, Any]]) -> Chat | None:
+def chat_of_thread(*, owner_id: int, agent_id: int | None, earlier: list[dict[str, Any]],
+                   unanswered: list[dict[str, Any]] | None = None) -> tuple[Chat | None, bool]:
     """The owner's chat (with this agent) whose conversation so far is ``earlier``, if one is; the newest
-    when several are (a conversation the client sent twice from the same point)."""
+    when several are (a conversation the client sent twice from the same point). With ``unanswered`` (the
+    conversation this request sends), first the chat whose last turn was this very conversation and the model
+    failed to answer it: a client retrying after a 502 continues that chat, which holds the question already
+    (then the second value is True). One query either way."""
+    keys = [thread_key([*unanswered, _UNANSWERED])] if unanswered is not None else []
     said = [m.get("content") for m in earlier if m.get("role") == "user"]
     said += [call_id for m in earlier for call_id in _call_ids(m)]  # the model's call ids tell threads apart
-    if not any(m.get("role") == "assistant" for m in earlier):
-        return None  # a first message: a new conversation
-    if sum(len(text.strip()) for text in said if isinstance(text, str)) < THREAD_MIN_CHARS:
-        return None  # "hi" / "Hello!": too common an opening to tell two conversations apart
-
+    # A first message starts a new conversation; "hi" / "Hello!" is too common an opening to tell two apart.
+    if any(m.get("role") == "assistant" for m in earlier) and \
+            sum(len(text.strip()) for text in said if isinstance(text, str)) >= THREAD_MIN_CHARS:
+        keys.append(thread_key(earlier))
+    if not keys:
+        return None, False
     agent = {"agent_id": agent_id} if agent_id is not None else {"agent__isnull": True}
-    return (Chat.objects.select_related("agent")
-            .filter(owner_id=owner_id, origin=Origin.WEB, thread_key=thread_key(earlier), **agent)
-            .order_by("-updated_at", "-id").first())
+    found = list(Chat.objects.select_related("agent")
+                 .filter(owner_id=owner_id, origin=Origin.WEB, thread_key__in=keys, **agent)
+                 .order_by("-updated_at", "-id"))
+    for key in keys:  # the failed turn's chat first
+        chat = next((c for c in found if c.thread_key == key), None)
+        if chat is not None:
+            return chat, unanswered is not None and key == keys[0]
+    return None, False
+
+
+#: Stands for the answer a failed turn did not get in its chat's key: no real message has a NUL (a client's is
+#: refused), so only a retry of that very conversation has the key.
+_UNANSWERED = {"role": "assistant", "content": "\x00unanswered"}
 
 
 def thread_continues(chat: Chat, conversation: list[dict[str, Any]], result: TurnResult) -> None:
@@ -225,6 +241,7 @@ def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, ear
         client_tools_check(client_tools, owner_id=owner_id)
     sent = [*earlier, {"role": "user", "content": content}, *pending]
     found: Chat | None = None
+    retried = False
     if chat_id is not None:
         chat = found = access_chat(user, chat_id)
         check_answerable_here(chat)
@@ -232,15 +249,22 @@ def completion_turn(*, user: Any, agent_id: int | None, chat_id: int | None, ear
             raise InvalidInput("this chat runs another agent", code="agent_mismatch")
     else:
         # What came before this request's news: the user's message, or (coming back with its tools' results,
-        # which the key leaves out) all of it.
-        found = chat_of_thread(owner_id=owner_id, agent_id=agent_id, earlier=sent if pending else earlier)
+        # which the key leaves out) all of it; or this very conversation, retried after the model failed it.
+        found, retried = chat_of_thread(owner_id=owner_id, agent_id=agent_id, earlier=sent if pending else earlier,
+                                        unanswered=None if pending else sent)
         chat = found or chat_create(owner_id=owner_id, agent_id=agent_id, origin=Origin.WEB, title=content)
-    result = turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed_by_user,
-                      store_after_response=True, client_tools=client_tools, pending=pending,
-                      message_stored=bool(pending) and found is not None, options=options)
+    try:
+        result = turn_run(chat=chat, content=content, history=earlier, typed_by_user=typed_by_user,
+                          store_after_response=True, client_tools=client_tools, pending=pending,
+                          message_stored=(bool(pending) or retried) and found is not None, options=options)
+    except UpstreamError:
+        if chat_id is None and not pending:  # the client will send the same conversation again
+            Chat.objects.filter(pk=chat.pk).update(thread_key=thread_key([*sent, _UNANSWERED]))
+        raise
     if chat_id is None:
         thread_continues(chat, sent, result)
     return chat, result
+
 
 
 @transaction.atomic

@@ -393,3 +393,31 @@ def test_a_messaging_apps_conversation_is_answered_in_the_app_not_through_the_ap
     job = chat_create(owner_id=owner.pk, origin="job", title="Nightly summary")  # a run's chat: the run's own
     response = client.post(f"/api/chats/{job.pk}/messages", {"content": "hi"}, format="json")
     assert response.status_code == 409 and "from a run" in response.json()["error"]["message"]
+
+
+def test_an_openai_client_retrying_after_a_model_failure_continues_that_chat(owner, client_for, model):
+    """The model server fails; the client sends the same conversation again: the chat that kept the question
+    answers it (no second chat, the question once), for a first message and for a later one alike."""
+    from localai_memory.chats.models import Chat, Message
+
+    client = bearer(client_for, owner)
+    first = [{"role": "user", "content": "Plan a trip to Porto."}]
+    model.fail_next(500)
+    failed = client.post("/v1/chat/completions", {"messages": first}, format="json")
+    assert failed.status_code == 502
+    model.script(reply("Two days: Ribeira, then Livraria Lello."))
+    retried = client.post("/v1/chat/completions", {"messages": first}, format="json")
+    assert retried.status_code == 200, retried.content
+    chat_id = int(retried["X-Chat-Id"])
+    assert Chat.objects.filter(owner=owner).count() == 1
+
+    later = [*first, {"role": "assistant", "content": "Two days: Ribeira, then Livraria Lello."},
+             {"role": "user", "content": "And by train from Lisbon?"}]
+    model.fail_next(500)
+    assert client.post("/v1/chat/completions", {"messages": later}, format="json").status_code == 502
+    model.script(reply("Take the Alfa Pendular."))
+    again = client.post("/v1/chat/completions", {"messages": later}, format="json")
+    assert int(again["X-Chat-Id"]) == chat_id and Chat.objects.filter(owner=owner).count() == 1
+    assert list(Message.objects.filter(chat_id=chat_id).order_by("id").values_list("role", "content")) == [
+        ("user", "Plan a trip to Porto."), ("assistant", "Two days: Ribeira, then Livraria Lello."),
+        ("user", "And by train from Lisbon?"), ("assistant", "Take the Alfa Pendular.")]
