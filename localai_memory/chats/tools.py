@@ -117,7 +117,8 @@ def run_tool(ctx: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
 def _not_offered(ctx: ToolContext, name: str) -> dict[str, Any]:
     if name in ("context_read", "memory_search", "propose_change", "revert_change") and not ctx.decision.memory_on:
         reason = ctx.decision.code or "memory_off"
-        message = f"Memory is off: {ctx.decision.fix}"
+        fix = ctx.decision.fix or ""
+        message = fix if fix.startswith("Memory is off") else f"Memory is off: {fix}"  # never "off: … is off"
     elif name in ("propose_change", "revert_change") and ctx.decision.save_code:
         reason, message = ctx.decision.save_code, ctx.decision.save_message or ""
     else:

@@ -34,10 +34,10 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("preference", _words(r"prefers?", r"preferred", r"likes?", r"liked", r"loves?", r"enjoys?", r"hates?",
                           r"dislikes?", r"favou?rite", r"always", r"never", r"rather", r"avoids?", r"allergic",
                           r"vegan", r"vegetarian", r"drinks", r"eats", r"usually", r"every (?:day|morning|evening|night|week)",
-                          r"bevorzugt?", r"mag", r"liebt", r"lieber", r"immer", r"nie",
+                          r"bevorzugt?", r"bevorzuge", r"liebe", r"hasse", r"trinke", r"esse", r"mag", r"liebt", r"lieber", r"immer", r"nie",
                           r"hasst", r"lieblings\w*")),
     ("skill", _words(r"can", r"knows?", r"speaks?", r"fluent", r"skills?", r"skilled", r"experienced",
-                     r"expert", r"good at", r"learning", r"learns?", r"kann", r"können", r"spricht", r"fähig",
+                     r"expert", r"good at", r"learning", r"learns?", r"kann", r"können", r"spricht", r"spreche", r"lerne", r"fähig",
                      r"beherrscht")),
     ("project", _words(r"projects?", r"building", r"builds?", r"deploys?", r"deployed", r"deploying", r"repo",
                        r"repository", r"working on", r"works on", r"launch(?:es|ed|ing)?", r"release",
@@ -46,15 +46,17 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         r"years old", r"works? (?:as|at|for)", r"job", r"married", r"wife", r"husband",
                         r"partner", r"daughter", r"son", r"children", r"kids?", r"brother", r"sister",
                         r"mother", r"father", r"parents?", r"home", r"heißt", r"wohnt", r"geboren",
-                        r"arbeitet", r"verheiratet", r"ich bin", r"i am", r"i'm")),
+                        r"arbeitet", r"verheiratet", r"ich bin", r"i am", r"i'm", r"wohne", r"heiße", r"heisse",
+                        r"arbeite", r"bin")),
 )
 
 #: Capitalised words that are not names, wherever they stand.
 _NOT_NAMES = frozenset(["i", "i'm", "i've", "i'd", "i'll", "a", "an", "the", "this", "that", "these", "those", "my", "our", "your", "his", "her", "their", "its", "he", "she", "they", "we", "you", "it", "mr", "mrs", "ms", "dr", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "note", "notes", "also", "and", "but", "or", "if", "when", "then", "so", "yes", "no", "ok", "ich", "du", "er", "sie", "es", "wir", "ihr", "der", "die", "das", "ein", "eine", "mein", "meine", "und", "oder", "aber"])
 #: Words a note often starts with that are no names ("Has a cat", "Usually walks"), beside the categories' own.
 _STARTERS = frozenset(["has", "had", "is", "was", "are", "were", "be", "been", "wants", "needs", "uses", "used", "usually", "often", "sometimes", "rarely", "still", "currently", "now", "allergic", "brother", "sister", "mother", "father", "wife", "husband", "partner", "son", "daughter", "friend", "cat", "dog", "favourite", "favorite", "owns", "drives", "reads", "writes", "runs", "eats", "drinks", "goes", "went", "visits", "visited", "moved", "moving"])
-_NAME = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’-]*(?:\s+(?:of\s+|de\s+|von\s+)?[A-ZÀ-ÖØ-Þ][\w'’-]*)*")
-_SENTENCE_END = re.compile(r"(?:[.!?]\s+|\n\s*[-*]?\s*)$")
+_NAME = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ \t]+(?:of[ \t]+|de[ \t]+|von[ \t]+)?[A-ZÀ-ÖØ-Þ][\w'’-]*)*")
+_HEADING = re.compile(r"(?m)^[ \t]*#+[ \t].*$")
+_SENTENCE_END = re.compile(r"(?:^|[.!?]\s+|\n)\s*(?:[-*]\s*)?$")  # a sentence, a line or a list item
 
 
 def _starts_sentence_only(word: str) -> bool:
@@ -79,6 +81,7 @@ def names_in(text: str) -> list[str]:
     """The names ``text`` mentions: runs of capitalised words ("Rome", "Acme Corp"), leaving out a
     sentence's first word when it is a common word capitalised for that ("Likes tea" names nothing)."""
     found: list[str] = []
+    text = _HEADING.sub("", text)  # a markdown heading is the file's structure, not a name
     for match in _NAME.finditer(text):
         words = match.group(0).split()
         # What stands just before the run says whether it starts a sentence (a short look, not a rescan).

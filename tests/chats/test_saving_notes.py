@@ -331,6 +331,7 @@ def test_a_propose_call_while_memory_is_off_writes_nothing(api, owner, model):
     assert index_of(owner) == "" and Proposal.objects.count() == 0
     assert tool_results(model.last_request)[0]["status"] == "refused"
     assert body["memory"]["refused"][0]["reason"] == "user_off"
+    assert body["memory"]["refused"][0]["message"].startswith("Memory is off in your settings.")  # said once
 
 
 def test_malformed_tool_arguments_are_answered_with_an_error(api, owner, model):

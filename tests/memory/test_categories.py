@@ -14,6 +14,8 @@ from localai_memory.memory.categories import ProfileNote, category_of, names_in,
     ("Prefers metric units", "", "preference"),
     ("allergic to peanuts", "", "preference"),
     ("mag keinen Kaffee", "", "preference"),
+    ("Ich wohne in Berlin", "", "identity"),
+    ("Ich spreche Italienisch", "", "skill"),
     ("speaks Spanish and Portuguese", "", "skill"),
     ("building a Rust CLI called Ferris", "", "project"),
     ("lives in Rome", "", "identity"),
@@ -32,6 +34,7 @@ def test_a_note_has_the_first_kind_its_words_fit(summary, details, kind):
     ("works at Acme Corp with Jean de La Fontaine", ["Acme Corp", "Jean de La Fontaine"]),
     ("I am a nurse. The hospital is St Mary's in London.", ["St Mary's", "London"]),
     ("Decided to visit Japan", ["Japan"]),
+    ("# Trip\nVisiting Anna in Lyon\nLyon again", ["Anna", "Lyon", "Lyon"]),
 ])
 def test_names_are_capitalised_words_past_a_common_first_word(text, names):
     assert names_in(text) == names

@@ -48,6 +48,7 @@ def test_a_proposal_is_confirmed_from_the_inbox_with_the_old_text_struck_through
     web.accessible("inbox with a proposal")
     card.get_by_role("button", name="Save", exact=True).click()
     expect(card).to_contain_text("Saved to memory.")
+    expect(page.get_by_role("heading", name="Waiting for you", exact=True)).to_be_visible()  # counted down
     web.go("/settings/memory/")
     expect(page.locator(".notes-list")).to_contain_text("home — lives in Milan")
     # The chat's card knows it was saved in the inbox.
