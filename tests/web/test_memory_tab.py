@@ -72,6 +72,8 @@ def test_the_tab_shows_each_notes_kind_and_the_notes_at_a_glance(web):
     add_note(web, "diet", "prefers vegan food")
     row = page.locator(".notes-list li").filter(has_text="diet — prefers vegan food")
     expect(row.get_by_test_id("note-kind")).to_have_text("Kind: preference")
+    # a note without details is one line of the index: its link says so, rather than "Open" the index
+    expect(row.get_by_role("link", name="Edit line of the note diet in the index")).to_be_visible()
     glance = page.locator("#profile")
     expect(glance.get_by_test_id("profile-kinds")).to_contain_text("1 preference: diet")
     expect(glance.get_by_test_id("profile-kinds")).to_contain_text("2 about you: home, sister")
