@@ -101,6 +101,20 @@ def test_a_note_the_memory_tab_could_not_add_is_typed_again_in_its_form(alice_cl
     assert "Dune; Solaris." not in alice_client.get("/settings/memory/").content.decode()  # shown once
 
 
+def test_adding_a_note_of_a_topic_in_use_replaces_nothing_and_keeps_what_was_typed(alice_client, owner):
+    from localai_memory.notes import selectors
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="anna", summary="sister Anna lives in Rome",
+                source="files")
+    page = alice_client.post("/settings/memory/notes/add/", {
+        "scope": "user", "topic": "anna", "summary": "My name is Anna Jones"}, follow=True)
+    html = page.content.decode()
+    assert "A note “anna” exists already" in html and 'value="My name is Anna Jones"' in html
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- anna: sister Anna lives in Rome\n"
+
+
 @pytest.mark.parametrize("importance", ["5", "nan", "inf", "-0.5", "lots"])
 def test_an_importance_out_of_range_gets_the_forms_own_sentence(alice_client, owner, importance):
     from localai_memory.notes.paths import Scope

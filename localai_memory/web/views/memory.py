@@ -352,8 +352,9 @@ def memory_forget(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Add (or replace) a note by hand: its index line and, optionally, its details. With no topic, the note
-    gets one made from its first words (``chats.remember.note_add``)."""
+    """Add a note by hand: its index line and, optionally, its details. With no topic, the note gets one made
+    from its first words (``chats.remember.note_add``); a topic in use is refused (nothing replaced) and the
+    form keeps what was typed."""
     from localai_memory.chats.remember import note_add
 
     topic = request.POST.get("topic", "").strip()
@@ -361,16 +362,23 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
     details = request.POST.get("details") or None
     try:
         scope = _note_scope(request, writes_topic=topic)
-        if topic:
+        if topic:  # Add never replaces a note quietly: one of that topic is opened and changed instead
             notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, summary=summary,
-                                       details=details, source=ChangeSet.Source.FILES, actor="you")
+                                       details=details, source=ChangeSet.Source.FILES, actor="you",
+                                       create_only=True)
             change = True
         else:
             added, topic = note_add(owner_id=request.user.pk, scope=scope, summary=summary, details=details,
                                     source=ChangeSet.Source.FILES)
             change = added is not None
     except Conflict as exc:
-        messages.info(request, exc.message)
+        if exc.code != "topic_exists":
+            messages.info(request, exc.message)
+        else:
+            messages.error(request, f"A note “{topic}” exists already: open it to change it, or pick another "
+                                    "topic. Nothing was replaced.")
+            request.session[NOTE_DRAFT] = {"scope": request.POST.get("scope", "user"), "topic": topic,
+                                           "summary": summary, "details": details or ""}
     except ApplicationError as exc:
         flash_error(request, exc)
         request.session[NOTE_DRAFT] = {"scope": request.POST.get("scope", "user"), "topic": topic,
