@@ -75,6 +75,9 @@ class InboundMessage:
     the bot ignores other messages, a bare yes/no/undo included (buttons always count)."""
     answer: Answer | None = None
     """A tap on a Yes/No button."""
+    reply_to: str = ""
+    """The platform's id of the bot's message this one replies to, if any: a yes/no replying to a question
+    answers that question (``question_sent`` recorded which message asked it)."""
     proposal_id: int | None = None
     """The proposal the tapped button belongs to."""
     unreadable: bool = False
@@ -242,7 +245,7 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     # answer that answers nothing open goes on as any message.
     for_the_bot = conversation.kind == ConversationKind.ONE_TO_ONE or message.addressed
     if (word == "yes" or word == "no") and for_the_bot:
-        question = _question_to_answer(binding, conversation, sender)
+        question = _question_to_answer(binding, conversation, sender, message.reply_to)
         if question is not None:
             return _answer(binding, conversation, sender, word, [question], tapped=False)
     if word == "undo" and for_the_bot and _undoable(conversation).exists():
@@ -450,13 +453,21 @@ def _close(notice: Notice) -> None:
     Notice.objects.filter(pk=notice.pk, closed_at__isnull=True).update(closed_at=timezone.now())
 
 
-def _question_to_answer(binding: Binding, conversation: Conversation, sender: Sender) -> Notice | None:
-    """The conversation's most recent open question that ``sender``'s typed yes/no answers, or None (then the
-    message is an ordinary one). Questions whose proposal was decided meanwhile elsewhere (the web inbox, the
-    expiry sweep) are closed first, and one dropped unannounced (its agent deleted, a forget) is answered
-    once with why nothing was saved; whether this sender may answer is the memory
-    app's rule (``proposal_may_answer``). A question past its 24 hours but not yet swept still counts: the
-    answer says it expired."""
+def question_sent(*, binding_id: int, conversation_id: str, proposal_id: int, message_ref: str) -> None:
+    """Record which platform message asked about ``proposal_id`` in a conversation, so a reply to it answers
+    it (an adapter calls this once the question's message is sent)."""
+    Notice.objects.filter(conversation__binding_id=binding_id, conversation__external_id=str(conversation_id)[:200],
+                          kind=NoticeKind.QUESTION, proposal_id=proposal_id).update(message_ref=message_ref[:64])
+
+
+def _question_to_answer(binding: Binding, conversation: Conversation, sender: Sender,
+                        reply_to: str = "") -> Notice | None:
+    """The conversation's open question that ``sender``'s typed yes/no answers: the one whose message it
+    replies to (``reply_to``), else the most recent; or None (then the message is an ordinary one).
+    Questions whose proposal was decided meanwhile elsewhere (the web inbox, the expiry sweep) are closed
+    first, and one dropped unannounced (its agent deleted, a forget) is answered once with why nothing was
+    saved; whether this sender may answer is the memory app's rule (``proposal_may_answer``). A question
+    past its 24 hours but not yet swept still counts: the answer says it expired."""
     notices = list(_open_questions(conversation).order_by("-created_at", "-id"))
     proposals = Proposal.objects.in_bulk([notice.proposal_id for notice in notices])
     turn_sender = _turn_sender(sender)
@@ -470,8 +481,9 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
                 untold = notice  # the answer says why nothing was saved (once: the answer closes it)
             else:
                 _close(notice)
-        elif chosen is None and proposals_services.proposal_may_answer(proposal, turn_sender):
-            chosen = notice
+        elif (chosen is None or (reply_to and notice.message_ref == reply_to)) \
+                and proposals_services.proposal_may_answer(proposal, turn_sender):
+            chosen = notice  # the most recent, unless the answer replies to another question's message
     if chosen is not None and untold is not None:
         _close(untold)
     return chosen or untold

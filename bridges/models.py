@@ -214,6 +214,8 @@ class Notice(models.Model):
                                help_text="The sender whose message led to it.")
     topic = models.CharField(max_length=40, blank=True)
     summary = models.CharField(max_length=300, blank=True)
+    message_ref = models.CharField(max_length=64, blank=True, default="",
+                                   help_text="The platform's id of the message that asked (a reply to it answers it).")
     created_at = models.DateTimeField()
     closed_at = models.DateTimeField(null=True, blank=True, help_text="Answered, undone or announced expired.")
 

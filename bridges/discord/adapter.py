@@ -122,7 +122,8 @@ class BridgeClient(discord.Client):
             sender_id=str(message.author.id), sender_display=message.author.display_name, text=text,
             delivery_key=f"message:{message.id}", conversation_title=_title(message.channel),
             addressed=kind == "one_to_one" or mentioned or replied,
-            unreadable=not text and bool(message.attachments or message.stickers))
+            unreadable=not text and bool(message.attachments or message.stickers),
+            reply_to=str(message.reference.message_id) if replied and message.reference else "")
         reply = await run_sync(core.handle, inbound)
         for outbound in reply.messages:
             try:
@@ -162,14 +163,19 @@ class BridgeClient(discord.Client):
 
     async def _send(self, channel: Any, outbound: core.Outbound) -> None:
         """Send one message; a text over Discord's limit goes as several (the buttons under the last). A part
-        that fails does not keep back the parts after it; the first failure is raised once all were tried."""
+        that fails does not keep back the parts after it; the first failure is raised once all were tried. A
+        question's message id is recorded, so a reply to it answers that question."""
         failure: discord.HTTPException | None = None
         for part in outbound.parts(MESSAGE_LIMIT):
             buttons = view(part)
             try:
                 if buttons is not None:
-                    await channel.send(part.text, view=buttons)
+                    sent = await channel.send(part.text, view=buttons)
                     buttons.stop()  # nothing listens on the view itself; on_interaction answers the click
+                    if getattr(sent, "id", None) is not None:
+                        await run_sync(core.question_sent, binding_id=self.binding_id,
+                                       conversation_id=str(channel.id), proposal_id=part.buttons[0].proposal_id,
+                                       message_ref=str(sent.id))
                 else:
                     await channel.send(part.text)
             except discord.HTTPException as exc:

@@ -115,7 +115,8 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             sender_id=event["user"], sender_display=display_name(client, event["user"]),
             text=unescape(text, lambda user_id: display_name(client, user_id)),
             delivery_key=f"event:{body.get('event_id') or event.get('client_msg_id') or event.get('ts')}",
-            addressed=addressed, unreadable=not text and bool(event.get("files")))
+            addressed=addressed, unreadable=not text and bool(event.get("files")),
+            reply_to=str(event.get("thread_ts")) if in_its_thread else "")
         reply = _handle(binding_id, inbound)
         _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
 
@@ -253,11 +254,12 @@ def _escaped_length(text: str) -> int:
     return len(_escape(text))
 
 
-def post(client: WebClient, channel: str, outbound: core.Outbound, *, thread_ts: str | None = None) -> None:
+def post(client: WebClient, channel: str, outbound: core.Outbound, *, thread_ts: str | None = None) -> str | None:
     """Post one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused. A long
     text goes as several messages (the buttons under the last); a part that fails does not keep back the
-    parts after it, and the first failure is raised once all were tried."""
+    parts after it, and the first failure is raised once all were tried. Returns the last part's ``ts``."""
     failure: SlackApiError | None = None
+    posted: str | None = None
     for part in outbound.parts(MESSAGE_LIMIT, _escaped_length):
         kwargs: dict[str, Any] = {"channel": channel, "text": _escape(part.text)}
         if thread_ts:
@@ -266,18 +268,31 @@ def post(client: WebClient, channel: str, outbound: core.Outbound, *, thread_ts:
         if rich:
             kwargs["blocks"] = rich
         try:
-            with_retries_sync(functools.partial(client.chat_postMessage, **kwargs), classify,
-                              what=f"slack chat.postMessage {channel}")
+            response = with_retries_sync(functools.partial(client.chat_postMessage, **kwargs), classify,
+                                         what=f"slack chat.postMessage {channel}")
+            posted = _ts_of(response)
         except SlackApiError as exc:
             failure = failure or exc
     if failure is not None:
         raise failure
+    return posted
+
+
+def _ts_of(response: Any) -> str | None:
+    try:
+        ts = response.get("ts")
+    except AttributeError:
+        return None
+    return ts if isinstance(ts, str) else None
 
 
 def _post_or_revoke(binding_id: int, client: WebClient, channel: str, outbound: core.Outbound, *,
                     thread_ts: str | None = None) -> None:
     try:
-        post(client, channel, outbound, thread_ts=thread_ts)
+        posted = post(client, channel, outbound, thread_ts=thread_ts)
+        if posted and outbound.buttons:  # a reply in this message's thread answers its question
+            _closing(core.question_sent)(binding_id=binding_id, conversation_id=channel,
+                                         proposal_id=outbound.buttons[0].proposal_id, message_ref=posted)
     except Revoked as exc:
         _closing(services.binding_report_revoked)(binding_id=binding_id, code=exc.code, reason=exc.reason)
         raise

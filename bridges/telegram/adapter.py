@@ -159,7 +159,8 @@ def to_inbound(update: Update, *, binding_id: int, bot_id: int, bot_username: st
         binding_id=binding_id, conversation_id=str(chat.id), kind=_kind(chat.type), sender_id=str(user.id),
         sender_display=user.full_name or user.username or str(user.id), text=text,
         delivery_key=f"update:{update.update_id}", conversation_title=chat.title or chat.full_name or "",
-        addressed=addressed, unreadable=not text and message.text is None)  # "@bot" alone is a text
+        addressed=addressed, unreadable=not text and message.text is None,  # "@bot" alone is a text
+        reply_to=str(message.reply_to_message.message_id) if replied_to_bot and message.reply_to_message else "")
 
 
 def markup(outbound: core.Outbound) -> InlineKeyboardMarkup | None:
@@ -178,33 +179,41 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_to: int | None = None) -> None:
+async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_to: int | None = None) -> int | None:
     """Send one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused. A text
     over Telegram's limit goes as several messages (the buttons under the last); a part that fails does not
-    keep back the parts after it, and the first failure is raised once all were tried."""
+    keep back the parts after it, and the first failure is raised once all were tried. Returns the id of the
+    last part's message (the one with the buttons)."""
     failure: TelegramError | None = None
+    sent_id: int | None = None
     for part in outbound.parts(MESSAGE_LIMIT, utf16_length):
         async def call(part: core.Outbound = part) -> Any:
             return await bot.send_message(chat_id=chat_id, text=part.text, reply_markup=markup(part),
                                           reply_to_message_id=reply_to)
 
         try:
-            await with_retries(call, classify, what=f"telegram sendMessage to {chat_id}")
+            sent = await with_retries(call, classify, what=f"telegram sendMessage to {chat_id}")
+            sent_id = getattr(sent, "message_id", None)
         except InvalidToken:
             raise
         except TelegramError as exc:
             failure = failure or exc
     if failure is not None:
         raise failure
+    return sent_id
 
 
 async def send_all(bot: Bot, chat_id: int | str, outbounds: list[core.Outbound], *,
-                   reply_to: int | None = None) -> None:
+                   reply_to: int | None = None, binding_id: int | None = None) -> None:
     """Send the core's messages in order; one that fails is logged and does not keep back the ones after
-    it (a refused token still stops everything)."""
+    it (a refused token still stops everything). A question's message id is recorded (``binding_id``), so a
+    reply to it answers that question."""
     for outbound in outbounds:
         try:
-            await send(bot, chat_id, outbound, reply_to=reply_to)
+            sent_id = await send(bot, chat_id, outbound, reply_to=reply_to)
+            if binding_id is not None and sent_id is not None and outbound.buttons:
+                await run_sync(core.question_sent, binding_id=binding_id, conversation_id=str(chat_id),
+                               proposal_id=outbound.buttons[0].proposal_id, message_ref=str(sent_id))
         except TelegramError as exc:
             if isinstance(exc, InvalidToken):
                 raise
@@ -227,7 +236,7 @@ async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     assert chat is not None
     group = chat.type != "private"
     message_id = update.effective_message.message_id if update.effective_message and group else None
-    await send_all(context.bot, chat.id, reply.messages, reply_to=message_id)
+    await send_all(context.bot, chat.id, reply.messages, reply_to=message_id, binding_id=binding_id)
 
 
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -114,3 +114,41 @@ def test_on_slack_a_yes_in_the_thread_of_the_bots_question_answers_it(slack_bot,
 
     assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
     assert notes_of(owner, group_scope(slack_bot)) == "- drink: green tea\n"
+
+
+def test_on_telegram_a_yes_replying_to_a_questions_message_answers_that_question(telegram_bot, owner, model,
+                                                                                  alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA), ("propose_change", BIKE)), reply("Two things to keep."))
+    telegram_bot.dm(alice, "I drink green tea and ride a blue bike.", expect=3)
+    tea = Proposal.objects.get(topic="drink")
+    question = next(item for item in telegram_bot.server.sent
+                    if f":{tea.pk}" in str(item.get("reply_markup")))  # the message that asks about the tea
+    bot_message = {"message_id": question["message_id"], "date": 0, "text": question["text"],
+                   "chat": {"id": alice.number, "type": "private", "first_name": alice.name},
+                   "from": {"id": telegram_fake.BOT_ID, "is_bot": True, "first_name": "Memory",
+                            "username": telegram_fake.BOT_USERNAME}}
+
+    answered = telegram_bot._deliver(telegram_fake.private_message(
+        "yes", user_id=alice.number, first_name=alice.name, reply_to=bot_message), 1)
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text  # not the bike, the most recent
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "confirmed", "bike": "pending"}
+
+
+def test_on_slack_a_yes_in_a_questions_thread_answers_that_question(slack_bot, owner, model, alice):
+    pair(slack_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA), ("propose_change", BIKE)), reply("Two things to keep."))
+    slack_bot._deliver(slack_fake.message_event(f"<@{slack_fake.BOT_USER_ID}> I drink green tea and ride a bike",
+                                                user=slack_bot.user(alice), channel=slack_bot.GROUP_ID,
+                                                channel_type="channel"), 3)
+    tea = Proposal.objects.get(topic="drink")
+    question = next(post for post in slack_bot.server.posts if f'"{tea.pk}"' in str(post.get("blocks"))
+                    or f"'{tea.pk}'" in str(post.get("blocks")))
+
+    answered = slack_bot._deliver(slack_fake.message_event(
+        "yes", user=slack_bot.user(alice), channel=slack_bot.GROUP_ID, channel_type="channel",
+        thread_ts=question["ts"], parent_user_id=slack_fake.BOT_USER_ID), 1)
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "confirmed", "bike": "pending"}
