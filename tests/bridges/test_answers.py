@@ -152,3 +152,19 @@ def test_on_slack_a_yes_in_a_questions_thread_answers_that_question(slack_bot, o
 
     assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
     assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "confirmed", "bike": "pending"}
+
+
+def test_on_discord_a_yes_replying_to_a_questions_message_answers_that_question(discord_bot, owner, model, alice):
+    pair(discord_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA), ("propose_change", BIKE)), reply("Two things to keep."))
+    discord_bot.dm(alice, "I drink green tea and ride a blue bike.", expect=3)
+    tea = Proposal.objects.get(topic="drink")
+    question = next(m for m in discord_bot.server.messages if f"memory:yes:{tea.pk}" in str(m.get("components")))
+    before, interactions = len(discord_bot.server.messages), len(discord_bot.server.interaction_responses)
+
+    discord_bot.server.push_message("yes", author_id=alice.number, username=alice.name.lower(), reply_to=question)
+    discord_bot._wait(before, interactions, 1)
+    answered = discord_bot._said(before, interactions)
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "confirmed", "bike": "pending"}

@@ -280,9 +280,11 @@ class DiscordServer:
         guild_id: int | None = None,
         message_id: int | None = None,
         attachments: list[dict[str, Any]] | None = None,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A MESSAGE_CREATE payload: a DM when `guild_id` is None, else a message in a guild channel.
-        `<@BOT_ID>` in `content` becomes a mention of the bot; `attachments` from `attachment()`."""
+        `<@BOT_ID>` in `content` becomes a mention of the bot; `attachments` from `attachment()`; `reply_to`
+        (one of `messages`, the bot's) makes it a reply to that message."""
         self._users[author_id] = username
         if channel_id is None:
             channel_id = self.dm_channel_id(author_id) if guild_id is None else self.channel_id
@@ -305,6 +307,16 @@ class DiscordServer:
             "flags": 0,
             "components": [],
         }
+        if reply_to is not None:
+            payload["type"] = 19  # REPLY
+            payload["message_reference"] = {"message_id": str(reply_to["message_id"]),
+                                            "channel_id": str(reply_to["channel_id"])}
+            payload["referenced_message"] = {
+                "id": str(reply_to["message_id"]), "channel_id": str(reply_to["channel_id"]),
+                "author": self.bot_user, "content": reply_to["content"], "timestamp": _now_iso(),
+                "edited_timestamp": None, "tts": False, "mention_everyone": False, "mentions": [],
+                "mention_roles": [], "attachments": [], "embeds": [], "pinned": False, "type": 0, "flags": 0,
+                "components": []}
         if guild_id is not None:
             payload["guild_id"] = str(guild_id)
             payload["member"] = {
@@ -326,6 +338,7 @@ class DiscordServer:
         guild_id: int | None = None,
         message_id: int | None = None,
         attachments: list[dict[str, Any]] | None = None,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Deliver MESSAGE_CREATE to the connected client (queued until it has identified).
 
@@ -340,6 +353,7 @@ class DiscordServer:
             guild_id=guild_id,
             message_id=message_id,
             attachments=attachments,
+            reply_to=reply_to,
         )
         self._send_from_thread("MESSAGE_CREATE", payload)
         return payload
