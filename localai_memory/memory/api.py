@@ -167,6 +167,10 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
             "index_version": index.version if index else None,
             "bytes": len(index.content.encode()) if index else 0,
             "files": [{"path": n.path, "version": n.version} for n in notes],
+            # topic files no index line names (made in Files, or left by an edit of the index): shown, since
+            # recall reads them
+            "unlisted": sorted(name for name in (n.path.rsplit("/", 1)[1] for n in notes if n.path != scope.index_path)
+                               if name not in {e["file"] for e in entries if e["file"]}),
         }
         result.append(item)
     return result

@@ -139,3 +139,18 @@ def test_a_form_posted_over_the_size_limit_gets_a_page_and_the_api_json(alice_cl
     swapped = alice_client.post("/files/new/", {"path": "Memory/big.md", "content": big}, HTTP_HX_REQUEST="true")
     assert swapped.status_code == 413 and swapped["HX-Retarget"] == "#main"
     assert swapped.content.decode().startswith('<p class="notice error" role="alert">The request body is larger')
+
+
+def test_a_topic_file_no_index_line_names_is_shown_on_the_memory_tab(alice_client, owner):
+    """A file made in Files (or left by an edit of the index) that no line names is still read by recall:
+    the Memory tab shows it, with a way to open it."""
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import file_write, note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", details="Monti.",
+                source="files")
+    file_write(owner_id=owner.pk, path="Memory/plain.md", content="Bikes to work.\n", version=None)
+    html = alice_client.get("/settings/memory/").content.decode()
+    assert 'data-testid="unlisted-files"' in html
+    assert '<a href="/settings/memory/note/?path=Memory/plain.md">plain.md</a>' in html
+    assert "home.md</a>" not in html.split('data-testid="unlisted-files"')[1].split("</p>")[0]
