@@ -670,6 +670,11 @@ def may_answer(
 # Secrets
 # --------------------------------------------------------------------------------------------------------
 
+#: The names of a secret that people write before its value (each pattern below adds its own).
+_PASSWORD_NAMES = r"password|passwort|passwd|passphrase|passcode|pwd"
+_KEY_NAMES = r"api[ _-]?key|secret[ _-]?key|access[ _-]?key|private[ _-]?key|client[ _-]?secret"
+_TOKEN_NAMES = r"(?:access|auth|bearer|refresh)[ _-]?token"
+
 _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(pattern)
     for pattern in (
@@ -685,24 +690,21 @@ _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{32,}(?![0-9A-Fa-f])",  # a long hex token
         # "password: hunter2", "my passphrase is …", "PIN code = 1234", "Passwort: …"
         (
-            r"(?i)(?<![a-z])(?:password|passwort|passwd|passphrase|passcode|pwd|mot de passe|contrase[ñn]a|"
-            r"senha|api[ _-]?key|secret[ _-]?key|access[ _-]?key|private[ _-]?key|client[ _-]?secret|"
-            r"(?:access|auth|bearer|refresh)[ _-]?token)s?\s*(?::|=|\bis\b)\s*\S+"
+            rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|mot de passe|contrase[ñn]a|senha|{_KEY_NAMES}|{_TOKEN_NAMES})"
+            r"s?\s*(?::|=|\bis\b)\s*\S+"
         ),
         r"(?i)(?<![a-z])pin(?:[ _-]?code)?\s*(?::|=|\bis\b)\s*\d{4,}",
         # "my password for netflix is swordfish": a few words between the name of the secret and its value
         (
-            r"(?i)(?<![a-z])(?:password|passwort|passwd|passphrase|passcode|pwd|api[ _-]?key|secret[ _-]?key|"
-            r"access[ _-]?key|private[ _-]?key|client[ _-]?secret|wi-?fi[ _-]?(?:key|code))s?(?![a-z])"
+            rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|{_KEY_NAMES}|wi-?fi[ _-]?(?:key|code))s?(?![a-z])"
             r"(?:[ \t]+[^\s.;]+){0,4}?[ \t]+(?:is|was|=|:)[ \t]+\S+"
         ),
         # "my password hunter2", "bank PIN 4821", "wifi key abcd1234": such a name, and within a few words a
         # value with a digit in it
         (
-            r"(?i)(?<![a-z])(?:password|passwort|passwd|passphrase|passcode|pwd|pins?|pin[ _-]?(?:code|number)|"
-            r"api[ _-]?key|secret[ _-]?key|access[ _-]?key|private[ _-]?key|client[ _-]?secret|"
+            rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|pins?|pin[ _-]?(?:code|number)|{_KEY_NAMES}|"
             r"wi-?fi[ _-]?(?:key|code|password)|network[ _-]?key|security[ _-]?code|cvv|cvc|"
-            r"(?:access|auth|bearer|refresh)[ _-]?token)s?(?![a-z])[^\n.;]{0,40}?(?<![^\s:=(\"'])"
+            rf"{_TOKEN_NAMES})s?(?![a-z])" r"[^\n.;]{0,40}?(?<![^\s:=(\"'])"
             r"(?!(?:19|20)\d\d(?![^\s,;]))(?=[^\s,;]*\d)[^\s,;]{4,}"  # a year is no value ("pins since 2019")
         ),
         r"(?i)(?<![a-z])pw\s*[:=]\s*\S+",  # "wifi pw: …"
