@@ -20,7 +20,7 @@ from localai_memory.notes.services import (
 )
 
 from . import services
-from .categories import CATEGORIES, ProfileNote, category_of, profile
+from .categories import CATEGORIES, Profile, ProfileNote, category_of, profile
 from .models import MessagingSave, SaveMode
 from .providers import memory_providers
 from .selectors import memory_state, owned_scope
@@ -176,6 +176,12 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
     return result
 
 
+def listing_profile(scopes: list[dict]) -> Profile:
+    """The profile (``categories.profile``) of the notes of ``scope_listing``'s scopes (with their details)."""
+    return profile(ProfileNote(scope=Scope(s["kind"], s["key"]).name, topic=e["topic"], summary=e["summary"],
+                               details=e.get("details") or "") for s in scopes for e in s["index"])
+
+
 @extend_schema_field({"type": "number", "minimum": 0, "maximum": 1, "nullable": True})
 class ImportanceField(serializers.Field):
     """A note's importance as the client sent it: ``notes.services.check_importance`` says what is wrong with
@@ -320,7 +326,4 @@ class ProfileApi(ApiView):
         """Your profile at a glance, from every note of every scope: the notes by kind (``categories``: each
         kind with its notes' scope, topic and line) and the names they mention most (``entities``: name, how
         many notes name it, their topics)."""
-        notes = [ProfileNote(scope=Scope(scope["kind"], scope["key"]).name, topic=entry["topic"],
-                             summary=entry["summary"], details=entry.get("details") or "")
-                 for scope in scope_listing(owner_id=request.user.pk, with_details=True) for entry in scope["index"]]
-        return Response(profile(notes).as_dict())
+        return Response(listing_profile(scope_listing(owner_id=request.user.pk, with_details=True)).as_dict())

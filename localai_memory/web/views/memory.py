@@ -20,8 +20,7 @@ from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput,
 from localai_memory.core.numbers import whole_number
 from localai_memory.growth.selectors import line_writers, owner_scopes
 from localai_memory.memory import services as memory_services
-from localai_memory.memory.api import scope_listing
-from localai_memory.memory.categories import ProfileNote, profile
+from localai_memory.memory.api import listing_profile, scope_listing
 from localai_memory.memory.models import MessagingSave, SaveMode
 from localai_memory.memory.proposals import proposal_list
 from localai_memory.memory.providers import ProviderInfo, canonical, memory_providers
@@ -97,8 +96,7 @@ KIND_WORDS = {"credential": ("secret-looking", "secret-looking"), "decision": ("
 def _profile(scopes: list[dict]) -> dict:
     """The notes of every scope at a glance: how many of each kind (with their topics) and the names they
     mention most (``memory.categories.profile``)."""
-    made = profile(ProfileNote(scope=Scope(s["kind"], s["key"]).name, topic=e["topic"], summary=e["summary"],
-                               details=e.get("details") or "") for s in scopes for e in s["index"])
+    made = listing_profile(scopes)
     kinds = [{"kind": kind, "words": KIND_WORDS[kind][0 if len(notes) == 1 else 1], "count": len(notes),
               "topics": [n["topic"] for n in notes]} for kind, notes in made.categories.items() if notes]
     return {"kinds": kinds, "entities": made.entities[:12]}
@@ -134,8 +132,8 @@ WRITER_WORDS = {"user": "you", "model": "the assistant, on its own", "import": "
 def _add_writers(owner_id: int, tab: Tab) -> None:
     """Each shown note's ``written``: who changed it last and when, so a person sees at a glance which notes
     the assistant saved by itself (a note whose history is too old to tell gets none); ``used``: when a turn
-    last brought it into a chat (recall); and ``waiting``: a
-    suggestion to change or forget it that waits in the inbox ("change" or "forget")."""
+    last brought it into a chat (recall); ``waiting``: a suggestion to change or forget it that waits in the
+    inbox ("change" or "forget"); and ``kind``: its category in the tab's words."""
     for scope in tab.scopes:
         if not scope["index"]:
             continue
@@ -146,6 +144,7 @@ def _add_writers(owner_id: int, tab: Tab) -> None:
         waiting = {topic: "forget" if delete else "change"
                    for topic, delete in pending.order_by("created_at").values_list("topic", "is_delete")}
         for entry in scope["index"]:
+            entry["kind"] = KIND_WORDS[entry["category"]][0]
             if entry["topic"] in waiting:
                 entry["waiting"] = waiting[entry["topic"]]
             if (last := written.get(entry["topic"])) is not None:
@@ -207,7 +206,6 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "tab": current,
         "last_pass": _last_pass(request.user.pk),
         "profile": glance,
-        "kind_words": {kind: words[0] for kind, words in KIND_WORDS.items()},
     }, section="memory")
 
 
@@ -360,6 +358,8 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
     topic = request.POST.get("topic", "").strip()
     summary = request.POST.get("summary", "")
     details = request.POST.get("details") or None
+    typed = {"scope": request.POST.get("scope", "user"), "topic": topic, "summary": summary,
+             "details": details or ""}  # kept for the form when the note is refused
     try:
         scope = _note_scope(request, writes_topic=topic)
         if topic:  # Add never replaces a note quietly: one of that topic is opened and changed instead
@@ -377,12 +377,10 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
         else:
             messages.error(request, f"A note “{topic}” exists already: open it to change it, or pick another "
                                     "topic. Nothing was replaced.")
-            request.session[NOTE_DRAFT] = {"scope": request.POST.get("scope", "user"), "topic": topic,
-                                           "summary": summary, "details": details or ""}
+            request.session[NOTE_DRAFT] = typed
     except ApplicationError as exc:
         flash_error(request, exc)
-        request.session[NOTE_DRAFT] = {"scope": request.POST.get("scope", "user"), "topic": topic,
-                                       "summary": summary, "details": details or ""}
+        request.session[NOTE_DRAFT] = typed
     else:
         if change:
             messages.success(request, f"Saved the note “{topic}”.")
