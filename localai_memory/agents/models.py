@@ -61,3 +61,19 @@ class Agent(models.Model):
     @property
     def grant_write(self) -> bool:
         return "memory.write" in (self.grants or [])
+
+
+class DeletedAgent(models.Model):
+    """The name a deleted agent had, so the notes it leaves (kept, or restored from the Trash) can say whose
+    they were. Agent ids are never reused, so one row per agent id."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="deleted_agents")
+    agent_id = models.PositiveBigIntegerField()
+    name = models.CharField(max_length=100)
+    deleted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "agent_id"], name="deleted_agent_once")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -13,7 +13,7 @@ from localai_memory.memory.selectors import MemoryState
 from localai_memory.notes.models import NoteFile
 from localai_memory.notes.paths import Scope
 
-from .models import Agent
+from .models import Agent, DeletedAgent
 
 #: The export file: a marker and a version, so an import can refuse what it does not understand.
 EXPORT_FORMAT = "localai-memory.agent"
@@ -45,6 +45,12 @@ AGENT_GONE_MESSAGE = "This agent was deleted while the chat was answering, so no
 def agent_list(*, owner_id: int) -> QuerySet[Agent]:
     """The owner's agents, by name."""
     return Agent.objects.filter(owner_id=owner_id).order_by("name", "id")
+
+
+def deleted_agent_names(owner_id: int) -> dict[str, str]:
+    """The names the owner's deleted agents had, by id (as their note folders name them)."""
+    return {str(agent_id): name for agent_id, name in
+            DeletedAgent.objects.filter(owner_id=owner_id).values_list("agent_id", "name")}
 
 
 def agent_notes_folder(agent_id: int) -> str:

@@ -20,7 +20,7 @@ from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, TrashEntry
 
 from . import selectors
-from .models import Agent, AgentMemory, AgentMemorySave
+from .models import Agent, AgentMemory, AgentMemorySave, DeletedAgent
 from .selectors import EXPORT_FIELDS, EXPORT_FORMAT, EXPORT_VERSION
 
 NAME_MAX_CHARS: Final = 100
@@ -258,6 +258,8 @@ def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> 
     deleted = AgentDeleted(agent_id=agent.pk, name=agent.name, memory=choice or "none", files=files,
                            trash_id=trash_id, archive=archive)
     proposals_drop_for_agent(owner_id=owner_id, agent_id=agent.pk)  # its waiting suggestions go with it
+    # kept notes, and notes restored from the Trash later, still say whose they were
+    DeletedAgent.objects.get_or_create(owner_id=owner_id, agent_id=agent.pk, defaults={"name": agent.name})
     agent.delete()
     return deleted
 

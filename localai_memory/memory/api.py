@@ -132,13 +132,12 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
     ``with_details``: its topic file's text too) and topic files."""
     files = list(notes_selectors.file_list(owner_id=owner_id))
     live_agents: dict[str, str] = {}
+    deleted_names: dict[str, str] = {}
     if apps.is_installed("localai_memory.agents"):
-        try:
-            agent_model = apps.get_model("agents", "Agent")
-            live_agents = {str(pk): name for pk, name in agent_model.objects.filter(owner_id=owner_id)
-                           .values_list("pk", "name")}
-        except LookupError:
-            live_agents = {}
+        from localai_memory.agents.selectors import agent_list, deleted_agent_names
+
+        live_agents = {str(pk): name for pk, name in agent_list(owner_id=owner_id).values_list("pk", "name")}
+        deleted_names = deleted_agent_names(owner_id)
     by_root: dict[str, list] = {}
     for note in files:
         by_root.setdefault(note.path.rsplit("/", 1)[0], []).append(note)
@@ -161,7 +160,8 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
             entries = []
         item = {
             "kind": scope.kind, "key": scope.key, "root": scope.root,
-            "label": "Yours" if scope.kind == "user" else live_agents.get(scope.key, scope.label),
+            "label": ("Yours" if scope.kind == "user"
+                      else live_agents.get(scope.key) or deleted_names.get(scope.key, scope.label)),
             "deleted_agent": scope.kind == "agent" and scope.key not in live_agents,
             "index": entries,
             "index_version": index.version if index else None,

@@ -66,7 +66,7 @@ def test_keep_leaves_the_notes_and_the_memory_tab_lists_them_under_deleted_agent
     assert not TrashEntry.objects.filter(owner=owner).exists()
     scopes = api.get("/api/chats/memory/notes").json()["scopes"]
     kept = next(s for s in scopes if s["kind"] == "agent" and s["key"] == str(agent["id"]))
-    assert kept["deleted_agent"] is True
+    assert kept["deleted_agent"] is True and kept["label"] == "Gardener"  # still says whose they were
     assert [e["topic"] for e in kept["index"]] == ["roses", "soil"]
 
 

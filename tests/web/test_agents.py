@@ -11,7 +11,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from localai_memory.agents.models import Agent
 from localai_memory.agents.services import agent_create
 
 pytestmark = pytest.mark.browser
@@ -125,7 +124,6 @@ def test_deleting_an_agent_with_notes_asks_keep_export_or_delete(web):
         add_agent_note(web, name, "tone", f"{name.lower()} answers briefly")
 
     # Keep (the default): the notes show under Deleted agents.
-    keeper_id = Agent.objects.get(name="Keeper").pk
     web.go("/agents/")
     agent_row(page, "Keeper").get_by_role("link", name="Delete Keeper").click()
     expect(page.get_by_role("heading", name="Delete the agent “Keeper”?")).to_be_visible()
@@ -137,7 +135,7 @@ def test_deleting_an_agent_with_notes_asks_keep_export_or_delete(web):
     expect(page.get_by_text("The agent is deleted. Its notes stay; they show on the Memory tab under Deleted "
                             "agents.")).to_be_visible()
     web.go("/settings/memory/?tab=deleted")
-    expect(page.locator(".scope h3")).to_have_text("Deleted agent " + str(keeper_id))
+    expect(page.locator(".scope h3")).to_have_text("Deleted agent “Keeper”")
     expect(page.locator(".notes-list")).to_contain_text("tone — keeper answers briefly")
 
     # Export then delete: a zip of the notes downloads, and they go to the Trash.
@@ -165,7 +163,7 @@ def test_deleting_an_agent_with_notes_asks_keep_export_or_delete(web):
     web.go("/settings/memory/?tab=deleted")
     expect(page.locator(".notes-list")).not_to_contain_text("exporter")
     # Kept notes stay until you delete them.
-    page.get_by_role("button", name=f"Delete these notes of Deleted agent {keeper_id}").click()
+    page.get_by_role("button", name="Delete these notes of Deleted agent “Keeper”").click()
     expect(page.get_by_text("Moved the notes of the deleted agent")).to_be_visible()
     expect(page.get_by_text("No notes of deleted agents")).to_be_visible()
 

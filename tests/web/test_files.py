@@ -49,7 +49,7 @@ def test_files_starts_empty_and_shows_the_memory_folder_as_a_tree(web):
     tree = page.get_by_test_id("tree")
     expect(tree.get_by_role("link", name="Memory/index.md")).to_be_visible()
     expect(tree.get_by_role("link", name="Memory/home.md")).to_be_visible()
-    expect(tree).to_contain_text(f"Deleted agent {agent.pk}/")
+    expect(tree).to_contain_text("Deleted agent “Chef”/")
     expect(tree.get_by_role("link", name=f"Memory/agents/{agent.pk}/index.md")).to_be_visible()
     web.accessible("files tree")
 

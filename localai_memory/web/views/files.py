@@ -11,7 +11,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from localai_memory.agents.selectors import agent_list
+from localai_memory.agents.selectors import agent_list, deleted_agent_names
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
 from localai_memory.memory.selectors import file_folder_owned
@@ -35,13 +35,19 @@ def agent_names(owner_id: int) -> dict[str, str]:
     return {str(pk): name for pk, name in agent_list(owner_id=owner_id).values_list("pk", "name")}
 
 
-def folder_label(root: str, names: dict[str, str]) -> str:
+def deleted_agent_label(agent_id: str, deleted_names: dict[str, str]) -> str:
+    """``Deleted agent “Chef”``; ``Deleted agent 7`` for one deleted before names were kept."""
+    name = deleted_names.get(agent_id)
+    return f"Deleted agent “{name}”" if name else f"Deleted agent {agent_id}"
+
+
+def folder_label(root: str, names: dict[str, str], deleted_names: dict[str, str]) -> str:
     parts = root.split("/")
     if len(parts) == 1:
         return "Yours"
     if parts[1] == "agents":
         name = names.get(parts[2])
-        return f"Agent “{name}”" if name else f"Deleted agent {parts[2]}"
+        return f"Agent “{name}”" if name else deleted_agent_label(parts[2], deleted_names)
     return f"Conversation {parts[2]}"
 
 
@@ -53,7 +59,7 @@ class Folder:
     children: list[Folder] = field(default_factory=list)
 
 
-def build_tree(files: list[NoteFile], names: dict[str, str]) -> Folder:
+def build_tree(files: list[NoteFile], names: dict[str, str], deleted_names: dict[str, str]) -> Folder:
     """Memory/ → its files, agents/ and channels/ → one folder per agent or conversation."""
     root = Folder(ROOT, "Memory")
     groups: dict[str, Folder] = {}
@@ -68,7 +74,7 @@ def build_tree(files: list[NoteFile], names: dict[str, str]) -> Folder:
             group = groups[kind] = Folder(f"{ROOT}/{kind}", "agents" if kind == "agents" else "channels")
         leaf = next((c for c in group.children if c.path == folder_path), None)
         if leaf is None:
-            leaf = Folder(folder_path, folder_label(folder_path, names))
+            leaf = Folder(folder_path, folder_label(folder_path, names, deleted_names))
             group.children.append(leaf)
         leaf.files.append(note)
     root.children = [groups[k] for k in ("agents", "channels") if k in groups]
@@ -90,7 +96,7 @@ def editor_context(owner_id: int, path: str, **extra: Any) -> dict[str, Any]:
     context = {
         "note": note, "path": note.path, "content": note.content, "version": note.version,
         "is_index": parsed.is_index, "topic": parsed.topic, "summary": summary,
-        "folder": folder_label(parsed.scope.root, names),
+        "folder": folder_label(parsed.scope.root, names, deleted_agent_names(owner_id)),
         "index_path": parsed.scope.index_path,
     }
     context.update(extra)
@@ -145,7 +151,7 @@ def files_page(request: AuthenticatedHttpRequest, *, new_path: str = "", new_con
     """The Files page; with ``new_error`` its New file form is open, holding the path and text typed (a
     create refused, or a file deleted while it was edited), so nothing typed is lost."""
     files = list(notes_selectors.file_list(owner_id=request.user.pk))
-    tree = build_tree(files, agent_names(request.user.pk))
+    tree = build_tree(files, agent_names(request.user.pk), deleted_agent_names(request.user.pk))
     trash_count = notes_selectors.trash_list(owner_id=request.user.pk).count()
     return page(request, "web/files.html", {"tree": tree, "file_count": len(files), "trash_count": trash_count,
                                             "new_open": bool(new_error), "new_path": new_path,

@@ -16,6 +16,7 @@ from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from bridges import selectors as bridge_selectors
+from localai_memory.agents.selectors import deleted_agent_names
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
 from localai_memory.growth.selectors import line_writers, owner_scopes
@@ -32,7 +33,7 @@ from localai_memory.notes.paths import Scope, parse_path
 from localai_memory.recall.service import notes_activity
 
 from .common import AuthenticatedHttpRequest, back, flash_error, not_found_as_404, page
-from .files import deleted_while_edited, editor_context, save_file
+from .files import deleted_agent_label, deleted_while_edited, editor_context, save_file
 
 MEMORY_TAB = "/settings/memory/"
 log = logging.getLogger(__name__)
@@ -111,8 +112,9 @@ def _tabs(owner_id: int) -> list[Tab]:
             tabs.append(Tab(f"agent-{scope['key']}", scope["label"], [scope],
                             "No notes yet — this agent's own notes show here once it saves one."))
     deleted = [s for s in scopes if s["kind"] == "agent" and s["deleted_agent"]]
+    names = deleted_agent_names(owner_id) if deleted else {}
     for scope in deleted:
-        scope["label"] = f"Deleted agent {scope['key']}"
+        scope["label"] = deleted_agent_label(scope["key"], names)
     tabs.append(Tab("deleted", "Deleted agents", deleted,
                     "No notes of deleted agents — when you delete an agent and keep its notes, they show here."))
     conversations = [s for s in scopes if s["kind"] == "channel"]
