@@ -670,10 +670,18 @@ def may_answer(
 # Secrets
 # --------------------------------------------------------------------------------------------------------
 
-#: The names of a secret that people write before its value (each pattern below adds its own).
-_PASSWORD_NAMES = r"password|passwort|passwd|passphrase|passcode|pwd"
+#: The names of a secret that people write before its value (each pattern below adds its own), in the
+#: languages people write notes in: "Passwort"/"Kennwort", "mot de passe", "contraseña", "senha",
+#: "wachtwoord", "lösenord", "hasło", "şifre", "пароль", "パスワード", "密码", "비밀번호", "كلمة المرور"…
+_PASSWORD_NAMES = (r"password|passwort|kennwort|passwd|passphrase|passcode|pwd|mot[ -]de[ -]passe|contrase[ñn]a|"
+                   r"senha|wachtwoord|l[öo]senord|adgangskode|passord|salasana|has[łl]o|heslo|jelsz[óo]|[şs]ifre|"
+                   r"пароль|парол|パスワード|暗証番号|密码|密碼|비밀번호|كلمة (?:المرور|السر)|סיסמ[הא]")
 _KEY_NAMES = r"api[ _-]?key|secret[ _-]?key|access[ _-]?key|private[ _-]?key|client[ _-]?secret"
 _TOKEN_NAMES = r"(?:access|auth|bearer|refresh)[ _-]?token"
+_WIFI_NAMES = r"(?:wi-?fi|wlan)[ _-]?(?:key|code|password|passwort|schl[üu]ssel|cl[ée])"
+#: "is" between the name of a secret and its value: "Passwort ist …", "mot de passe est …", "contraseña
+#: es …", "senha é …", "lösenord är …", "パスワードは…"
+_IS = r"(?:\b(?:is|was|ist|war|lautet|est|était|es|era|é|è|är|er|jest|je)\b|は)"
 
 _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(pattern)
@@ -690,20 +698,21 @@ _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{32,}(?![0-9A-Fa-f])",  # a long hex token
         # "password: hunter2", "my passphrase is …", "PIN code = 1234", "Passwort: …"
         (
-            rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|mot de passe|contrase[ñn]a|senha|{_KEY_NAMES}|{_TOKEN_NAMES})"
-            r"s?\s*(?::|=|\bis\b)\s*\S+"
+            rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|{_KEY_NAMES}|{_TOKEN_NAMES})"
+            rf"s?\s*(?:[:=：]|{_IS})\s*\S+"
         ),
-        r"(?i)(?<![a-z])pin(?:[ _-]?code)?\s*(?::|=|\bis\b)\s*\d{4,}",
-        # "my password for netflix is swordfish": a few words between the name of the secret and its value
+        rf"(?i)(?<![a-z])pin(?:[ _-]?code)?\s*(?:[:=：]|{_IS})\s*\d{{4,}}",
+        # "my password for netflix is swordfish", "Mein Netflix-Passwort ist …": a few words between the name
+        # of the secret and its value
         (
-            rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|{_KEY_NAMES}|wi-?fi[ _-]?(?:key|code))s?(?![a-z])"
-            r"(?:[ \t]+[^\s.;]+){0,4}?[ \t]+(?:is|was|=|:)[ \t]+\S+"
+            rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|{_KEY_NAMES}|{_WIFI_NAMES})s?(?![a-z])"
+            rf"(?:[ \t]+[^\s.;]+){{0,4}}?[ \t]*(?:[ \t](?:{_IS})|[=:：])[ \t]*\S+"
         ),
         # "my password hunter2", "bank PIN 4821", "wifi key abcd1234": such a name, and within a few words a
         # value with a digit in it
         (
             rf"(?i)(?<![a-z])(?:{_PASSWORD_NAMES}|pins?|pin[ _-]?(?:code|number)|{_KEY_NAMES}|"
-            r"wi-?fi[ _-]?(?:key|code|password)|network[ _-]?key|security[ _-]?code|cvv|cvc|"
+            rf"{_WIFI_NAMES}|network[ _-]?key|security[ _-]?code|cvv|cvc|"
             rf"{_TOKEN_NAMES})s?(?![a-z])" r"[^\n.;]{0,40}?(?<![^\s:=(\"'])"
             r"(?!(?:19|20)\d\d(?![^\s,;]))(?=[^\s,;]*\d)[^\s,;]{4,}"  # a year is no value ("pins since 2019")
         ),

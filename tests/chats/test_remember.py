@@ -90,12 +90,15 @@ def test_a_long_fact_keeps_its_first_words_as_the_line_and_all_of_it_in_the_topi
     assert notes_selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic=saved["topic"]) == fact + "\n"
 
 
-def test_a_secret_waits_for_confirmation_instead(api, owner, model):
-    body = send(api, new_chat(api), "/remember my password is hunter2hunter2")
+@pytest.mark.parametrize("fact", ["my password is hunter2hunter2", "Mein Passwort ist Sonnenblume",
+                                  "mon mot de passe Netflix est tournesol"])
+def test_a_secret_waits_for_confirmation_instead(api, owner, model, fact):
+    body = send(api, new_chat(api), f"/remember {fact}")
     assert index_of(owner) == "" and body["memory"]["saved"] == []
     [proposed] = body["memory"]["proposed"]
     proposal = Proposal.objects.get(pk=proposed["proposal_id"])
     assert proposal.reason == "looks_secret" and proposal.source == "chat" and proposal.status == "pending"
+    assert proposal.topic == "private-note"  # never the secret as a name
     assert body["reply"].startswith("Not saved yet:")
 
 

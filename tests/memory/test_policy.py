@@ -489,6 +489,20 @@ SECRETS = [
     "wifi key is abcd1234",
     "The API key for weather is 3f9a8b7c",
     "bank login: bob / pass: hunter2, PIN 4821",
+    # in the languages people write notes in
+    "Mein Netflix-Passwort ist Sonnenblume",
+    "Das Passwort lautet Sonnenblume",
+    "Kennwort: Sonnenblume",
+    "Mein WLAN-Schlüssel ist abcd1234",
+    "Mon mot de passe Netflix est tournesol",
+    "Mi contraseña de Netflix es girasol",
+    "A senha do wifi é girassol",
+    "Mijn wachtwoord is zonnebloem",
+    "Mitt lösenord är solros",
+    "Пароль: подсолнух",
+    "パスワードはhunter2",
+    "密码：hunter2",
+    "كلمة المرور: hunter2",
 ]
 NOT_SECRETS = [
     "home: lives in Rome -> home.md",
@@ -508,6 +522,9 @@ NOT_SECRETS = [
     "collects enamel pins since 2019",
     "boarding pass: 14B",
     "changed my password in 2023",
+    "Wechselt das Passwort jeden Monat",
+    "Weiß nicht, wo der WLAN-Schlüssel ist",
+    "es war einmal ein Garten",
 ]
 
 
