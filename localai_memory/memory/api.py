@@ -153,7 +153,10 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
         try:
             entries = []
             for e in parse_index(index.content) if index else []:
-                text = details.get(scope.topic_path(e.file), "") if e.file else ""
+                try:
+                    text = details.get(scope.topic_path(e.file), "") if e.file else ""
+                except InvalidInput:  # a line written before such lines were refused, say "-> index.md"
+                    text = ""
                 entries.append({**e.as_dict(), "importance": importances.get((scope.kind, scope.key, e.topic)),
                                 "category": category_of(e.summary, text), **({"details": text} if with_details else {})})
         except InvalidInput:

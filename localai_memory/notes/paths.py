@@ -23,6 +23,8 @@ SCOPE_KINDS: tuple[ScopeKind, ...] = ("user", "agent", "channel")
 
 ROOT = "Memory"
 INDEX_NAME = "index.md"
+#: The one name no topic may take: its file would be the index.
+INDEX_TOPIC = "index"
 INDEX_MAX_LINES = 40
 INDEX_MAX_BYTES = 2 * 1024
 TURN_INDEXES_MAX_BYTES = 6 * 1024
@@ -114,7 +116,7 @@ def channel_key(binding_id: int | str, conversation_id: str) -> str:
 
 
 def check_topic(topic: object) -> str:
-    if not isinstance(topic, str) or not TOPIC_RE.match(topic) or topic == "index":
+    if not isinstance(topic, str) or not TOPIC_RE.match(topic) or topic == INDEX_TOPIC:
         raise InvalidInput(
             "a topic is 1-40 lower-case letters, digits or dashes (and not 'index')", code="invalid_topic"
         )
@@ -165,7 +167,7 @@ def parse_path(raw: object) -> NotePath:
     if not name.endswith(".md"):
         raise InvalidInput("a note file ends in .md", code="invalid_path")
     stem = name[:-3]
-    if stem == "index":
+    if stem == INDEX_TOPIC:
         return NotePath(scope, None)
     try:
         return NotePath(scope, check_topic(stem))

@@ -38,6 +38,7 @@ from .paths import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
     INDEX_NAME,
+    INDEX_TOPIC,
     ROOT,
     TOPIC_MAX_BYTES,
     IndexEntry,
@@ -79,6 +80,10 @@ def _check_content(path: str, content: str, *, current: str | None = None) -> No
     parsed = parse_path(path)
     if parsed.is_index:
         entries = parse_index(content)
+        itself = next((entry for entry in entries if INDEX_TOPIC in (entry.topic, entry.file)), None)
+        if itself is not None:
+            raise InvalidInput(f"the line of {itself.topic!r} names the index itself; 'index' is no topic and "
+                               f"index.md no topic file", code="invalid_index_line")
         lines, size = index_size(content)
         if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
             raise cap_error(path, entries, lines, size, current=_entries_or_empty(current))
@@ -204,6 +209,8 @@ def file_write(*, owner_id: int, path: str, content: str, version: int | None, s
     path = parse_path(path).path
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
         raise InvalidInput("version must be a positive whole number", code="invalid_version")
+    if isinstance(content, str):
+        content = content.removeprefix("\ufeff")  # the byte-order mark some editors put first: invisible
     lock_owner(owner_id)
     return apply_changes(owner_id=owner_id, writes={path: content}, source=source, summary=f"Edited {path}",
                   actor=actor, expected_versions={path: version})

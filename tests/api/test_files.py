@@ -375,3 +375,22 @@ def test_deleting_an_index_moves_its_topic_files_to_the_trash_with_it_and_restor
     assert set(files_of(owner)) == {"Memory/agents/7/index.md", "Memory/agents/7/tone.md"}
     services.change_undo(owner_id=owner.pk, change_id=TrashEntry.objects.get(pk=entry["id"]).change_set_id)
     assert files_of(owner) == before  # and the delete undone brings them back as well
+
+
+@pytest.mark.parametrize("line", ["- index: see all -> index.md", "- index: plain line", "- work: at the bakery -> index.md"])
+def test_an_index_line_that_names_the_index_itself_is_refused_and_the_notes_stay_listed(api, owner, line):
+    assert api.put("/api/chats/memory/notes", {"topic": "home", "summary": "lives in Rome", "details": "Via Roma 1"},
+                   format="json").status_code == 200
+    before = files_of(owner)
+    response = write(api, "Memory/index.md", f"- home: lives in Rome -> home.md\n{line}\n", version=1)
+    assert_error(response, 400, "invalid_index_line")
+    assert "names the index itself" in response.json()["error"]["message"]
+    assert files_of(owner) == before
+    [scope] = [s for s in api.get("/api/chats/memory/notes").json()["scopes"] if s["kind"] == "user"]
+    assert [e["topic"] for e in scope["index"]] == ["home"]
+
+
+def test_a_byte_order_mark_an_editor_put_first_is_dropped_not_refused(api, owner):
+    assert write(api, "Memory/index.md", "\ufeff- home: lives in Rome\n").status_code == 200
+    assert write(api, "Memory/pets.md", "\ufeffA cat, Miso.\n").status_code == 200
+    assert files_of(owner) == {"Memory/index.md": "- home: lives in Rome\n", "Memory/pets.md": "A cat, Miso.\n"}

@@ -154,3 +154,13 @@ def test_a_topic_file_no_index_line_names_is_shown_on_the_memory_tab(alice_clien
     assert 'data-testid="unlisted-files"' in html
     assert '<a href="/settings/memory/note/?path=Memory/plain.md">plain.md</a>' in html
     assert "home.md</a>" not in html.split('data-testid="unlisted-files"')[1].split("</p>")[0]
+
+
+def test_the_add_form_stores_details_with_plain_newlines_so_the_8_kib_cap_is_the_same_as_everywhere(alice_client,
+                                                                                                   owner):
+    details = ("x" * 63 + "\n") * 128  # exactly 8 KiB as the API and the terminal count it
+    page = alice_client.post("/settings/memory/notes/add/", {
+        "scope": "user", "topic": "lists", "summary": "long lists", "details": details.replace("\n", "\r\n")},
+        follow=True)
+    assert "Saved the note" in page.content.decode()
+    assert NoteFile.objects.get(owner=owner, path="Memory/lists.md").content == details

@@ -359,7 +359,7 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
 
     topic = request.POST.get("topic", "").strip()
     summary = request.POST.get("summary", "")
-    details = request.POST.get("details") or None
+    details = request.POST.get("details", "").replace("\r\n", "\n") or None  # a browser's textarea sends CRLF
     typed = {"scope": request.POST.get("scope", "user"), "topic": topic, "summary": summary,
              "details": details or ""}  # kept for the form when the note is refused
     try:
