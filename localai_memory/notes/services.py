@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 
-from localai_memory.core.errors import ApplicationError, Conflict, Gone, InvalidInput, NotFound
+from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, InvalidInput, NotFound
 from localai_memory.memory import policy
 
 from .models import (
@@ -155,6 +156,9 @@ def apply_changes(
     effective = {p: c for p, c in writes.items() if (current[p].content if p in current else None) != c}
     if not effective:
         raise Conflict("Nothing would change.", code="no_change")
+    if not settings.FILES_ENABLED and any(content is not None for content in effective.values()):
+        # notes are files: with the server's files off nothing is written (forgetting still works)
+        raise Forbidden(policy.MESSAGES["server_files_off"], code="server_files_off")
     if validate:
         for path, content in effective.items():
             if content is not None:

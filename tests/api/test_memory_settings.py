@@ -128,6 +128,26 @@ def test_the_server_files_switch_off_means_memory_is_not_available(api, settings
     assert body["unavailable"]["code"] == "server_files_off"
 
 
+def test_with_the_server_files_off_no_surface_writes_a_note_but_forgetting_still_works(api, owner, settings):
+    from localai_memory.notes.models import NoteFile
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files")
+    settings.FILES_ENABLED = False
+    before = {f.path: f.content for f in NoteFile.objects.filter(owner=owner)}
+    for response in (
+        api.put("/api/chats/memory/notes", {"topic": "diet", "summary": "vegetarian"}, format="json"),
+        api.post("/api/chats/memory/notes", {"summary": "vegetarian"}, format="json"),
+        api.put("/api/files/content?path=Memory/b.md", {"content": "x\n"}, format="json"),
+    ):
+        error = assert_error(response, 403, "server_files_off")
+        assert "files off" in error["message"]
+    assert {f.path: f.content for f in NoteFile.objects.filter(owner=owner)} == before
+    assert api.delete("/api/chats/memory/notes?topic=home").status_code == 200
+    assert not NoteFile.objects.filter(owner=owner).exists()
+
+
 def test_what_get_answers_can_be_written_back_with_a_change(api):
     """A client reads the settings, changes one, and sends the whole object back: the fields PUT does not
     change are taken when they say what is so, and one that differs is a 400 naming where it is changed."""

@@ -151,6 +151,14 @@ def test_add_is_refused_while_the_server_has_files_off(owner, settings):
         memory("add", "diet", "vegetarian", user="alice")
 
 
+def test_forget_still_works_while_the_server_has_files_off(owner, notes, settings):
+    settings.FILES_ENABLED = False
+
+    memory("forget", "home", "--yes", user="alice")
+
+    assert "home" not in index(owner)
+
+
 def test_edit_changes_the_summary_and_keeps_the_file(owner, notes):
     memory("edit", "home", "--summary", "lives in Lisbon", user="alice")
 

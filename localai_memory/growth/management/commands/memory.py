@@ -197,7 +197,8 @@ class Command(BaseCommand):
                                 else text))
 
     def _writes_allowed(self) -> None:
-        """Notes are files: while the server has files off, nothing can be written (the policy's reading)."""
+        """Notes are files: while the server has files off, nothing can be written (the policy's reading; the
+        note store refuses it too, ``notes.services.apply_changes``), though notes can still be forgotten."""
         decision = owner_context(owner_id=self.user.pk).decision
         if decision.blocked_by == "server":
             raise CommandError(MESSAGES["server_files_off"])
@@ -354,7 +355,6 @@ class Command(BaseCommand):
                       if importance is not None else {})}, said)
 
     def do_forget(self, *, topic: str, scope: str | None = None, yes: bool = False, **options: Any) -> None:
-        self._writes_allowed()
         item = self._own_scope(scope)
         if not yes and not self._confirm(f"Forget {topic!r} in {item.label}? [y/N] ", options):
             raise CommandError("Nothing was forgotten.")
