@@ -8,12 +8,13 @@ wrong secret or signature is refused before anything is read into the database.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+
+from localai_memory.core.parsers import json_loads
 
 from .crypto import CredentialsUnreadable, decrypt
 from .models import Binding, Mode, Platform
@@ -49,7 +50,7 @@ def telegram_webhook(request: HttpRequest, binding_id: int) -> HttpResponse:
     if len(request.body) > MAX_BODY_BYTES:
         return _error(413, "too_large", "The update is too large.")
     try:
-        payload = json.loads(request.body)
+        payload = json_loads(request.body)
     except ValueError:
         return _error(400, "invalid_json", "The body is not JSON.")
     if not isinstance(payload, dict) or not isinstance(payload.get("update_id"), int):

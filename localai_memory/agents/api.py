@@ -7,8 +7,6 @@ the admin and an import file obey the same rules.
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils.text import slugify
@@ -21,7 +19,7 @@ from rest_framework.views import APIView
 
 from localai_memory.core.api import StrictCharField, query_param, validated
 from localai_memory.core.errors import InvalidInput, TooLarge
-from localai_memory.core.parsers import JSONParser
+from localai_memory.core.parsers import JSONParser, json_loads
 from localai_memory.memory.selectors import MemoryState, memory_state
 
 from . import selectors, services
@@ -247,6 +245,6 @@ def _uploaded_document(request) -> object:
     if upload.size > IMPORT_MAX_BYTES:
         raise TooLarge(f"an agent file is at most {IMPORT_MAX_BYTES // 1024} KiB")
     try:
-        return json.loads(upload.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return json_loads(upload.read().decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON, or nested too deep
         raise InvalidInput("the agent file is not JSON", code="invalid_agent_file") from None

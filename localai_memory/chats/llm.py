@@ -21,6 +21,7 @@ from django.conf import settings
 
 from localai_memory.core import keepalive
 from localai_memory.core.errors import UpstreamError
+from localai_memory.core.parsers import json_loads
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def _json_bytes(body: dict[str, Any]) -> bytes:
 
 def _error_text(content: bytes) -> str:
     try:
-        payload = json.loads(content)
+        payload = json_loads(content)
     except ValueError:
         return ""
     error = payload.get("error") if isinstance(payload, dict) else None
@@ -148,7 +149,7 @@ def parse_completion(raw: bytes) -> ModelReply:
     bad = ModelBadResponse("The model server's answer was not a chat completion. Your message is kept; "
                            "try again.")
     try:
-        payload = json.loads(raw)
+        payload = json_loads(raw)
     except ValueError:
         raise bad from None
     if not isinstance(payload, dict):

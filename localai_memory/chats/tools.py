@@ -14,7 +14,6 @@ duplicate of that line (``recall.service.find_duplicate``), in the tool result a
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from django.utils import timezone
 from bridges.selectors import BOT_GONE_MESSAGE, bot_scope_gone
 from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
+from localai_memory.core.parsers import json_loads
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, addon_proposal_create, proposal_create
@@ -132,8 +132,8 @@ def _arguments(raw: str) -> dict[str, Any] | str:
     if len(raw) > MAX_ARGUMENT_CHARS:
         return "The arguments are too long."
     try:
-        value = json.loads(raw or "{}")
-    except (ValueError, RecursionError):
+        value = json_loads(raw or "{}")
+    except ValueError:
         return "The arguments are not valid JSON."
     if not isinstance(value, dict):
         return "The arguments must be a JSON object."

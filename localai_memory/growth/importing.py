@@ -16,7 +16,6 @@ paths, no traversal, no links, no encryption, bounded sizes, UTF-8 text.
 from __future__ import annotations
 
 import io
-import json
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from localai_memory.core.errors import ApplicationError, Forbidden, InvalidInput, TooLarge
+from localai_memory.core.parsers import json_loads
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
@@ -181,7 +181,7 @@ def read_export_importances(data: bytes) -> dict[tuple[Scope, str], float]:
                            code="import_too_large")
         try:
             with archive.open(info) as member:
-                body = json.loads(member.read(IMPORTANCE_FILE_MAX_BYTES + 1).decode("utf-8"))
+                body = json_loads(member.read(IMPORTANCE_FILE_MAX_BYTES + 1).decode("utf-8"))
         except (ValueError, zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
             raise _bad(f"{IMPORTANCE_FILE} is not the JSON Export writes: {exc}", path=IMPORTANCE_FILE) from None
     entries = body.get("importance") if isinstance(body, dict) else None

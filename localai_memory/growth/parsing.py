@@ -14,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from localai_memory.core.parsers import json_loads
 from localai_memory.memory.policy import looks_secret
 from localai_memory.notes.paths import SUMMARY_MAX_CHARS, TOPIC_RE, printable_line
 
@@ -50,11 +51,11 @@ class ParsedReply:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_loads(text)
     except ValueError:
         pass
     cleaned = _TRAILING_COMMA.sub(r"\1", _LINE_COMMENT.sub("", text))
-    return json.loads(cleaned)
+    return json_loads(cleaned)
 
 
 def _json_values(text: str) -> list[Any]:

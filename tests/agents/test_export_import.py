@@ -117,8 +117,9 @@ def test_a_file_without_a_name_is_a_400(api):
     assert response.json()["error"]["code"] == "invalid_name"
 
 
-def test_an_upload_that_is_not_json_is_a_400(api):
-    upload = SimpleUploadedFile("agent.json", b"\xff\xfenot json", content_type="application/json")
+@pytest.mark.parametrize("content", [b"\xff\xfenot json", b"[" * 2000 + b"]" * 2000])
+def test_an_upload_that_is_not_json_is_a_400(api, content):
+    upload = SimpleUploadedFile("agent.json", content, content_type="application/json")
     response = api.post(f"{AGENTS}/import", {"file": upload}, format="multipart")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_agent_file"

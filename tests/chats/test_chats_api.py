@@ -86,6 +86,19 @@ def test_a_failing_model_server_is_a_clear_error_and_the_message_is_kept(api, mo
     assert [(m["role"], m["content"]) for m in messages] == [("user", "Are you there?")]
 
 
+def test_a_model_answer_nested_too_deep_to_parse_is_a_502_that_keeps_the_message(api, model):
+    from tests.fakes._loopback import Response
+
+    deep = b"[" * 5000 + b"]" * 5000
+    model.script(Response(body=b'{"choices": [{"message": {"role": "assistant", "content": "hi"}}], "x": '
+                          + deep + b"}", headers={"Content-Type": "application/json"}))
+    chat = new_chat(api)
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Are you there?"}, format="json")
+    assert response.status_code == 502, response.content
+    error = response.json()["error"]
+    assert error["code"] == "model_bad_response" and error["details"]["user_message_id"]
+
+
 def test_a_model_server_that_is_down_is_a_502(api, settings, openai_server):
     settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
     chat = new_chat(api)

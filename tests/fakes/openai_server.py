@@ -1,7 +1,7 @@
 """A loopback OpenAI-compatible model server with scripted replies, for tests of the chat turn.
 
-`POST /v1/chat/completions` answers from a script queue (`reply`, `tool_calls`, a callable, or a raw
-response dict) and records every request body, so a test can assert exactly what the model was shown.
+`POST /v1/chat/completions` answers from a script queue (`reply`, `tool_calls`, a callable, a raw
+response dict, or a `Response` of raw bytes) and records every request body, so a test can assert exactly what the model was shown.
 `POST /v1/embeddings` returns deterministic bag-of-words hash vectors (texts that share words are close),
 or whatever an `embed` function returns. `GET /v1/models` lists `models`. Faults: `fail_next(500)`,
 `fail_next("garbage")`, `fail_next("hang")`, a fixed `latency_ms`, and `think_until` for a slow answer.
@@ -57,7 +57,8 @@ def tool_calls(
 
 
 ScriptItem = (
-    ScriptedReply | dict[str, Any] | str | Callable[[dict[str, Any]], "ScriptedReply | dict[str, Any] | str"]
+    ScriptedReply | dict[str, Any] | str | Response
+    | Callable[[dict[str, Any]], "ScriptedReply | dict[str, Any] | str"]
 )
 
 
@@ -217,6 +218,8 @@ class OpenAIServer(LoopbackHTTPServer):
         model = str(body.get("model") or self.models[0])
         if isinstance(item, dict):
             return json_response(item)
+        if isinstance(item, Response):  # the bytes as given: what json.dumps cannot write
+            return item
         scripted = reply(item) if isinstance(item, str) else item
         completion_id = f"chatcmpl-{next(self._ids)}"
         message: dict[str, Any] = {"role": "assistant", "content": scripted.content}

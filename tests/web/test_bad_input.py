@@ -164,3 +164,20 @@ def test_the_add_form_stores_details_with_plain_newlines_so_the_8_kib_cap_is_the
         follow=True)
     assert "Saved the note" in page.content.decode()
     assert NoteFile.objects.get(owner=owner, path="Memory/lists.md").content == details
+
+
+@pytest.mark.parametrize("target", ["notes", "x", "files", "inbox", "https://evil.example/", "//evil.example/"])
+def test_a_next_that_is_not_a_path_of_this_site_goes_back_to_the_page_of_the_form(alice_client, owner, target):
+    from localai_memory.notes.services import file_write
+
+    file_write(owner_id=owner.pk, path="Memory/zz.md", content="to delete\n", version=None)
+    response = alice_client.post("/files/delete/", {"path": "Memory/zz.md", "next": target})
+    assert response.status_code == 302 and response["Location"] == "/files/"
+
+
+def test_an_agent_file_nested_too_deep_is_a_message_not_an_error_page(alice_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("agent.json", b"[" * 2000 + b"]" * 2000, content_type="application/json")
+    page = alice_client.post("/agents/import/", {"file": upload}, follow=True)
+    assert page.status_code == 200 and "not an agent export" in page.content.decode()

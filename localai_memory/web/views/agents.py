@@ -6,7 +6,6 @@ field existed shows "As before" until its owner picks one of the clearer choices
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any, cast
 
@@ -22,6 +21,7 @@ from localai_memory.agents import selectors as agent_selectors
 from localai_memory.agents import services as agent_services
 from localai_memory.agents.models import Agent, AgentMemory
 from localai_memory.core.errors import ApplicationError
+from localai_memory.core.parsers import json_loads
 from localai_memory.memory.selectors import memory_state
 
 from .common import AuthenticatedHttpRequest, not_found_as_404, page
@@ -214,8 +214,8 @@ def agent_import(request: AuthenticatedHttpRequest) -> HttpResponse:
         messages.error(request, f"An agent file is at most {IMPORT_MAX_BYTES // 1024} KiB.")
         return redirect("/agents/")
     try:
-        document = json.loads(upload.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        document = json_loads(upload.read().decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON, or nested too deep
         messages.error(request, "That file is not an agent export (it is not JSON).")
         return redirect("/agents/")
     try:

@@ -11,7 +11,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -53,9 +53,10 @@ def page(request: AuthenticatedHttpRequest, template: str, context: dict[str, An
 def back(request: HttpRequest, fallback: str) -> HttpResponse:
     """Redirect to the ``next`` field or the page the form was on, when it is ours; else ``fallback``."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                  require_https=request.is_secure()):
-        return redirect(target)
+    # a path of this site only: a bare word would be taken for a URL name by ``redirect`` (a 500, or a jump)
+    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                                  require_https=request.is_secure()):
+        return HttpResponseRedirect(target)
     return redirect(fallback)
 
 
