@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from django.conf import settings
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import AnonRateThrottle
 
 from localai_memory.core.api import ApiView, StrictCharField, validated
 from localai_memory.core.errors import ApplicationError, Forbidden
 
 from .services import token_create, user_register
-
-
-class AuthThrottle(AnonRateThrottle):
-    """Per client address; the rate is ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["auth"]``."""
-
-    scope = "auth"
-
-    def get_rate(self) -> str | None:
-        # DRF binds THROTTLE_RATES once at import; read the setting each time so a changed setting applies.
-        # The DRF stubs type the rates as numbers; they are strings such as "20/min".
-        return cast("str | None", api_settings.DEFAULT_THROTTLE_RATES.get(self.scope))
+from .throttling import AuthThrottle
 
 
 class CredentialsSerializer(serializers.Serializer):

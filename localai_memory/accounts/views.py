@@ -14,11 +14,25 @@ from django.views.decorators.http import require_http_methods
 from localai_memory.core.errors import ApplicationError
 
 from .services import user_register
+from .throttling import too_many_tries
+
+
+def _refused(request: HttpRequest, template: str, context: dict[str, Any], wait: int) -> HttpResponse:
+    error = f"Too many tries from your address. Try again in {wait} second{'s' if wait != 1 else ''}."
+    response = render(request, template, {**context, "error": error}, status=429)
+    response["Retry-After"] = str(wait)
+    return response
 
 
 class MemoryLoginView(LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        wait = too_many_tries(request)
+        if wait:  # checked before the password, so a guesser learns nothing more
+            return _refused(request, self.template_name, self.get_context_data(form=self.get_form_class()()), wait)
+        return super().post(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
@@ -39,6 +53,9 @@ def register_view(request: HttpRequest) -> HttpResponse:
     error = None
     username = ""
     if request.method == "POST":
+        wait = too_many_tries(request)
+        if wait:
+            return _refused(request, "accounts/register.html", {"username": request.POST.get("username", "")}, wait)
         username = request.POST.get("username", "")
         password = request.POST.get("password", "")
         if password != request.POST.get("password2", ""):

@@ -56,6 +56,38 @@ def test_signing_up_in_bulk_is_stopped_with_429(db, throttled, settings):
     assert made == [201, 201, 201, 429]
 
 
+def test_the_login_page_stops_a_password_guesser_too_sharing_the_apis_budget(owner, throttled):
+    from django.test import Client
+
+    browser, ip = Client(), address()
+    tries = [browser.post("/login/", {"username": "alice", "password": f"guess{n}"}, REMOTE_ADDR=ip) for n in range(2)]
+    assert [t.status_code for t in tries] == [200, 200]  # "Wrong username or password."
+    api = APIClient().post("/api/auth/token", {"username": "alice", "password": "guess3"}, format="json",
+                           REMOTE_ADDR=ip)
+    assert api.status_code == 400
+
+    stopped = browser.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR=ip)
+
+    assert stopped.status_code == 429 and int(stopped["Retry-After"]) > 0
+    assert "Too many tries from your address" in stopped.content.decode()
+    assert "_auth_user_id" not in browser.session  # not logged in, even with the right password
+    elsewhere = Client().post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR=address())
+    assert elsewhere.status_code == 302
+
+
+def test_the_sign_up_page_stops_signing_up_in_bulk(db, throttled, settings):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    settings.OPEN_SIGNUP = True
+    ip = address()
+    names = [f"bulk{n}-{uuid.uuid4().hex[:6]}" for n in range(4)]
+    made = [Client().post("/register/", {"username": name, "password": PASSWORD, "password2": PASSWORD},
+                          REMOTE_ADDR=ip).status_code for name in names]  # each signed up, then a new browser
+    assert made == [302, 302, 302, 429]
+    assert not get_user_model().objects.filter(username=names[3]).exists()
+
+
 def test_a_leaked_database_holds_no_working_token(owner):
     key = APIClient().post("/api/auth/token", {"username": "alice", "password": PASSWORD}, format="json",
                            REMOTE_ADDR=address()).json()["token"]
