@@ -265,7 +265,12 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "auth": env_str("LOCALAI_MEMORY_AUTH_THROTTLE", "1000/min" if TESTING else "20/min"),
     },
+    # How many reverse proxies in front add X-Forwarded-For: 0 counts REMOTE_ADDR only. Left unset, DRF would
+    # trust the whole header, so any client could name a new address on every try and never be throttled.
+    "NUM_PROXIES": env_int("LOCALAI_MEMORY_NUM_PROXIES", 0),
 }
+if REST_FRAMEWORK["NUM_PROXIES"] < 0:
+    raise ImproperlyConfigured("LOCALAI_MEMORY_NUM_PROXIES is a count of proxies: 0 or more")
 SPECTACULAR_SETTINGS = {
     "TITLE": "LocalAI Memory API",
     "DESCRIPTION": "Durable, user-controlled memory for self-hosted AI assistants.",

@@ -48,6 +48,26 @@ def test_a_password_guesser_is_stopped_with_429_after_a_few_tries(owner, throttl
     assert elsewhere.status_code == 200
 
 
+def test_a_guesser_cannot_name_a_new_address_in_x_forwarded_for_to_escape_the_throttle(owner, throttled):
+    client, ip = APIClient(), address()
+    answers = [client.post("/api/auth/token", {"username": "alice", "password": f"guess{n}"}, format="json",
+                           REMOTE_ADDR=ip, HTTP_X_FORWARDED_FOR=address()).status_code for n in range(4)]
+    assert answers == [400, 400, 400, 429]
+
+
+def test_behind_one_proxy_the_address_it_adds_is_the_clients(owner, settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"auth": "3/min"},
+                               "NUM_PROXIES": 1}
+    proxy, guesser = address(), address()
+    answers = [APIClient().post("/api/auth/token", {"username": "alice", "password": f"guess{n}"}, format="json",
+                                REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR=f"{address()}, {guesser}").status_code
+               for n in range(4)]
+    assert answers == [400, 400, 400, 429]  # the spoofed first hop changes each time; the proxy's entry does not
+    someone_else = APIClient().post("/api/auth/token", {"username": "alice", "password": PASSWORD}, format="json",
+                                    REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR=address())
+    assert someone_else.status_code == 200
+
+
 def test_signing_up_in_bulk_is_stopped_with_429(db, throttled, settings):
     settings.OPEN_SIGNUP = True
     client, ip = APIClient(), address()
