@@ -251,6 +251,9 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 1024 * 1024)
 
 # --- REST API ---------------------------------------------------------------------------------------------
+# How many reverse proxies in front add X-Forwarded-For: 0 counts REMOTE_ADDR only. Left unset, DRF would
+# trust the whole header, so any client could name a new address on every try and never be throttled.
+NUM_PROXIES = env_int("LOCALAI_MEMORY_NUM_PROXIES", 0)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "localai_memory.accounts.authentication.TokenAuthentication",
@@ -265,11 +268,9 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "auth": env_str("LOCALAI_MEMORY_AUTH_THROTTLE", "1000/min" if TESTING else "20/min"),
     },
-    # How many reverse proxies in front add X-Forwarded-For: 0 counts REMOTE_ADDR only. Left unset, DRF would
-    # trust the whole header, so any client could name a new address on every try and never be throttled.
-    "NUM_PROXIES": env_int("LOCALAI_MEMORY_NUM_PROXIES", 0),
+    "NUM_PROXIES": NUM_PROXIES,
 }
-if REST_FRAMEWORK["NUM_PROXIES"] < 0:
+if NUM_PROXIES < 0:
     raise ImproperlyConfigured("LOCALAI_MEMORY_NUM_PROXIES is a count of proxies: 0 or more")
 SPECTACULAR_SETTINGS = {
     "TITLE": "LocalAI Memory API",
