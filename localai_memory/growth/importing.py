@@ -6,7 +6,9 @@
   ever overwritten silently.
 * A list of facts (one a line; bullets and numbering are dropped) becomes notes of the user's own scope per
   the policy: saved at once only where the owner's save level says so (and within the policy's limits),
-  otherwise proposals; refused as a whole where the policy refuses.
+  otherwise proposals; refused as a whole where the policy refuses. A fact a note says already (the same
+  words and emoji, or near enough: ``ranking.is_duplicate``) is left ``unchanged``; a negation in any of the
+  languages it knows, another number or other emoji makes it a new fact.
 
 An import never passes a cap: the whole import is checked first and refused with the current listing, and it
 runs in one transaction, so nothing is half-imported. The zip is read defensively: only ``Memory/…`` note

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import unicodedata
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -723,24 +724,61 @@ class DuplicateMatch:
 #: scores 0.854, so 0.86 is the lowest bar with no false duplicate on the tune half).
 DUPLICATE_COSINE = 0.86
 DUPLICATE_JACCARD = 0.75
-_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "stopped", "quit", "without",
-                        "doesn", "don", "didn", "isn", "aren", "wasn", "won", "cannot", "can't", "n't",
-                        "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "won't", "no longer"})
+#: Whole words that negate a statement. English, then German, French, Spanish, Italian, Portuguese and Dutch:
+#: "trinkt keinen Kaffee" is the opposite of "trinkt Kaffee", however similar the two lines look.
+_NEGATIONS = frozenset({
+    "not", "no", "never", "none", "nobody", "nothing", "stopped", "quit", "without",
+    "doesn", "don", "didn", "isn", "aren", "wasn", "won", "cannot", "can't", "n't",
+    "doesn't", "don't", "didn't", "isn't", "aren't", "wasn't", "won't", "no longer",
+    "nicht", "nichts", "kein", "keine", "keinen", "keinem", "keiner", "keines", "nie", "niemals",  # German
+    "ne", "pas", "jamais", "plus", "rien",  # French ("ne … plus" is "no longer")
+    "nunca", "jamás", "nada",  # Spanish ("no" is above)
+    "non", "mai",  # Italian
+    "não", "nao", "nem",  # Portuguese (also "nunca", "nada")
+    "niet", "geen", "nooit",  # Dutch
+})
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+#: A word, or one character that is neither a word character nor a space (kept only when it is a symbol).
+_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?|[^\w\s]")
+
+
+def _is_symbol(char: str) -> bool:
+    """An emoji or another non-ASCII symbol (🐱, €, °, →): it carries meaning, unlike punctuation."""
+    return not char.isascii() and unicodedata.category(char) in ("So", "Sc", "Sm")
+
+
+def _tokens(text: str) -> list[str]:
+    """The words and symbols of ``text`` in order, lower-cased (NFC, so a decomposed "não" is one word)."""
+    folded = unicodedata.normalize("NFC", text).lower().replace("’", "'")
+    return [token for token in _TOKEN.findall(folded)
+            if len(token) > 1 or token.isalnum() or _is_symbol(token)]
+
+
+def _symbols(text: str) -> set[str]:
+    return {token for token in _tokens(text) if len(token) == 1 and _is_symbol(token)}
 
 
 def _normalised(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
+    """The text as compared for "the same words": case and punctuation ignored, emoji and symbols kept."""
+    return " ".join(_tokens(text))
+
+
+def same_words(a: str, b: str) -> bool:
+    """Whether two lines say the same words and symbols, ignoring case and punctuation (the ``exact`` match)."""
+    return _normalised(a) == _normalised(b)
 
 
 def _negated(text: str) -> bool:
-    words = set(_WORD.findall(text.lower().replace("’", "'")))
-    return bool(words & _NEGATIONS) or "n't" in text.lower()
+    return bool(set(_tokens(text)) & _NEGATIONS) or "n't" in text.lower()
 
 
 def _facts_differ(a: str, b: str) -> bool:
-    """Same topic, changed fact: different numbers, or one side negated. Similarity cannot see these."""
+    """Same topic, changed fact: different numbers, one side negated, or different emoji or symbols on both
+    sides (🐱 → 🐶). Similarity cannot see these."""
     if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
+        return True
+    symbols_a, symbols_b = _symbols(a), _symbols(b)
+    if symbols_a and symbols_b and symbols_a != symbols_b:
         return True
     return _negated(a) != _negated(b)
 
@@ -756,10 +794,11 @@ def is_duplicate(
 ) -> DuplicateMatch | None:
     """The existing note that ``new_text`` repeats, or ``None``.
 
-    Same words (ignoring case and punctuation) → ``exact``. With ``new_vector`` from ``model_id``: the
+    Same words and symbols (ignoring case and punctuation, not emoji) → ``exact``. With ``new_vector`` from ``model_id``: the
     most similar existing note with a comparable vector at or above ``cosine_threshold`` → ``semantic``.
-    Without vectors: content-word Jaccard at or above ``jaccard_threshold`` → ``lexical``. A changed
-    number or a negation on one side only is never a duplicate (it is an update, which needs its own
+    Without vectors: Jaccard of content words and symbols at or above ``jaccard_threshold`` → ``lexical``.
+    A changed number, a negation on one side only (in English, German, French, Spanish, Italian, Portuguese
+    or Dutch: ``_NEGATIONS``) or other emoji is never a duplicate (it is an update, which needs its own
     handling), since embeddings score "deadlift 140 kg" and "deadlift 150 kg" as near-identical.
     """
     wanted = _normalised(new_text)
@@ -768,7 +807,7 @@ def is_duplicate(
             return DuplicateMatch(id=candidate.id, text=candidate.text, similarity=1.0, by="exact")
     best: DuplicateMatch | None = None
     new_matrix = _as_matrix(new_vector)
-    new_terms = set(content_terms(new_text))
+    new_terms = set(content_terms(new_text)) | _symbols(new_text)
     for candidate in existing:
         if _facts_differ(new_text, candidate.text):
             continue
@@ -779,7 +818,7 @@ def is_duplicate(
             if similarity >= cosine_threshold and (best is None or similarity > best.similarity):
                 best = DuplicateMatch(id=candidate.id, text=candidate.text, similarity=similarity, by="semantic")
             continue
-        terms = set(content_terms(candidate.text))
+        terms = set(content_terms(candidate.text)) | _symbols(candidate.text)
         if new_terms and terms:
             jaccard = len(new_terms & terms) / len(new_terms | terms)
             if jaccard >= jaccard_threshold and (best is None or jaccard > best.similarity):

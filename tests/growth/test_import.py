@@ -329,6 +329,21 @@ def test_facts_that_repeat_a_note_are_left_alone(owner, api):
     assert body["unchanged"] and body["proposals"] == []
 
 
+def test_facts_that_correct_a_note_are_not_taken_for_it(owner, api):
+    """A negation (in German too) or another emoji changes the fact, however alike the lines look."""
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="kaffee",
+                               summary="Ich trinke morgens Kaffee mit Milch", source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="animal",
+                               summary="My favourite animal: 🐶", source="files", actor="you")
+
+    body = api.post(URL, {"facts": "- Ich trinke morgens keinen Kaffee mit Milch\r\n- My favourite animal: 🐱"},
+                    format="json").json()
+
+    assert body["unchanged"] == []
+    assert sorted(Proposal.objects.filter(owner=owner).values_list("summary", flat=True)) == [
+        "Ich trinke morgens keinen Kaffee mit Milch", "My favourite animal: 🐱"]
+
+
 def test_facts_are_refused_while_memory_is_off(owner, api):
     settings_update(user_id=owner.pk, enabled=False)
 

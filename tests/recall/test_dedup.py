@@ -52,3 +52,31 @@ def test_without_vectors_a_near_copy_is_caught_by_its_words(now: datetime) -> No
     match = is_duplicate("guitar: learning acoustic guitar fingerpicking",
                          existing(None, now, "guitar: learning acoustic guitar and fingerpicking"))
     assert match is not None and match.by == "lexical"
+
+
+@pytest.mark.parametrize(("line", "proposed"), [
+    ("kaffee: Ich trinke morgens Kaffee mit Milch", "kaffee: Ich trinke morgens keinen Kaffee mit Milch"),
+    ("fleisch: isst gerne Fleisch zum Abendessen", "fleisch: isst nicht gerne Fleisch zum Abendessen"),
+    ("café: boit du café le matin avec du lait", "café: ne boit pas du café le matin avec du lait"),
+    ("café: toma café por la mañana con leche", "café: nunca toma café por la mañana con leche"),
+    ("caffè: beve caffè la mattina con latte", "caffè: non beve caffè la mattina con latte"),
+    ("café: bebe café de manhã com leite", "café: não bebe café de manhã com leite"),
+])
+def test_a_negated_fact_in_another_language_is_not_a_duplicate(now: datetime, line: str, proposed: str) -> None:
+    assert is_duplicate(proposed, existing(None, now, line)) is None
+
+
+def test_a_negated_german_fact_is_not_a_duplicate_by_meaning_either(ondevice: OnDeviceEmbedder,
+                                                                    now: datetime) -> None:
+    assert check(ondevice, now, "kaffee: trinkt morgens keinen Kaffee mit Milch",
+                 "kaffee: trinkt morgens Kaffee mit Milch") is None
+
+
+def test_other_emoji_with_the_same_words_are_another_fact(now: datetime) -> None:
+    assert is_duplicate("My favourite animal: 🐱", existing(None, now, "My favourite animal: 🐶")) is None
+    assert is_duplicate("Family: 👨‍👩‍👧", existing(None, now, "Family: 👨‍👩‍👦")) is None
+
+
+def test_the_same_words_and_the_same_emoji_are_still_a_duplicate(now: datetime) -> None:
+    match = is_duplicate("my favourite animal: 🐶!", existing(None, now, "My favourite animal: 🐶"))
+    assert match is not None and match.by == "exact"
