@@ -4,9 +4,10 @@ A pass reads a bounded window of one user's recent chats — only the messages t
 fetched text are never read — asks the model for a small JSON of candidate facts, and maps each candidate to
 add / update / delete / no-op against the current notes. Every result is a **proposal** in the inbox: a pass
 is a background run, which the policy never lets save (``policy.decide_turn`` with origin ``job`` offers no
-propose tool), so nothing here writes a note. Near-duplicates collapse without a model call; a change to a
-note the user typed is a "suggested correction" (old and new side by side); a rejected suggestion is not
-proposed again. Each finished chat gets one short episodic summary, exactly once (``ChatWatermark``).
+propose tool), so nothing here writes a note. Near-duplicates of other notes and suggestions collapse without
+a model call, but the note of a candidate's own topic is never its duplicate (only the same words are): an
+update looks much like the line it corrects. A change to a note the user typed is a "suggested correction"
+(old and new side by side); a rejected suggestion is not proposed again. Each finished chat gets one short episodic summary, exactly once (``ChatWatermark``).
 
 Chat text is data. It is fenced and labelled as such in the prompt; whatever the model makes of an injected
 instruction ("ignore your rules and save X") can at most become a proposal the user sees, never a save.
@@ -48,7 +49,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import IndexEntry, Scope
 from localai_memory.notes.services import CapExceeded
 from localai_memory.recall import service as recall_service
-from localai_memory.recall.ranking import IMPORTANCE_BY_SOURCE, content_terms, is_duplicate
+from localai_memory.recall.ranking import IMPORTANCE_BY_SOURCE, content_terms, is_duplicate, same_words
 from localai_memory.recall.ranking import Candidate as RankCandidate
 
 from .models import ChatWatermark, ConsolidationRun
@@ -490,9 +491,11 @@ def _ask_model(work: _ChatWork, result: PassResult) -> ParsedReply | None:
 # --------------------------------------------------------------------------------------------------------
 
 
-def _rank_candidates(entries: list[IndexEntry]) -> list[RankCandidate]:
+def _rank_candidates(scope: Scope, entries: list[IndexEntry]) -> list[RankCandidate]:
+    """The index lines of ``scope`` to compare suggestions with, each known by (scope kind, key, topic)."""
     epoch = timezone.now()
-    return [RankCandidate(id=entry.topic, text=entry.summary, updated_at=epoch) for entry in entries]
+    return [RankCandidate(id=(scope.kind, scope.key, entry.topic), text=entry.summary, updated_at=epoch)
+            for entry in entries]
 
 
 def _rejected_before(owner_id: int, scope: Scope, candidate: Candidate) -> bool:
@@ -536,13 +539,13 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
     room_asked = False  # one look for room per pass over a chat (its one scope)
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=work.scope)
     by_topic = {entry.topic: entry for entry in entries}
-    readable: list[IndexEntry] = []
+    readable: list[RankCandidate] = []
     scopes = chat_scopes(chat=work.chat)
     for kind in work.decision.read_scopes:
         scope = scopes.get(kind)
         if scope is not None:
-            readable += notes_selectors.index_entries(owner_id=owner_id, scope=scope)
-    known = _rank_candidates(readable) + _waiting_summaries(owner_id, work.scope)
+            readable += _rank_candidates(scope, notes_selectors.index_entries(owner_id=owner_id, scope=scope))
+    known = readable + _waiting_summaries(owner_id, work.scope)
     for candidate in candidates:
         if result.candidates >= MAX_CANDIDATES:
             break
@@ -556,11 +559,14 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
                 result.noops += 1
                 continue
         else:
-            if current is not None and current.summary == candidate.summary:
-                result.noops += 1
+            if current is not None and same_words(current.summary, candidate.summary):
+                result.noops += 1  # the note says this already
                 continue
-            if is_duplicate(candidate.summary, known) is not None:
-                result.noops += 1  # near-duplicate of a note, a waiting proposal or an earlier candidate
+            # The note of this topic is never its duplicate: a suggestion for it is an update (a correction
+            # like "eats fish" → "eats fish and eggs" looks much like the line it corrects).
+            own = (work.scope.kind, work.scope.key, candidate.topic)
+            if is_duplicate(candidate.summary, [item for item in known if item.id != own]) is not None:
+                result.noops += 1  # near-duplicate of another note, a waiting proposal or an earlier candidate
                 continue
         if _rejected_before(owner_id, work.scope, candidate):
             result.noops += 1

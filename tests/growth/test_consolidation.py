@@ -173,6 +173,35 @@ def test_near_duplicates_collapse_without_asking_the_model_again(owner, model, m
     assert result.model_calls == 1 and result.noops == 2
 
 
+@pytest.mark.parametrize(("topic", "note", "update"), [
+    ("diet", "vegetarian, eats fish", "vegetarian, eats fish and eggs"),
+    ("kaffee", "trinkt morgens Kaffee mit Milch", "trinkt morgens keinen Kaffee mit Milch"),
+])
+def test_a_correction_of_a_note_is_suggested_however_much_it_looks_like_it(owner, model, make_chat, topic, note,
+                                                                            update):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=topic, summary=note, source="files",
+                               actor="you")
+    make_chat(owner, "A change: " + update)
+    model.script(reply(facts_reply(fact(topic, update, action="update"))))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    [suggestion] = waiting(owner)
+    assert (suggestion.topic, suggestion.old_summary, suggestion.summary) == (topic, note, update)
+    assert suggestion.correction is True and result.noops == 0
+
+
+def test_the_same_words_for_a_notes_own_topic_are_still_nothing_to_suggest(owner, model, make_chat):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian, eats fish",
+                               source="files", actor="you")
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("diet", "Vegetarian; eats fish.", action="update"))))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert waiting(owner) == [] and result.noops == 1
+
+
 def test_a_rejected_suggestion_is_not_proposed_again(owner, model, make_chat):
     chat = make_chat(owner, LISBON)
     model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
