@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -46,7 +45,7 @@ from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create, proposal_list, proposal_scope
 from localai_memory.notes import selectors as notes_selectors
-from localai_memory.notes.paths import IndexEntry, Scope
+from localai_memory.notes.paths import IndexEntry, Scope, printable_text
 from localai_memory.notes.services import CapExceeded
 from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import IMPORTANCE_BY_SOURCE, content_terms, is_duplicate, same_words
@@ -434,17 +433,10 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
 
 
 def data_text(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
-    """Chat text made safe to quote as data: printable, no fence characters, at most ``limit`` characters."""
-    kept = []
-    for char in text:
-        category = unicodedata.category(char)
-        if char in "\n\t":
-            kept.append(char)
-        elif category.startswith("C") or category in ("Zl", "Zp"):
-            kept.append(" ")
-        else:
-            kept.append(char)
-    cleaned = "".join(kept).replace("`", "'").strip()
+    """Chat text made safe to quote as data: printable by the rule of the notes' lines (``printable_text``: a
+    zero-width joiner inside 👨‍👩‍👧 or a Persian word is kept, bidi overrides go) with its newlines and tabs, no
+    fence characters, at most ``limit`` characters."""
+    cleaned = printable_text(text, keep="\n\t").replace("`", "'").strip()
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 

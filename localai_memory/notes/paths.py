@@ -220,6 +220,13 @@ def printable_line(text: str) -> str:
     (bidi embeddings, overrides and isolates such as U+202E, zero-width spaces, the BOM), so a line cannot
     read differently from what it holds, except a zero-width (non-)joiner inside a word; runs of white
     space become one space."""
+    return " ".join(printable_text(text).split())
+
+
+def printable_text(text: str, *, keep: str = "") -> str:
+    """``text`` by the rule of ``printable_line``, character by character, with its white space as it is:
+    control characters (but those in ``keep``, such as a newline), lone surrogates and line or paragraph
+    separators become spaces; format characters go, except a zero-width (non-)joiner inside a word."""
     kept: list[str] = []
     for index, char in enumerate(text):
         category = unicodedata.category(char)
@@ -230,8 +237,11 @@ def printable_line(text: str) -> str:
                     and not text[index + 1].isspace():
                 kept.append(char)
             continue
+        if char in keep:
+            kept.append(char)
+            continue
         kept.append(" " if category in ("Cc", "Cs", "Zl", "Zp") else char)
-    return " ".join("".join(kept).split())
+    return "".join(kept)
 
 
 def closed_details(details: str) -> str:

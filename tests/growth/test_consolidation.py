@@ -140,6 +140,17 @@ def test_an_injected_instruction_in_a_chat_is_not_obeyed(owner, model, make_chat
     assert injection in fenced
 
 
+def test_the_chat_reaches_the_model_with_its_joined_emoji_and_words_but_no_hidden_characters(owner, model,
+                                                                                             make_chat):
+    make_chat(owner, "My family: 👨\u200d👩\u200d👧\nمی\u200cخواهم چای\u202e bidi\x1b[2J")
+    model.script(reply(facts_reply()))
+
+    consolidate_user(owner_id=owner.pk)
+
+    fenced = model.last_messages[1]["content"].split("```chat\n", 1)[1].split("\n```", 1)[0]
+    assert fenced == "[1] My family: 👨\u200d👩\u200d👧\nمی\u200cخواهم چای bidi [2J"
+
+
 def test_a_secret_the_model_lifts_out_of_a_chat_is_not_suggested(owner, model, make_chat):
     make_chat(owner, "My wifi password is hunter2hunter2, and I live in Lisbon.")
     model.script(reply(facts_reply(fact("wifi", "wifi password: hunter2hunter2"), fact("home", "lives in Lisbon"))))
