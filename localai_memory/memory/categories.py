@@ -8,7 +8,11 @@ The patterns are English and German (the peer plugin's languages), a heuristic l
 can fit two kinds, and one that fits none is a fact.
 
 Entities are the names the notes mention (capitalised words past the start of a sentence: "Rome", "Marco",
-"Acme Corp"), counted over the notes, with the topics they appear in.
+"Acme Corp"), counted over the notes, with the topics they appear in. German capitalises every noun and,
+like French, often starts a note with a verb, so in a note that reads as German or French (a few of their
+common function words, ``_language``) a sentence's first word is a name only if some note also capitalises
+it elsewhere, and in a German note a lone capitalised word only if two notes or more mention it or it looks
+like a name by itself (after "heißt" or "in", or "BMW"); see ``names_in`` and ``profile``.
 """
 
 from __future__ import annotations
@@ -34,11 +38,13 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("preference", _words(r"prefers?", r"preferred", r"likes?", r"liked", r"loves?", r"enjoys?", r"hates?",
                           r"dislikes?", r"favou?rite", r"always", r"never", r"rather", r"avoids?", r"allergic",
                           r"vegan", r"vegetarian", r"drinks", r"eats", r"usually", r"every (?:day|morning|evening|night|week)",
-                          r"bevorzugt?", r"bevorzuge", r"liebe", r"hasse", r"trinke", r"esse", r"mag", r"liebt", r"lieber", r"immer", r"nie",
-                          r"hasst", r"lieblings\w*")),
+                          r"bevorzugt?", r"bevorzuge", r"liebe", r"hasse", r"trinke", r"trinkt", r"esse", r"isst", r"mag", r"liebt",
+                          r"lieber", r"immer", r"nie", r"hasst", r"lieblings\w*", r"allergisch", r"vegetarisch",
+                          r"vegetarier(?:in)?", r"meidet", r"normalerweise", r"meistens",
+                          r"jeden (?:tag|morgen|abend)")),
     ("skill", _words(r"can", r"knows?", r"speaks?", r"fluent", r"skills?", r"skilled", r"experienced",
-                     r"expert", r"good at", r"learning", r"learns?", r"kann", r"können", r"spricht", r"spreche", r"lerne", r"fähig",
-                     r"beherrscht")),
+                     r"expert", r"good at", r"learning", r"learns?", r"kann", r"können", r"spricht", r"spreche", r"lerne",
+                     r"lernt", r"fähig", r"beherrscht")),
     ("project", _words(r"projects?", r"building", r"builds?", r"deploys?", r"deployed", r"deploying", r"repo",
                        r"repository", r"working on", r"works on", r"launch(?:es|ed|ing)?", r"release",
                        r"projekt\w*", r"baut", r"entwickelt")),
@@ -47,7 +53,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         r"partner", r"daughter", r"son", r"children", r"kids?", r"brother", r"sister",
                         r"mother", r"father", r"parents?", r"home", r"heißt", r"wohnt", r"geboren",
                         r"arbeitet", r"verheiratet", r"ich bin", r"i am", r"i'm", r"wohne", r"heiße", r"heisse",
-                        r"arbeite", r"bin")),
+                        r"arbeite", r"bin", r"lebt", r"lebe")),
 )
 
 #: Capitalised words that are not names, wherever they stand.
@@ -77,23 +83,75 @@ def category_of(summary: str, details: str = "") -> str:
     return "fact"
 
 
-def names_in(text: str) -> list[str]:
-    """The names ``text`` mentions: runs of capitalised words ("Rome", "Acme Corp"), leaving out a
-    sentence's first word when it is a common word capitalised for that ("Likes tea" names nothing)."""
-    found: list[str] = []
+#: Words of German and of French notes (as written, in lower case; none of them English): a note with one
+#: reads as that language. German capitalises every noun, so a capitalised word there says little; in both, a
+#: sentence's capitalised first word is as often a verb ("Trinkt morgens Kaffee", "Habite à Paris").
+_GERMAN = frozenset(["und", "das", "dem", "ein", "eine", "einen", "einem", "einer", "ist", "sind", "mit",
+                     "nicht", "kein", "keine", "keinen", "keinem", "keiner", "zum", "zur", "im", "vom", "beim",
+                     "auf", "für", "gegen", "bei", "ich", "Ich", "sich", "sehr", "gern", "gerne", "auch", "oder",
+                     "aber", "nach", "nur", "noch", "zu", "seit", "ohne"])
+_FRENCH = frozenset(["à", "le", "la", "les", "du", "des", "une", "au", "aux", "avec", "chez", "pas", "ne",
+                     "dans", "sur", "je", "il", "elle", "très", "est", "sont", "mon", "ma", "mes", "sa", "ses"])
+#: Words after which a capitalised word of a German note is a name ("heißt Marco", "wohnt in Berlin").
+_GERMAN_NAME_CUES = frozenset(["heißt", "heisst", "namens", "genannt", "in", "nach", "aus"])
+_LETTERS = re.compile(r"[^\W\d_]+")
+_LAST_WORD = re.compile(r"([^\W_]+)\W*$")
+
+
+def _language(text: str) -> str:
+    """``de``, ``fr`` or ``en`` (anything else): the note's function words say which."""
+    words = set(_LETTERS.findall(text))
+    if words & _GERMAN:
+        return "de"
+    return "fr" if words & _FRENCH else "en"
+
+
+@dataclass(frozen=True, slots=True)
+class _Mention:
+    """A capitalised word or run in one note. ``first``: alone at a sentence's start in a German or French
+    note, so perhaps a verb ("Habite"); ``common``: one word of a German note that may be any noun ("Kaffee")."""
+
+    name: str
+    first: bool = False
+    common: bool = False
+
+
+def _mentions(text: str) -> list[_Mention]:
+    found: list[_Mention] = []
     text = _HEADING.sub("", text)  # a markdown heading is the file's structure, not a name
+    language = _language(text)
     for match in _NAME.finditer(text):
         words = match.group(0).split()
         # What stands just before the run says whether it starts a sentence (a short look, not a rescan).
-        starts = match.start() == 0 or _SENTENCE_END.search(text, max(0, match.start() - 8), match.start())
+        starts = match.start() == 0 or bool(_SENTENCE_END.search(text, max(0, match.start() - 8), match.start()))
+        before = _LAST_WORD.search(text, max(0, match.start() - 20), match.start())
+        previous = before.group(1) if before else ""
         if words and starts and _starts_sentence_only(words[0]):
-            words = words[1:]  # capitalised because it starts the sentence ("Likes tea", "Has a cat")
+            previous = words.pop(0)  # capitalised because it starts the sentence ("Likes tea", "Has a cat")
+            starts = False
         while words and words[0].lower() in _NOT_NAMES:
-            words = words[1:]
+            previous, starts = words.pop(0), False
+        if words and starts and language != "en" and (len(words) == 1 or language == "de"):
+            found.append(_Mention(words[0], first=True, common=language == "de"))
+            previous = words.pop(0)
         name = " ".join(words).strip("'’-")
-        if name and name.lower() not in _NOT_NAMES and len(name) > 1:
-            found.append(name)
-    return found
+        if not name or name.lower() in _NOT_NAMES or len(name) < 2:
+            continue
+        common = (language == "de" and len(words) == 1 and previous.lower() not in _GERMAN_NAME_CUES
+                  and not any(char.isupper() or char.isdigit() for char in name[1:]))
+        found.append(_Mention(name, common=common))
+    return [mention for mention in found if mention.name.lower() not in _NOT_NAMES and len(mention.name) > 1]
+
+
+def names_in(text: str) -> list[str]:
+    """The names ``text`` mentions: runs of capitalised words ("Rome", "Acme Corp"), leaving out a
+    sentence's first word when it is a common word capitalised for that ("Likes tea" names nothing).
+
+    In a German or French note (``_language``) a sentence's first word is left out when it stands alone (in
+    German also when it starts a run), and in a German note a lone capitalised word is a name only after
+    "heißt", "namens", "genannt", "in", "nach" or "aus", or with a capital or a digit past its first letter
+    ("BMW"). ``profile`` gives such words a second look across all the notes."""
+    return [mention.name for mention in _mentions(text) if not mention.first and not mention.common]
 
 
 @dataclass(frozen=True)
@@ -119,12 +177,28 @@ def profile(notes: Iterable[ProfileNote], *, entities: int = 30) -> Profile:
     """The notes by category and the ``entities`` names mentioned most, each with how many notes name it
     and their topics."""
     by_kind: dict[str, list[dict[str, str]]] = {kind: [] for kind in CATEGORIES}
-    named: dict[str, tuple[str, list[str]]] = {}  # casefolded name → (name as first written, topics)
+    mentions: list[tuple[str, list[_Mention]]] = []
+    noted: dict[str, int] = {}  # casefolded word → how many notes mention it, counted or not
+    inside: set[str] = set()  # casefolded words capitalised somewhere not as a sentence's first word
     for note in notes:
         by_kind[category_of(note.summary, note.details)].append(
             {"scope": note.scope, "topic": note.topic, "summary": note.summary})
-        for name in dict.fromkeys(names_in(f"{note.summary}\n{note.details}")):
-            named.setdefault(name.casefold(), (name, []))[1].append(note.topic)
+        found = _mentions(f"{note.summary}\n{note.details}")
+        mentions.append((note.topic, found))
+        for key in {mention.name.casefold() for mention in found}:
+            noted[key] = noted.get(key, 0) + 1
+        inside.update(mention.name.casefold() for mention in found if not mention.first)
+    named: dict[str, tuple[str, list[str]]] = {}  # casefolded name → (name as first written, topics)
+    for topic, found in mentions:
+        counted: set[str] = set()
+        for mention in found:
+            key = mention.name.casefold()
+            # A sentence's first word only where it is capitalised elsewhere too, a German word that may
+            # be any noun only where two notes or more mention it.
+            if key in counted or (mention.first and key not in inside) or (mention.common and noted[key] < 2):
+                continue
+            counted.add(key)
+            named.setdefault(key, (mention.name, []))[1].append(topic)
     ranked = sorted(named.values(), key=lambda item: (-len(item[1]), item[0].casefold()))
     return Profile(categories=by_kind,
                    entities=[{"name": name, "notes": len(topics), "topics": topics} for name, topics in ranked[:entities]])

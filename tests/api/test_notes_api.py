@@ -370,6 +370,15 @@ def test_each_note_has_a_kind_and_the_listing_shows_one_kind_when_asked(api, own
     assert_error(api.get(NOTES, {"category": "hobby"}), 400, "invalid_category")
 
 
+def test_the_profile_of_german_notes_lists_habits_as_preferences_and_no_nouns_as_names(api, owner):
+    for topic, summary in [("kaffee", "Trinkt morgens Kaffee mit Milch"), ("nuesse", "Allergisch gegen Nüsse"),
+                           ("home", "Wohnt in Berlin")]:
+        put_json(api, NOTES, {"topic": topic, "summary": summary})
+    body = api.get("/api/chats/memory/profile").json()
+    assert [e["topic"] for e in body["categories"]["preference"]] == ["kaffee", "nuesse"]
+    assert body["entities"] == [{"name": "Berlin", "notes": 1, "topics": ["home"]}]
+
+
 def test_the_profile_groups_the_notes_by_kind_and_names_who_and_what_they_mention(api, owner, outsider_api):
     for topic, summary in [("brother", "brother Marco works at Fiat in Turin"), ("trip", "visiting Marco in Turin"),
                            ("diet", "prefers vegan food")]:

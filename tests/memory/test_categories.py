@@ -22,6 +22,11 @@ from localai_memory.memory.categories import ProfileNote, category_of, names_in,
     ("brother Marco works at Fiat", "", "identity"),
     ("Tokyo in October", "", "fact"),
     ("garden", "Tomatoes by the south wall.", "fact"),
+    ("Trinkt morgens Kaffee mit Milch", "", "preference"),
+    ("Isst gerne Fisch", "", "preference"),
+    ("Allergisch gegen Nüsse", "", "preference"),
+    ("Lernt Japanisch", "", "skill"),
+    ("Lebt in Hamburg", "", "identity"),
 ])
 def test_a_note_has_the_first_kind_its_words_fit(summary, details, kind):
     assert category_of(summary, details) == kind
@@ -49,3 +54,34 @@ def test_a_profile_lists_every_kind_and_the_names_most_mentioned_first():
     assert made.categories["preference"][0]["scope"] == "agent:3" and made.categories["skill"] == []
     assert made.entities == [{"name": "Turin", "notes": 2, "topics": ["brother", "trip"]},
                                 {"name": "Marco", "notes": 1, "topics": ["brother"]}]
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("Trinkt morgens Kaffee mit Milch", []),
+    ("Isst gerne Fisch und Käse", []),
+    ("Allergisch gegen Nüsse", []),
+    ("Fährt Fahrrad zur Arbeit", []),
+    ("Habite à Paris avec Marie", ["Paris", "Marie"]),
+    ("Sein Bruder heißt Marco und wohnt in Turin", ["Marco", "Turin"]),
+    ("Arbeitet bei SAP in München", ["SAP", "München"]),
+])
+def test_in_german_and_french_notes_nouns_and_first_verbs_are_no_names(text, names):
+    assert names_in(text) == names
+
+
+def test_a_profile_of_german_notes_names_places_and_people_not_coffee_and_milk():
+    made = profile([ProfileNote("user", "kaffee", "Trinkt morgens Kaffee mit Milch"),
+                    ProfileNote("user", "essen", "Isst gerne Fisch und Käse"),
+                    ProfileNote("user", "allergie", "Allergisch gegen Nüsse"),
+                    ProfileNote("user", "wohnort", "Wohnt in Berlin mit Anna"),
+                    ProfileNote("user", "urlaub", "Anna fährt im Sommer nach Wien"),
+                    ProfileNote("user", "paris", "Habite à Paris")])
+    assert [e["name"] for e in made.entities] == ["Anna", "Berlin", "Paris", "Wien"]
+    assert made.entities[0] == {"name": "Anna", "notes": 2, "topics": ["wohnort", "urlaub"]}
+    assert [n["topic"] for n in made.categories["preference"]] == ["kaffee", "essen", "allergie"]
+
+
+def test_a_capitalised_first_word_of_a_german_note_is_a_name_when_other_notes_write_it_so_too():
+    made = profile([ProfileNote("user", "bruder", "Marco wohnt in Turin"),
+                    ProfileNote("user", "reise", "Besuch bei Marco im Mai")])
+    assert made.entities[0] == {"name": "Marco", "notes": 2, "topics": ["bruder", "reise"]}
