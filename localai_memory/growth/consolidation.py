@@ -14,6 +14,9 @@ instruction ("ignore your rules and save X") can at most become a proposal the u
 
 A pass is skipped without calling the model while memory is off; chats that are private (or whose agent
 turns memory off) are never read, and their messages are marked as passed so they are never read later.
+Forget everything and the terminal's clear mark every chat as read and summarised
+(``consolidation_forget_chats``): nothing said before them is suggested afterwards, and a pass that was
+waiting for the model meanwhile drops what it read.
 
 Entry points: ``consolidate_user`` (one pass now; "Synthesize now", the task, the terminal) and
 ``consolidation_schedule_after_turn`` (the chat turn calls it; debounced per user, queued a minute later by
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 import redis
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from localai_memory.chats.models import Chat, Message, Origin, Role
@@ -46,7 +49,7 @@ from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create, proposal_list, proposal_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import IndexEntry, Scope, printable_text
-from localai_memory.notes.services import CapExceeded
+from localai_memory.notes.services import CapExceeded, lock_owner
 from localai_memory.recall import service as recall_service
 from localai_memory.recall.ranking import IMPORTANCE_BY_SOURCE, content_terms, is_duplicate, same_words
 from localai_memory.recall.ranking import Candidate as RankCandidate
@@ -312,6 +315,43 @@ def _pass_all_chats(*, owner_id: int) -> None:
                 mark.save(update_fields=["facts_through", "private_seen", "updated_at"])
 
 
+#: ``summary_outcome`` of a chat that Forget everything (or the terminal's clear) found: never summarised.
+FORGOTTEN = "forgotten"
+#: ``reason`` of a pass that stopped because the owner forgot everything (or turned memory off) while it read.
+FORGOTTEN_MEANWHILE = "forgotten_meanwhile"
+
+
+def consolidation_forget_chats(*, owner_id: int) -> None:
+    """Forget everything and the terminal's clear: every chat of the owner counts as read up to its last
+    message, and one not summarised yet as summarised (outcome ``forgotten``), so nothing said before is
+    suggested afterwards, not even as a ``recent-chats`` line; what is typed later is read as usual.
+
+    A pass reading one of these chats meanwhile finds its watermark moved and drops what it read
+    (``_read_moved``). Call inside the forget's transaction, under the owner's note lock (where the pass
+    checks). Only message ids and a timestamp are written: the Trash entry of Forget everything and its
+    restore are not touched.
+    """
+    now = timezone.now()
+    chats = Message.objects.filter(chat__owner_id=owner_id).order_by().values_list("chat_id", flat=True).distinct()
+    ChatWatermark.objects.bulk_create([ChatWatermark(owner_id=owner_id, chat_id=chat_id) for chat_id in chats],
+                                      ignore_conflicts=True)
+    last = Subquery(Message.objects.filter(chat_id=OuterRef("chat_id")).order_by("-id").values("id")[:1])
+    marks = ChatWatermark.objects.filter(owner_id=owner_id)
+    marks.filter(facts_through__lt=last).update(facts_through=last, updated_at=now)
+    marks.filter(summarised_at__isnull=True).update(summarised_at=now, summary_outcome=FORGOTTEN, updated_at=now)
+
+
+def _read_moved(mark: ChatWatermark) -> bool:
+    """Somebody moved the chat's watermark since the pass read it: Forget everything or the terminal's clear
+    (``consolidation_forget_chats``), or memory turned off (``_pass_all_chats``). What the pass read of the
+    chat is from before, and nothing of it may be suggested. Call under the owner's note lock."""
+    now = (ChatWatermark.objects.filter(chat_id=mark.chat_id)
+           .values_list("facts_through", "summarised_at", "private_seen").first())
+    if now is None:
+        return False
+    return mark.pk is None or now != (mark.facts_through, mark.summarised_at, mark.private_seen)
+
+
 @dataclass
 class _ChatWork:
     chat: Chat
@@ -412,6 +452,17 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
             return
         result.chats += 1
         with transaction.atomic():
+            # Under the owner's note lock, as Forget everything and the terminal's clear: one that committed
+            # while the model read is seen here (the pass stops and suggests nothing it read); one that
+            # comes later waits for these suggestions and drops them.
+            lock_owner(owner_id)
+            if _read_moved(mark):
+                # The suggestions of the chats read before went with a forget: the run does not count them.
+                result.reason = FORGOTTEN_MEANWHILE
+                result.proposals = list(Proposal.objects.filter(pk__in=result.proposals,
+                                                                status=Proposal.Status.PENDING)
+                                        .order_by("pk").values_list("pk", flat=True))
+                break
             _propose_candidates(work, reply.candidates, result, now=now)
             if scope not in tidied:  # once a pass per scope
                 tidied.add(scope)
@@ -745,11 +796,15 @@ def episode_lines(current: str, added: list[tuple[str, str]]) -> list[str]:
 def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWork, str]], result: PassResult,
                       now: datetime) -> None:
     """One proposal that adds a dated line per finished chat to the scope's ``recent-chats`` topic."""
-    work = items[0][0]
-    # The pass's chats, from _chats_with_work: each knows when its last message was written.
-    added = [((cast("_ActiveChat", chat_work.chat).last_at or now).date().isoformat(), summary)
-             for chat_work, summary in items]
     with transaction.atomic():
+        lock_owner(owner_id)  # a chat forgotten since the pass read it gets no line (``_read_moved``)
+        items = [(chat_work, summary) for chat_work, summary in items if not _read_moved(chat_work.mark)]
+        if not items:
+            return
+        work = items[0][0]
+        # The pass's chats, from _chats_with_work: each knows when its last message was written.
+        added = [((cast("_ActiveChat", chat_work.chat).last_at or now).date().isoformat(), summary)
+                 for chat_work, summary in items]
         outcome, proposed = _propose_episode_lines(work, added=added, result=result, now=now)
         if outcome == "proposed" and proposed:
             result.summaries += len(items)

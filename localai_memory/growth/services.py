@@ -23,6 +23,8 @@ from localai_memory.notes.models import (
 )
 from localai_memory.notes.services import lock_owner, memory_erase, note_copies
 
+from .consolidation import consolidation_forget_chats
+
 #: Apps whose rows keyed by an owner hold note text (vectors and copies made for recall).
 _DERIVED_APPS = ("recall",)
 
@@ -66,8 +68,8 @@ def memory_clear(*, owner_id: int) -> dict[str, int]:
 
     Not undoable: there is nothing left to undo from. The owner's settings, agents and chats stay (the chats'
     messages as written, without the record of what memory did in them); so do the consolidation watermarks
-    (ids only), so the notes are not suggested again from old chats. Returns what was deleted or wiped, per
-    kind.
+    (ids only), moved to each chat's last message (``consolidation_forget_chats``), so nothing said before is
+    suggested afterwards, not even by a pass that was running. Returns what was deleted or wiped, per kind.
     """
     lock_owner(owner_id)
     deleted: dict[str, int] = {}
@@ -77,4 +79,5 @@ def memory_clear(*, owner_id: int) -> dict[str, int]:
     for copies in note_copies:
         deleted[copies.name] = copies.wipe(copies.rows(owner_id))
     deleted.update(memory_erase(owner_id=owner_id))
+    consolidation_forget_chats(owner_id=owner_id)
     return deleted

@@ -88,9 +88,12 @@ def memory_export_all(*, user_id: int) -> bytes:
 
 
 def memory_forget_all(*, user_id: int) -> tuple[Any, str | None]:
-    """Forget everything: every note to the Trash (``notes.services.memory_forget``) and the suggestions
-    still waiting dropped, in one transaction; and the serving add-on asked to forget its own (``"forgot"``,
-    ``"failed"`` or None)."""
+    """Forget everything: every note to the Trash (``notes.services.memory_forget``), the suggestions still
+    waiting dropped and every chat marked as read for suggestions (``growth.consolidation
+    .consolidation_forget_chats``: nothing said before is suggested afterwards, not even by a pass that was
+    running), in one transaction; and the serving add-on asked to forget its own (``"forgot"``, ``"failed"``
+    or None)."""
+    from localai_memory.growth.consolidation import consolidation_forget_chats
     from localai_memory.notes.services import memory_forget
 
     from .proposals import proposals_drop_for_forget
@@ -98,6 +101,7 @@ def memory_forget_all(*, user_id: int) -> tuple[Any, str | None]:
     with transaction.atomic():
         entry = memory_forget(owner_id=user_id, actor="you")  # holds the owner's note lock to the commit
         proposals_drop_for_forget(owner_id=user_id)
+        consolidation_forget_chats(owner_id=user_id)
     state = memory_state(user_id=user_id)
     addon = addon_forget(state.provider_choice, user_id=user_id) if state.provider_state == "addon" else None
     return entry, addon

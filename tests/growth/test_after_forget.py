@@ -1,0 +1,141 @@
+"""Forget everything (and the terminal's clear) is a clean slate for consolidation too: what was said in a chat
+before it is never suggested afterwards, not by the pass planned after the turn, nor by a pass that was
+waiting for the model when the owner pressed it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from localai_memory.growth.consolidation import EPISODES_TOPIC, consolidate_user
+from localai_memory.growth.services import memory_clear
+from localai_memory.memory.models import Proposal
+from localai_memory.memory.services import memory_forget_all
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes import services as notes_services
+from localai_memory.notes.models import TrashEntry
+from localai_memory.notes.paths import Scope
+from tests.fakes.openai_server import ScriptedReply, reply
+
+from .conftest import add_messages, fact, facts_reply
+
+LISBON = "I moved to Lisbon last month and I am vegan."
+LISBON_FACTS = facts_reply(fact("home", "lives in Lisbon"), fact("diet", "vegan"), summary="Moving to Lisbon")
+
+
+def waiting(owner) -> list[Proposal]:
+    return list(Proposal.objects.filter(owner=owner, status=Proposal.Status.PENDING).order_by("id"))
+
+
+def index_of(owner, scope: Scope | None = None) -> str:
+    return notes_selectors.index_text(owner_id=owner.pk, scope=scope or Scope.user())
+
+
+def meanwhile(action: Callable[[], Any], answer: str) -> Callable[[dict[str, Any]], ScriptedReply]:
+    """A model reply given only after ``action`` ran (in the model server's thread, on its own database
+    connection): the owner acts while the pass waits for the model."""
+
+    def answer_after(_request: dict[str, Any]) -> ScriptedReply:
+        try:
+            action()
+        finally:
+            connection.close()
+        return reply(answer)
+
+    return answer_after
+
+
+@pytest.mark.django_db
+def test_the_pass_after_the_turn_suggests_nothing_said_before_forget_everything(owner, model, make_chat):
+    make_chat(owner, LISBON, ago=timedelta(minutes=2))
+    memory_forget_all(user_id=owner.pk)
+    model.script(reply(LISBON_FACTS))
+
+    result = consolidate_user(owner_id=owner.pk, trigger="after_turn")
+
+    assert waiting(owner) == [] and result.proposals == []
+    assert not model.requests  # nothing from before the forget is even read
+
+
+@pytest.mark.django_db
+def test_a_finished_chat_from_before_forget_everything_gets_no_recent_chats_line(owner, model, make_chat):
+    make_chat(owner, LISBON, ago=timedelta(hours=1))
+    memory_forget_all(user_id=owner.pk)
+    model.script(reply(LISBON_FACTS))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert not Proposal.objects.filter(owner=owner, topic=EPISODES_TOPIC).exists()
+    assert index_of(owner) == ""
+
+
+@pytest.mark.django_db
+def test_what_is_typed_after_forget_everything_is_read_as_before(owner, model, make_chat):
+    chat = make_chat(owner, LISBON, ago=timedelta(minutes=2))
+    memory_forget_all(user_id=owner.pk)
+    add_messages(chat, "I started learning Portuguese this week.")
+    model.script(reply(facts_reply(fact("languages", "learning Portuguese"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert [p.summary for p in waiting(owner)] == ["learning Portuguese"]
+    shown = model.last_messages[-1]["content"]
+    assert "Portuguese" in shown and "Lisbon" not in shown
+
+
+@pytest.mark.django_db
+def test_after_the_terminals_clear_old_chats_are_not_suggested_either(owner, model, make_chat):
+    make_chat(owner, LISBON, ago=timedelta(hours=1))
+    memory_clear(owner_id=owner.pk)
+    model.script(reply(LISBON_FACTS))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert waiting(owner) == [] and not model.requests
+
+
+@pytest.mark.django_db(transaction=True)  # the owner acts on another connection while the pass waits
+def test_forget_everything_while_the_pass_waits_for_the_model_leaves_the_inbox_empty(owner, model, make_chat):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                               source="files", actor="you")
+    make_chat(owner, LISBON, ago=timedelta(hours=1))
+    model.script(meanwhile(lambda: memory_forget_all(user_id=owner.pk), LISBON_FACTS))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert model.requests and waiting(owner) == [] and result.proposals == []
+    assert index_of(owner) == ""
+    # the Forget-everything entry of the Trash brings back what was forgotten, and nothing the pass read
+    forgot = TrashEntry.objects.get(owner=owner, kind=TrashEntry.Kind.FORGET)
+    notes_services.trash_restore(owner_id=owner.pk, entry_id=forgot.pk)
+    assert index_of(owner) == "- diet: vegetarian\n" and waiting(owner) == []
+    # and the next pass reads nothing from before the forget
+    model.script(reply(LISBON_FACTS))
+    assert consolidate_user(owner_id=owner.pk).model_calls == 0 and waiting(owner) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_the_pass_read_just_before_forget_everything_gets_no_recent_chats_line(owner, model, make_chat):
+    make_chat(owner, "We planned the trip to Porto in detail, trains and hotels.", ago=timedelta(hours=2))
+    make_chat(owner, LISBON, ago=timedelta(hours=1))  # newer: read first
+    model.script(reply(LISBON_FACTS),
+                 meanwhile(lambda: memory_forget_all(user_id=owner.pk), facts_reply(summary="Planning a trip")))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert result.model_calls == 2 and waiting(owner) == [] and result.proposals == []
+    assert not Proposal.objects.filter(owner=owner, topic=EPISODES_TOPIC).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_terminals_clear_while_the_pass_waits_for_the_model_leaves_the_inbox_empty(owner, model, make_chat):
+    make_chat(owner, LISBON, ago=timedelta(hours=1))
+    model.script(meanwhile(lambda: memory_clear(owner_id=owner.pk), LISBON_FACTS))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert waiting(owner) == [] and index_of(owner) == ""
