@@ -40,6 +40,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q, Subquery
 from django.utils import timezone
 
+from localai_memory.agents.models import Agent
 from localai_memory.chats.models import Chat, Message, Origin, Role
 from localai_memory.chats.selectors import chat_scopes, read_memory_state, turn_facts
 from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
@@ -363,6 +364,21 @@ class _ChatWork:
     wants_summary: bool
 
 
+def _scope_gone(work: _ChatWork) -> bool:
+    """The chat's bot, or the agent whose notes the pass would suggest to, was deleted since the pass read the
+    chat: the delete dropped the suggestions waiting for those notes, and none is made for them now (a bot's
+    conversations are not read any more, ``_chats_with_work``). Call under the owner's note lock, which both
+    deletes hold."""
+    from bridges.models import Binding
+
+    chat = work.chat
+    if chat.origin == Origin.MESSAGING and (chat.binding_id is None
+                                            or not Binding.objects.filter(pk=chat.binding_id).exists()):
+        return True
+    return work.scope.kind == "agent" and not Agent.objects.filter(pk=int(work.scope.key),
+                                                                  owner_id=chat.owner_id).exists()
+
+
 def _chats_with_work(owner_id: int) -> list[_ActiveChat]:
     """The owner's chats with typed messages, newest first; a deleted bot's conversations are left alone (their
     notes stay for the owner, and nothing new is suggested for a folder no chat reads)."""
@@ -463,15 +479,18 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
                                                                 status=Proposal.Status.PENDING)
                                         .order_by("pk").values_list("pk", flat=True))
                 break
-            _propose_candidates(work, reply.candidates, result, now=now)
-            if scope not in tidied:  # once a pass per scope
-                tidied.add(scope)
-                _propose_unused(work, result, now=now)
+            # A deleted agent's or bot's notes take no suggestion; what was read of its chat counts as read.
+            gone = _scope_gone(work)
+            if not gone:
+                _propose_candidates(work, reply.candidates, result, now=now)
+                if scope not in tidied:  # once a pass per scope
+                    tidied.add(scope)
+                    _propose_unused(work, result, now=now)
             mark.facts_through = max(mark.facts_through, chat.last_typed)
-            if wants_summary and not reply.summary:
+            if wants_summary and not reply.summary and not gone:
                 mark.summarised_at, mark.summary_outcome = now, "none"
             mark.save()
-        if wants_summary and reply.summary:
+        if wants_summary and reply.summary and not gone:
             summaries.setdefault(scope, []).append((work, reply.summary))
             planned_summaries += 1
     for scope, items in summaries.items():
@@ -797,8 +816,9 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
                       now: datetime) -> None:
     """One proposal that adds a dated line per finished chat to the scope's ``recent-chats`` topic."""
     with transaction.atomic():
-        lock_owner(owner_id)  # a chat forgotten since the pass read it gets no line (``_read_moved``)
-        items = [(chat_work, summary) for chat_work, summary in items if not _read_moved(chat_work.mark)]
+        lock_owner(owner_id)  # a chat forgotten since the pass read it gets no line, nor one whose notes are gone
+        items = [(chat_work, summary) for chat_work, summary in items
+                 if not _read_moved(chat_work.mark) and not _scope_gone(chat_work)]
         if not items:
             return
         work = items[0][0]

@@ -1,6 +1,7 @@
 """Forget everything (and the terminal's clear) is a clean slate for consolidation too: what was said in a chat
 before it is never suggested afterwards, not by the pass planned after the turn, nor by a pass that was
-waiting for the model when the owner pressed it."""
+waiting for the model when the owner pressed it. Deleting an agent or a bot while a pass reads its chats
+keeps its suggestions out of the inbox just the same."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from bridges.models import Binding
+from localai_memory.agents.models import Agent
+from localai_memory.agents.services import agent_delete
 from localai_memory.growth.consolidation import EPISODES_TOPIC, consolidate_user
 from localai_memory.growth.services import memory_clear
 from localai_memory.memory.models import Proposal
@@ -139,3 +143,45 @@ def test_the_terminals_clear_while_the_pass_waits_for_the_model_leaves_the_inbox
     consolidate_user(owner_id=owner.pk)
 
     assert waiting(owner) == [] and index_of(owner) == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_the_agent_while_the_pass_reads_its_chat_suggests_nothing_for_its_notes(owner, model, make_chat):
+    agent = Agent.objects.create(owner=owner, name="Chef", tools=["memory"], grants=["memory.write"], memory="own")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="servings",
+                               summary="cooks for two", source="files", actor="you")
+    make_chat(owner, "For recipes: I cook for four people every evening.", agent=agent)
+    model.script(meanwhile(lambda: agent_delete(owner_id=owner.pk, agent_id=agent.pk, memory="keep"),
+                           facts_reply(fact("servings", "cooks for four", action="update"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert waiting(owner) == []
+    assert index_of(owner, Scope.agent(agent.pk)) == "- servings: cooks for two\n"  # the kept notes as they were
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_with_the_agent_read_just_before_it_was_deleted_gets_no_line_in_its_notes(owner, model, make_chat):
+    agent = Agent.objects.create(owner=owner, name="Chef", tools=["memory"], grants=["memory.write"], memory="own")
+    make_chat(owner, "Tonight we cooked a risotto with mushrooms and parmesan.", agent=agent, ago=timedelta(hours=1))
+    make_chat(owner, "Big news: I moved to Lisbon last month.", ago=timedelta(hours=2))  # older: read second
+    model.script(reply(facts_reply(summary="Cooking a mushroom risotto")),
+                 meanwhile(lambda: agent_delete(owner_id=owner.pk, agent_id=agent.pk, memory="keep"),
+                           facts_reply(fact("home", "lives in Lisbon"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert [(p.scope_kind, p.topic) for p in waiting(owner)] == [("user", "home")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_the_bot_while_the_pass_reads_its_conversation_suggests_nothing_for_it(owner, model, make_chat):
+    from bridges.services import binding_delete
+
+    bot = Binding.objects.create(owner=owner, platform="telegram", name="Home bot", mode="polling")
+    make_chat(owner, LISBON, origin="messaging", binding_id=bot.pk, conversation_key=f"{bot.pk}-abcdef123456")
+    model.script(meanwhile(lambda: binding_delete(binding=Binding.objects.get(pk=bot.pk)), LISBON_FACTS))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert waiting(owner) == []
