@@ -30,7 +30,7 @@ from localai_memory.core.errors import ApplicationError, Forbidden, InvalidInput
 from localai_memory.core.parsers import json_loads
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
-from localai_memory.memory.proposals import AlreadySaved, proposal_create
+from localai_memory.memory.proposals import AlreadySaved, proposal_create, proposal_list
 from localai_memory.memory.providers import ADDON_EXPORT_FOLDER
 from localai_memory.memory.selectors import topics_in_use
 from localai_memory.notes import selectors as notes_selectors
@@ -85,13 +85,15 @@ class ImportResult:
     added: list[str] = field(default_factory=list)  # "<scope root>/<topic>" added at once
     proposals: list[int] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)  # suggestions made before that hold a fact already
     skipped: list[dict[str, str]] = field(default_factory=list)
     change_id: int | None = None
     importances: int = 0  # notes given the importance the export recorded
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "written": self.written, "added": self.added,
-                "proposals": self.proposals, "unchanged": self.unchanged, "skipped": self.skipped,
+                "proposals": self.proposals, "unchanged": self.unchanged, "waiting": self.waiting,
+                "skipped": self.skipped,
                 "change_id": self.change_id, "importances": self.importances}
 
 
@@ -402,12 +404,20 @@ def import_facts(*, owner_id: int, text: str, actor: str = "you") -> ImportResul
     current = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     epoch = timezone.now()
     known = [RankCandidate(id=e.topic, text=e.summary, updated_at=epoch) for e in current]
+    # a fact that a suggestion still waiting for an answer holds (the same list imported again) is not asked twice
+    waiting = list(proposal_list(owner_id=owner_id, status="pending")
+                   .filter(scope_kind=scope.kind, scope_key=scope.key, is_delete=False).values_list("pk", "summary"))
+    known += [RankCandidate(id=("waiting", pk), text=summary, updated_at=epoch) for pk, summary in waiting]
     topics = topics_in_use(owner_id=owner_id, scope=scope, entries=current)  # waiting proposals' and stray files'
     result = ImportResult(kind="facts", mode="facts")
     saves: list[tuple[IndexEntry, str | None]] = []
     asks: list[tuple[IndexEntry, str | None, policy.NoteDecision]] = []
     for fact in facts:
-        if is_duplicate(fact, known) is not None:
+        match = is_duplicate(fact, known)
+        if match is not None and isinstance(match.id, tuple):
+            result.waiting.append(match.id[1])
+            continue
+        if match is not None:
             result.unchanged.append(fact)
             continue
         summary = one_line(fact, SUMMARY_MAX_CHARS)

@@ -387,3 +387,18 @@ def test_the_export_of_an_empty_account_imports_as_nothing_to_do_and_facts_with_
     bad = api.post(URL, {"facts": "likes tea\x00and coffee"}, format="json")
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_facts"
     assert "facts may not contain NUL" in bad.json()["error"]["message"]
+
+
+def test_the_same_facts_imported_again_are_not_asked_twice(owner, api):
+    first = api.post(URL, {"facts": "I play the violin\nI live in Porto\n"}, format="json").json()
+    assert len(first["proposals"]) == 2
+
+    again = api.post(URL, {"facts": "I play the violin\nI live in Porto\nI keep bees\n"}, format="json").json()
+
+    assert sorted(again["waiting"]) == sorted(first["proposals"]) and len(again["proposals"]) == 1
+    assert sorted(Proposal.objects.filter(owner=owner).values_list("summary", flat=True)) == [
+        "I keep bees", "I live in Porto", "I play the violin"]
+    for proposal in Proposal.objects.filter(owner=owner):  # confirming all makes one note per fact
+        proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="you")
+    summaries = [e.summary for e in notes_selectors.index_entries(owner_id=owner.pk, scope=Scope.user())]
+    assert sorted(summaries) == ["I keep bees", "I live in Porto", "I play the violin"]

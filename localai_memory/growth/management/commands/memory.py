@@ -427,7 +427,8 @@ class Command(BaseCommand):
                                               path__in=[p for p in result.written if parse_path(p).is_index])
             added = sum(len(parse_index(index.content)) for index in indexes)
         summary = (f"Imported: {added} note(s) added, {len(result.proposals)} waiting "
-                   f"for your answer, {len(result.unchanged)} unchanged, {len(result.skipped)} skipped.")
+                   f"for your answer, {len(result.unchanged)} unchanged, {len(result.skipped)} skipped."
+                   + (f" {len(result.waiting)} were suggested before and still wait." if result.waiting else ""))
         self.emit(result.as_dict(), summary)
 
     def do_clear(self, *, yes: bool = False, **options: Any) -> None:
