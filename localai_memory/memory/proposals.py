@@ -329,6 +329,10 @@ AGENT_DELETED = "the agent was deleted"
 FORGOTTEN = "everything was forgotten"
 #: ``decided_by`` of a suggestion whose bot was deleted while it waited (``proposals_drop_for_bot``).
 BOT_DELETED = "the bot was deleted"
+#: What a dropped suggestion says, by its ``decided_by``: it did not expire, something ended it.
+DROPPED_BECAUSE = {FORGOTTEN: "Dropped: everything in memory was forgotten after it was suggested.",
+                   AGENT_DELETED: "Dropped: its agent was deleted.",
+                   BOT_DELETED: "Dropped: its bot was deleted."}
 
 
 def proposals_drop_for_forget(*, owner_id: int) -> int:

@@ -31,13 +31,7 @@ def _message(proposal: Proposal, status: str) -> str:
 
     if proposal.decided_by == REPLACED_BY_NEWER:
         return "Replaced by a newer suggestion."
-    if proposal.decided_by == proposals.FORGOTTEN:
-        return "Dropped: everything in memory was forgotten after it was suggested."
-    if proposal.decided_by == proposals.AGENT_DELETED:
-        return "Dropped: its agent was deleted."
-    if proposal.decided_by == proposals.BOT_DELETED:
-        return "Dropped: its bot was deleted."
-    return "Expired: nobody answered within 24 hours."
+    return proposals.DROPPED_BECAUSE.get(proposal.decided_by, "Expired: nobody answered within 24 hours.")
 
 
 def proposal_json(proposal: Proposal) -> dict[str, Any]:

@@ -181,3 +181,17 @@ def test_an_agent_file_nested_too_deep_is_a_message_not_an_error_page(alice_clie
     upload = SimpleUploadedFile("agent.json", b"[" * 2000 + b"]" * 2000, content_type="application/json")
     page = alice_client.post("/agents/import/", {"file": upload}, follow=True)
     assert page.status_code == 200 and "not an agent export" in page.content.decode()
+
+
+def test_a_suggestion_dropped_by_forget_everything_says_so_in_the_inbox_not_that_it_expired(alice_client, owner):
+    from localai_memory.memory.proposals import proposal_create
+    from localai_memory.memory.services import memory_forget_all
+    from localai_memory.notes.paths import Scope
+
+    proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Lisbon")
+    memory_forget_all(user_id=owner.pk)
+
+    html = alice_client.get("/inbox/").content.decode()
+
+    assert "Dropped: everything in memory was forgotten after it was suggested." in html
+    assert "Expired <time" not in html and "Ask again in the chat" not in html  # what an expired one says

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -218,6 +219,11 @@ def test_times_are_shown_in_the_readers_own_time_zone(new_web, model):
     expect(until).to_have_attribute("title", f"{utc:%H:%M} UTC")
     page.reload()
     expect(page.get_by_test_id("saved-line").locator("time")).to_have_text(f"{berlin:%H:%M} CET")
+    web.go("/chats/")  # the chat list's last-change times too
+    listed = page.locator("main li time").first
+    changed = datetime.fromisoformat(listed.get_attribute("datetime")).astimezone(ZoneInfo("Europe/Berlin"))
+    expect(listed).to_contain_text(f"{changed:%H:%M} CET")
+    expect(listed).to_have_attribute("title", re.compile(r" UTC$"))
 
 
 def test_remember_in_the_chat_saves_the_note_at_once_with_an_undo_and_no_model_call(web, model):

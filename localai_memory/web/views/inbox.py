@@ -57,6 +57,11 @@ class ProposalView:
     def expires_at(self) -> datetime:
         return self.proposal.expires_at
 
+    @property
+    def dropped(self) -> str:
+        """Why it ended before its time (everything forgotten, its agent or bot deleted), else ""."""
+        return proposal_services.DROPPED_BECAUSE.get(self.proposal.decided_by, "")
+
 
 def scope_label(kind: str, key: str, names: dict[str, str], conversations: dict[str, str] | None = None) -> str:
     if kind == "user":
