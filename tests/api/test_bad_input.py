@@ -276,3 +276,10 @@ def test_ids_out_of_range_never_break_a_route(api, method, route):
 def test_a_nul_in_the_route_itself_is_a_json_404(api):
     assert_error(api.get("/api/files%00"), 404)
     assert_error(api.get("/api/files/trash/" + quote("1\x00") + "/restore"), 404)
+
+
+@pytest.mark.parametrize("fmt", ["x", "json", "api"])
+def test_a_format_query_parameter_means_nothing_rather_than_a_404(api, fmt):
+    assert api.get(f"/api/chats/memory?format={fmt}").status_code == 200
+    export = api.get(f"/api/chats/memory/export?format={fmt}")
+    assert export.status_code == 200 and export["Content-Type"] == "application/zip"
