@@ -44,7 +44,10 @@ if TYPE_CHECKING:
     from .services import Sender
 
 MODEL_ACTOR = "the model"
-MAX_ARGUMENT_CHARS = 16 * 1024
+#: The longest arguments a tool call may carry, as JSON text: room for the longest summary and details as a
+#: server that escapes every character writes them (an emoji is 12 characters, ``\ud83d\ude00``, for its 4
+#: bytes of the 8 KiB of details), so a note the caps take is never refused for its spelling.
+MAX_ARGUMENT_CHARS = 64 * 1024
 
 
 @dataclass

@@ -51,6 +51,15 @@ def test_save_it_and_tell_me_saves_at_once_with_a_thirty_minute_undo(api, owner,
     assert Proposal.objects.count() == 0
 
 
+def test_details_at_their_8_kib_cap_are_proposed_however_the_model_server_escapes_them(api, owner, model):
+    details = "😀" * 2048  # 8192 bytes: the cap; the fake writes each as \ud83d\ude00 (12 characters)
+    chat = new_chat(api)
+    propose(model, {"kind": "memory", "topic": "smiles", "summary": "smiles a lot", "details": details})
+    body = send(api, chat, "Remember how much I smile.")
+    [proposed] = body["memory"]["proposed"]
+    assert Proposal.objects.get(pk=proposed["proposal_id"]).details.rstrip("\n") == details
+
+
 def test_ask_me_first_makes_a_proposal_and_writes_nothing(api, owner, model):
     chat = new_chat(api)
     propose(model, VEGAN)
