@@ -269,9 +269,8 @@ REST_FRAMEWORK = {
         "auth": env_str("LOCALAI_MEMORY_AUTH_THROTTLE", "1000/min" if TESTING else "20/min"),
     },
     "NUM_PROXIES": NUM_PROXIES,
-    # Every route answers JSON (or a file): ``?format=`` means nothing here, rather than DRF's 404 for an
-    # unknown renderer.
-    "URL_FORMAT_OVERRIDE": None,
+    # ``?format=`` that names no renderer of a route is ignored, rather than DRF's 404
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "localai_memory.core.negotiation.LenientFormatNegotiation",
 }
 if NUM_PROXIES < 0:
     raise ImproperlyConfigured("LOCALAI_MEMORY_NUM_PROXIES is a count of proxies: 0 or more")

@@ -60,7 +60,7 @@ class AgentCreateInput(serializers.Serializer):
     grants = _name_list('Grants; "memory.write" is Remember things. Default ["memory.write"]')
     memory = serializers.ChoiceField(choices=AgentMemory.values, allow_null=True, required=False,
                                      help_text=MEMORY_HELP)
-    memory_save = AgentRuleField(required=False, allow_null=True)
+    memory_save = AgentRuleField(required=False, allow_null=True, allow_blank=True)  # "" is refused by the service, by name
 
 
 class AgentUpdateInput(AgentCreateInput):

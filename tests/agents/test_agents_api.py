@@ -77,6 +77,7 @@ def test_an_agent_rule_looser_than_always_is_refused_with_a_clear_message(api, l
         ({"name": "A", "memory": "everything"}, "invalid"),
         ({"name": "A", "memory": ["own"]}, "invalid"),
         ({"name": "A", "memory_save": "sometimes"}, "invalid_memory_save"),
+        ({"name": "A", "memory_save": ""}, "invalid_memory_save"),
         ({"name": "A", "memory_save": True}, "invalid"),
         ({"name": "A", "tools": "memory"}, "invalid"),
         ({"name": "A", "tools": [1]}, "invalid"),
