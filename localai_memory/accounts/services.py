@@ -1,7 +1,9 @@
-"""Writes for accounts: users and API tokens."""
+"""Writes for accounts: users (sign-up, deletion) and API tokens."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
@@ -17,6 +19,8 @@ if TYPE_CHECKING:  # the type of AUTH_USER_MODEL, which is Django's own
     from django.contrib.auth.models import User
 else:
     User = get_user_model()
+
+log = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -60,3 +64,39 @@ def user_register(*, username: str, password: str) -> User:
             return User.objects.create_user(username=username, password=password)
     except IntegrityError:
         raise Conflict("That username is taken.", code="username_taken") from None
+
+
+def account_delete(*, user_id: int, told: Callable[[str], None] | None = None) -> dict[str, int]:
+    """Delete an account and everything of it, leaving no text of a note anywhere.
+
+    First every note is erased for good, as the terminal's ``memory clear`` erases them
+    (``growth.services.memory_clear``: files, versions, change sets, Trash, suggestions, recall's copies, what
+    memory did on each turn), under the owner's note lock, so a turn saving meanwhile waits and then finds
+    nobody to save for; then the user row goes, and with it their settings, tokens, agents, chats and bots.
+    One transaction: it all goes or nothing does. Once it commits, the memory add-on their settings name is
+    asked to forget them (as Forget everything asks it, but also while their memory is switched off: the
+    add-on still keeps what it took); ``told`` hears the add-on's answer (``"forgot"`` or ``"failed"``).
+    Returns what was erased of the notes, per kind. A user who does not exist is nothing to delete.
+    """
+    from localai_memory.growth.services import memory_clear
+    from localai_memory.memory.providers import addon_forget
+    from localai_memory.memory.selectors import memory_state
+
+    choice = memory_state(user_id=user_id).provider_choice
+
+    def forget_in_the_addon() -> None:
+        answer = addon_forget(choice, user_id=user_id)
+        if answer == "failed":
+            log.warning("user %s was deleted, but the memory add-on %s could not forget them", user_id, choice)
+        if answer is not None and told is not None:
+            told(answer)
+
+    with transaction.atomic():
+        if not User.objects.filter(pk=user_id).exists():
+            return {}
+        # The note lock first, the user row's lock second, as a turn takes them (a note's row locks its
+        # owner's row as it is written): the other order could deadlock with a turn saving a note.
+        erased = memory_clear(owner_id=user_id)
+        User.objects.filter(pk=user_id).delete()
+        transaction.on_commit(forget_in_the_addon)
+    return erased

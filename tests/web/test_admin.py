@@ -84,3 +84,124 @@ def test_an_admin_sees_a_persons_memory_choices_but_cannot_change_them(client, o
     assert renamed.status_code == 302  # the form was taken
     sender.refresh_from_db()
     assert sender.name == "Aunt Alice" and sender.can_confirm is False
+
+
+@pytest.fixture
+def alice_with_memory(make_user):
+    """Somebody who used memory: notes (one edited, one in the Trash), a suggestion waiting, her settings, an
+    API token, an agent with notes of its own, a chat and a bot."""
+    from bridges import services as bridges_services
+    from localai_memory.accounts.services import token_create
+    from localai_memory.chats.services import chat_create
+    from localai_memory.memory.proposals import proposal_create
+    from localai_memory.memory.services import settings_update
+    from localai_memory.notes.services import file_delete, note_importance_set
+    from tests.chats.helpers import make_agent
+
+    alice = make_user("alice")
+    note_upsert(owner_id=alice.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files")
+    note_upsert(owner_id=alice.pk, scope=Scope.user(), topic="home", summary="lives in Milan", source="files")
+    note_upsert(owner_id=alice.pk, scope=Scope.user(), topic="diet", summary="vegan",
+                details="No meat, no honey.", source="files")
+    note_importance_set(owner_id=alice.pk, scope=Scope.user(), topic="diet", importance=0.9)
+    file_delete(owner_id=alice.pk, path="Memory/diet.md")
+    agent = make_agent(alice)
+    note_upsert(owner_id=alice.pk, scope=Scope.agent(agent.pk), topic="style", summary="short answers",
+                source="files")
+    proposal_create(owner_id=alice.pk, scope=Scope.user(), topic="pets", summary="has a cat")
+    settings_update(user_id=alice.pk, save_mode="ask")
+    token_create(user=alice)
+    chat_create(owner_id=alice.pk)
+    bridges_services.binding_create(owner_id=alice.pk, platform="telegram", name="Family bot", mode="polling",
+                                    credentials={"token": "123456:ALICE-TOKEN-abcd"})
+    return alice
+
+
+def _nothing_left_of(user_id: int) -> None:
+    from localai_memory.core.invariants import check_invariants
+    from localai_memory.growth.services import memory_leftovers
+
+    assert not get_user_model().objects.filter(pk=user_id).exists()
+    assert memory_leftovers(owner_id=user_id) == {}
+    assert check_invariants() == []
+
+
+def test_an_admin_deletes_a_user_who_had_notes_and_nothing_of_them_is_left(
+        client, operator, alice_with_memory, make_user, django_capture_on_commit_callbacks):
+    bob = make_user("bob")
+    note_upsert(owner_id=bob.pk, scope=Scope.user(), topic="home", summary="lives in Oslo", source="files")
+    url = reverse("admin:auth_user_delete", args=[alice_with_memory.pk])
+
+    page = client.get(url)
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "permission to delete" not in text and "Yes, I’m sure" in text
+    assert "Note file" in text and "Change set" in text  # what goes is listed
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, {"post": "yes"})
+
+    assert response.status_code == 302
+    _nothing_left_of(alice_with_memory.pk)
+    from localai_memory.notes.selectors import index_text
+    assert "lives in Oslo" in index_text(owner_id=bob.pk, scope=Scope.user())  # only Alice's
+
+
+def test_an_admin_deletes_users_who_had_notes_with_the_bulk_action(client, operator, alice_with_memory,
+                                                                   django_capture_on_commit_callbacks):
+    url = reverse("admin:auth_user_changelist")
+    asked = client.post(url, {"action": "delete_selected", "_selected_action": [alice_with_memory.pk]})
+    assert asked.status_code == 200 and "permission to delete" not in asked.content.decode()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, {"action": "delete_selected", "_selected_action": [alice_with_memory.pk],
+                                     "post": "yes"})
+
+    assert response.status_code == 302
+    _nothing_left_of(alice_with_memory.pk)
+    assert get_user_model().objects.filter(pk=operator.pk).exists()
+
+
+def test_deleting_a_user_asks_their_memory_addon_to_forget_them(client, operator, make_user, monkeypatch,
+                                                               django_capture_on_commit_callbacks):
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick, settings_update
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
+    alice = make_user("alice")
+    provider_pick(user_id=alice.pk, provider="sample")
+    settings_update(user_id=alice.pk, enabled=False)  # switched off, the add-on still keeps what it took
+    store = {"garden": "grows tomatoes"}
+    monkeypatch.setitem(sample_memory_provider.NOTES, alice.pk, store)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:auth_user_delete", args=[alice.pk]), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert store == {}
+    _nothing_left_of(alice.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_admin_says_so_when_the_memory_addon_could_not_forget_a_deleted_user(client, operator, make_user,
+                                                                                 monkeypatch):
+    """The add-on is asked once the delete has committed (a real commit here); its failure does not keep the
+    account, and the operator is told to clear the add-on by hand."""
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    alice = make_user("alice")
+    provider_pick(user_id=alice.pk, provider="sample")
+    monkeypatch.setitem(sample_memory_provider.NOTES, alice.pk, {"garden": "grows tomatoes"})
+    monkeypatch.setenv("SAMPLE_PROVIDER_BROKEN", "1")
+
+    response = client.post(reverse("admin:auth_user_delete", args=[alice.pk]), {"post": "yes"}, follow=True)
+
+    assert response.status_code == 200
+    said = [str(message) for message in response.context["messages"]]
+    assert any("alice was deleted, but their memory add-on could not forget" in text for text in said), said
+    assert not get_user_model().objects.filter(pk=alice.pk).exists()
