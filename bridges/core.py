@@ -205,9 +205,13 @@ NOT_HERE_TEXT = ("I keep notes only for a conversation I have had with you: writ
 
 
 def handle(message: InboundMessage) -> Reply:
-    """Everything the bot does for one inbound message. Blocking (database and model calls)."""
-    binding = Binding.objects.select_related("agent").filter(pk=message.binding_id).first()
-    if binding is None or not binding.enabled:
+    """Everything the bot does for one inbound message. Blocking (database and model calls).
+
+    A bot switched off, or whose owner's account was suspended (unticked "Active" in the admin), says and
+    saves nothing, also while it still runs until ``runbridges`` next looks at the bindings."""
+    binding = (Binding.objects.select_related("agent")
+               .filter(pk=message.binding_id, enabled=True, owner__is_active=True).first())
+    if binding is None:
         return Reply()
     key = message.delivery_key
     if key and not services.delivery_claim(binding_id=binding.pk, key=key):
@@ -608,7 +612,7 @@ class Announcement:
 
 def expiry_announcements(proposal: Proposal) -> list[tuple[Notice, Announcement]]:
     """What to post about an expired proposal: one message per open question about it."""
-    notices = (Notice.objects.select_related("conversation__binding")
+    notices = (Notice.objects.select_related("conversation__binding__owner")
                .filter(kind=NoticeKind.QUESTION, proposal_id=proposal.pk, closed_at__isnull=True))
     result = []
     for notice in notices:

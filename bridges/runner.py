@@ -50,7 +50,7 @@ def _scrub(text: str, credentials: dict[str, str]) -> str:
 
 
 def _load(binding_id: int) -> tuple[Binding, dict[str, str]] | None:
-    binding = Binding.objects.filter(pk=binding_id, enabled=True).first()
+    binding = Binding.objects.filter(pk=binding_id, enabled=True, owner__is_active=True).first()
     if binding is None:
         return None
     return binding, decrypt(binding.credentials)

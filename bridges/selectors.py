@@ -74,9 +74,10 @@ class RunnableBinding:
 
 
 def runnable_bindings() -> list[RunnableBinding]:
-    """Every enabled binding whose bot runs inside ``runbridges`` (webhook and Slack HTTP ones included: the
-    process registers the webhook, and otherwise leaves them to the web)."""
-    rows = Binding.objects.filter(enabled=True).order_by("id").values_list("id", "platform", "mode", "credentials")
+    """Every enabled binding of an active account whose bot runs inside ``runbridges`` (webhook and Slack HTTP
+    ones included: the process registers the webhook, and otherwise leaves them to the web). An account an
+    administrator suspended (unticked "Active") has its bots stopped, as if each were switched off."""
+    rows = Binding.objects.filter(enabled=True, owner__is_active=True).order_by("id").values_list("id", "platform", "mode", "credentials")
     return [RunnableBinding(id=pk, platform=platform, mode=mode,
                             fingerprint=f"{platform}:{mode}:{hashlib.sha256(credentials.encode()).hexdigest()}")
             for pk, platform, mode, credentials in rows]

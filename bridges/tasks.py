@@ -31,8 +31,8 @@ def announce_proposal_expired(proposal: Proposal) -> None:
 
     for notice, announcement in core.expiry_announcements(proposal):
         binding = notice.conversation.binding
-        if not binding.enabled:
-            core.notice_close(notice)  # nobody to tell there; the owner sees it in the inbox
+        if not binding.enabled or not binding.owner.is_active:
+            core.notice_close(notice)  # nobody to tell there (the bot is off); the owner sees it in the inbox
             continue
         try:
             credentials = decrypt(binding.credentials)

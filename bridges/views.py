@@ -2,7 +2,9 @@
 
 Thin: find the binding, check the platform's proof (Telegram's secret token header, Slack's signature by
 Bolt), hand the update to the adapter. An unknown, disabled or differently configured binding is a 404; a
-wrong secret or signature is refused before anything is read into the database.
+wrong secret or signature is refused before anything is read into the database. A bot of a suspended account
+(its owner unticked "Active" in the admin) is accepted and ignored: Telegram would otherwise send the update
+again and again; the bot core (``core.handle``) likewise answers nothing for a Slack one.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
 
 
 def _binding(binding_id: int, platform: str, mode: str) -> Binding | None:
-    return Binding.objects.filter(pk=binding_id, platform=platform, mode=mode, enabled=True).first()
+    return (Binding.objects.select_related("owner")
+            .filter(pk=binding_id, platform=platform, mode=mode, enabled=True).first())
 
 
 @csrf_exempt
@@ -47,6 +50,8 @@ def telegram_webhook(request: HttpRequest, binding_id: int) -> HttpResponse:
     given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
     if not hmac.compare_digest(given.encode(), credentials.get("webhook_secret", "").encode()) or not given:
         return _error(403, "bad_secret", "The secret token is missing or wrong.")
+    if not binding.owner.is_active:
+        return JsonResponse({"ok": True})  # taken, so Telegram does not retry it; the account is suspended
     if len(request.body) > MAX_BODY_BYTES:
         return _error(413, "too_large", "The update is too large.")
     try:

@@ -159,6 +159,24 @@ def test_runbridges_follows_changes_to_the_bindings(owner, telegram, run_bridges
     assert bridges.supervisor.running == {other.pk}
 
 
+def test_runbridges_stops_the_bots_of_a_suspended_account_and_starts_them_when_it_is_active_again(
+        owner, telegram, run_bridges):
+    from django.contrib.auth import get_user_model
+
+    binding = polling_binding(owner)
+    bridges = run_bridges()
+    telegram.wait_for(lambda: polls(telegram, TELEGRAM_TOKEN) > 0, timeout=10)
+
+    get_user_model().objects.filter(pk=owner.pk).update(is_active=False)  # the admin's "Active" unticked
+    wait_until(lambda: bridges.supervisor.running == set(), message="the suspended account's bot kept running")
+    calls, rounds = polls(telegram, TELEGRAM_TOKEN), bridges.supervisor.rounds
+    wait_until(lambda: bridges.supervisor.rounds >= rounds + 3)  # three more looks at the bindings
+    assert polls(telegram, TELEGRAM_TOKEN) == calls and bridges.supervisor.running == set()
+
+    get_user_model().objects.filter(pk=owner.pk).update(is_active=True)
+    wait_until(lambda: bridges.supervisor.running == {binding.pk}, message="the bot did not start again")
+
+
 def test_renaming_a_bot_or_giving_it_an_agent_keeps_its_connection_and_a_new_token_restarts_it(
         owner, telegram, run_bridges):
     binding = polling_binding(owner)

@@ -296,6 +296,18 @@ def test_without_a_valid_token_the_server_answers_401(client, owner):
     assert_error(response, 401)
 
 
+def test_a_suspended_accounts_token_gets_a_401(client, owner):
+    """Unticking "Active" in the admin suspends an account: its API tokens stop working here too."""
+    from django.contrib.auth import get_user_model
+
+    token = token_create(user=owner)
+    get_user_model().objects.filter(pk=owner.pk).update(is_active=False)
+
+    response = client.post("/mcp", data="{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert_error(response, 401, "authentication_failed")
+
+
 def test_a_stateless_server_offers_no_event_stream(client, owner):
     response = client.get("/mcp", HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner)}")
 
