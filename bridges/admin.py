@@ -1,7 +1,8 @@
 """Admin of the bridges: look at bindings, senders and conversations; turn bindings on or off.
 
 Bindings are created through the API or the web (their credentials are checked and encrypted there); the
-admin never shows credentials and its actions call the services.
+admin never shows credentials, and its actions and deletes call the services (deleting a bot drops the
+suggestions waiting for its conversations, as the API's delete does).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ class BindingAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # credentials are entered through the API or the web, where they are checked
+
+    def delete_model(self, request: HttpRequest, obj: Binding) -> None:
+        services.binding_delete(binding=obj)  # drops the suggestions waiting for its conversations' notes
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Binding]) -> None:
+        for binding in queryset:
+            services.binding_delete(binding=binding)
 
     @admin.action(description="Turn the selected bindings on")
     def turn_on(self, request: HttpRequest, queryset: QuerySet[Binding]) -> None:

@@ -205,3 +205,35 @@ def test_the_admin_says_so_when_the_memory_addon_could_not_forget_a_deleted_user
     said = [str(message) for message in response.context["messages"]]
     assert any("alice was deleted, but their memory add-on could not forget" in text for text in said), said
     assert not get_user_model().objects.filter(pk=alice.pk).exists()
+
+
+@pytest.mark.parametrize("how", ["its page", "delete selected"])
+def test_deleting_a_bot_in_the_admin_drops_the_suggestions_waiting_for_its_conversations(client, operator, make_user,
+                                                                                         how):
+    """As the API's delete does: confirmed later, a suggestion would write into a folder no chat reads."""
+    from bridges import services as bridges_services
+    from bridges.models import Binding
+    from localai_memory.core.errors import Gone
+    from localai_memory.memory.models import Proposal
+    from localai_memory.memory.proposals import proposal_confirm, proposal_create
+
+    alice = make_user("alice")
+    binding = bridges_services.binding_create(owner_id=alice.pk, platform="telegram", name="Family bot",
+                                              mode="polling", credentials={"token": "123456:ALICE-TOKEN-abcd"})
+    waiting = proposal_create(owner_id=alice.pk, scope=Scope.channel(binding.pk, "5550001"), topic="diet",
+                              summary="vegan")
+    hers = proposal_create(owner_id=alice.pk, scope=Scope.user(), topic="home", summary="lives in Rome")
+
+    if how == "its page":
+        response = client.post(reverse("admin:bridges_binding_delete", args=[binding.pk]), {"post": "yes"})
+    else:
+        response = client.post(reverse("admin:bridges_binding_changelist"),
+                                {"action": "delete_selected", "_selected_action": [binding.pk], "post": "yes"})
+
+    assert response.status_code == 302
+    assert not Binding.objects.filter(pk=binding.pk).exists()
+    waiting.refresh_from_db()
+    assert waiting.status == Proposal.Status.EXPIRED
+    with pytest.raises(Gone):
+        proposal_confirm(owner_id=alice.pk, proposal_id=waiting.pk, actor="you")
+    assert Proposal.objects.get(pk=hers.pk).status == Proposal.Status.PENDING  # her own notes' suggestion stays
