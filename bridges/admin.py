@@ -1,18 +1,64 @@
 """Admin of the bridges: look at bindings, senders and conversations; turn bindings on or off.
 
 Bindings are created through the API or the web (their credentials are checked and encrypted there); the
-admin never shows credentials, and its actions and deletes call the services (deleting a bot drops the
-suggestions waiting for its conversations, as the API's delete does).
+admin never shows credentials, and its edits, actions and deletes call the services: a bot's mode is one its
+platform offers and its credentials allow, its agent one of its owner's (as the API checks them), and
+deleting a bot drops the suggestions waiting for its conversations, as the API's delete does.
 """
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from localai_memory.agents.models import Agent
+from localai_memory.core.errors import ApplicationError
+
 from . import services
-from .models import Binding, Conversation, PairingRequest, Sender
+from .models import PLATFORM_MODES, Binding, Conversation, Mode, PairingRequest, Sender
+
+
+class BindingAdminForm(forms.ModelForm):
+    """A bot's name, mode, agent and switch, checked as the API checks them (``services.binding_check_changes``):
+    the modes of its platform only, and only its owner's agents."""
+
+    class Meta:
+        model = Binding
+        fields = ["name", "mode", "agent", "enabled"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        binding = self.instance
+        if binding.pk is None:
+            return
+        if "mode" in self.fields:
+            mode = cast("forms.TypedChoiceField", self.fields["mode"])
+            labels = dict(Mode.choices)
+            mode.choices = [(value, labels[value]) for value in PLATFORM_MODES[binding.platform]]
+        if "agent" in self.fields:
+            agent = cast("forms.ModelChoiceField[Agent]", self.fields["agent"])
+            agent.queryset = Agent.objects.filter(owner_id=binding.owner_id)
+
+    def clean(self) -> dict[str, Any]:
+        data = cast("dict[str, Any]", super().clean())  # a ModelForm's clean() returns cleaned_data
+        binding = Binding.objects.filter(pk=self.instance.pk).first()  # as stored: the form wrote over instance
+        if binding is None:
+            return data
+        checks: dict[str, dict[str, Any]] = {}
+        if "mode" in self.changed_data and data.get("mode"):
+            checks["mode"] = {"mode": data["mode"]}
+        if "agent" in self.changed_data and "agent" in data:
+            checks["agent"] = {"agent_id": data["agent"].pk if data["agent"] else None}
+        for field, change in checks.items():
+            try:
+                services.binding_check_changes(binding=binding, **change)
+            except ApplicationError as error:
+                self.add_error(field, error.message)
+        return data
 
 
 @admin.register(Binding)
@@ -20,13 +66,25 @@ class BindingAdmin(admin.ModelAdmin):
     list_display = ("name", "platform", "mode", "owner", "enabled", "state", "state_reason", "last_connected_at")
     list_filter = ("platform", "mode", "enabled", "state")
     search_fields = ("name", "owner__username", "bot_identity")
-    exclude = ("credentials",)
+    form = BindingAdminForm
     readonly_fields = ("owner", "platform", "credential_keys", "state", "state_code", "state_reason",
                        "state_changed_at", "last_connected_at", "bot_identity", "created_at", "updated_at")
     actions = ("turn_on", "turn_off")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # credentials are entered through the API or the web, where they are checked
+
+    def save_model(self, request: HttpRequest, obj: Binding, form: Any, change: bool) -> None:
+        """Only what the form changed, through ``services.binding_update`` as the API does it (a mode left as it
+        was is not passed: re-storing the credentials would reconnect the bot for nothing)."""
+        changes: dict[str, Any] = {}
+        for field, argument in (("name", "name"), ("mode", "mode"), ("enabled", "enabled"), ("agent", "agent_id")):
+            if field in form.changed_data:
+                value = form.cleaned_data[field]
+                changes[argument] = (value.pk if value else None) if field == "agent" else value
+        if changes:
+            saved = services.binding_update(binding=obj, **changes)
+            obj.name, obj.mode, obj.agent_id, obj.enabled = saved.name, saved.mode, saved.agent_id, saved.enabled
 
     def delete_model(self, request: HttpRequest, obj: Binding) -> None:
         services.binding_delete(binding=obj)  # drops the suggestions waiting for its conversations' notes

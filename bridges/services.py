@@ -181,6 +181,18 @@ def binding_update(*, binding: Binding, name: Any = UNSET, credentials: Any = UN
     return binding
 
 
+def binding_check_changes(*, binding: Binding, mode: Any = UNSET, agent_id: Any = UNSET) -> None:
+    """Raise what ``binding_update`` would raise for this mode or agent (a mode the platform does not offer, or
+    whose credentials the binding lacks; an agent that is not the owner's), changing nothing: the admin's form
+    shows it on the field before it saves."""
+    if mode is not UNSET:
+        _, mode = _check_platform_mode(binding.platform, mode)
+        if mode != binding.mode:
+            _require(mode, crypto.decrypt(binding.credentials))
+    if agent_id is not UNSET:
+        _check_agent(binding.owner_id, agent_id)
+
+
 def _set_state(binding: Binding, state: str, code: str, reason: str) -> None:
     binding.state, binding.state_code, binding.state_reason = state, code, reason[:300]
     binding.state_changed_at = timezone.now()

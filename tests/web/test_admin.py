@@ -237,3 +237,81 @@ def test_deleting_a_bot_in_the_admin_drops_the_suggestions_waiting_for_its_conve
     with pytest.raises(Gone):
         proposal_confirm(owner_id=alice.pk, proposal_id=waiting.pk, actor="you")
     assert Proposal.objects.get(pk=hers.pk).status == Proposal.Status.PENDING  # her own notes' suggestion stays
+
+
+@pytest.fixture
+def alices_bot(make_user):
+    from bridges import services as bridges_services
+
+    alice = make_user("alice")
+    return bridges_services.binding_create(owner_id=alice.pk, platform="telegram", name="Family bot", mode="polling",
+                                           credentials={"token": "123456:ALICE-TOKEN-abcd"})
+
+
+def _agent(owner, name: str):
+    from localai_memory.agents.models import Agent
+
+    return Agent.objects.create(owner=owner, name=name, instructions="You cook.")
+
+
+def _edit_bot(client, binding, **fields):
+    data = {"name": binding.name, "mode": binding.mode, "agent": binding.agent_id or "", "enabled": "on", **fields}
+    return client.post(reverse("admin:bridges_binding_change", args=[binding.pk]), data)
+
+
+def test_a_bots_admin_page_offers_only_its_platforms_modes_and_its_owners_agents(client, operator, alices_bot,
+                                                                                 make_user):
+    hers = _agent(alices_bot.owner, "Cook")
+    theirs = _agent(make_user("bob"), "Bob's secret agent")
+
+    page = client.get(reverse("admin:bridges_binding_change", args=[alices_bot.pk])).content.decode()
+
+    assert f'value="{hers.pk}"' in page and "Cook" in page
+    assert f'value="{theirs.pk}"' not in page and "Bob&#x27;s secret agent" not in page
+    assert 'value="polling"' in page and 'value="webhook"' in page
+    assert 'value="socket"' not in page and 'value="gateway"' not in page
+    assert 'name="credentials"' not in page and "ALICE-TOKEN" not in page
+
+
+def test_the_admin_refuses_another_users_agent_or_another_platforms_mode_for_a_bot(client, operator, alices_bot,
+                                                                                  make_user):
+    from bridges.models import Binding
+    theirs = _agent(make_user("bob"), "Bob's secret agent")
+
+    with_their_agent = _edit_bot(client, alices_bot, agent=theirs.pk)
+    with_a_slack_mode = _edit_bot(client, alices_bot, mode="socket")
+
+    for response in (with_their_agent, with_a_slack_mode):
+        assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
+    stored = Binding.objects.get(pk=alices_bot.pk)
+    assert (stored.agent_id, stored.mode) == (None, "polling")
+
+
+def test_the_admin_shows_why_a_bot_cannot_switch_to_a_mode_its_credentials_do_not_allow(client, operator, make_user):
+    """A Slack bot in Socket Mode has no signing secret, which the Events API needs: the service's reason is
+    shown on the form, not a 500, and nothing changes."""
+    from bridges import services as bridges_services
+    from bridges.models import Binding
+
+    alice = make_user("alice")
+    binding = bridges_services.binding_create(owner_id=alice.pk, platform="slack", name="Team bot", mode="socket",
+                                              credentials={"bot_token": "xoxb-alice", "app_token": "xapp-alice"})
+
+    response = _edit_bot(client, binding, mode="http")
+
+    assert response.status_code == 200
+    assert "mode http needs the credentials signing_secret" in response.content.decode()
+    assert Binding.objects.get(pk=binding.pk).mode == "socket"
+
+
+def test_the_admin_renames_a_bot_and_gives_it_its_owners_agent_without_touching_its_connection(
+        client, operator, alices_bot):
+    from bridges.models import Binding
+    hers = _agent(alices_bot.owner, "Cook")
+
+    response = _edit_bot(client, alices_bot, name="Kitchen bot", agent=hers.pk)
+
+    assert response.status_code == 302
+    stored = Binding.objects.get(pk=alices_bot.pk)
+    assert (stored.name, stored.agent_id, stored.mode) == ("Kitchen bot", hers.pk, "polling")
+    assert stored.credentials == alices_bot.credentials  # the same connection: runbridges does not restart it
