@@ -3,25 +3,31 @@
 It is the development launcher behind ``make run``. With DATABASE_URL / REDIS_URL unset the settings have
 already started the embedded PostgreSQL + pgvector and Redis; the children get the resolved URLs so they
 all talk to the same servers. A worker, beat or the bridges that exit are started again (at most 5 times a
-minute each); the web server exiting stops everything. Ctrl-C stops everything it started (the embedded
-servers keep their data and stop with ``python manage.py services stop``).
+minute each); the web server exiting stops everything. Ctrl-C stops everything it started and exits with 0
+(the embedded servers keep their data and stop with ``python manage.py services stop``); anything else that
+stops everything (the web server exiting, a child out of restarts) exits non-zero with a one-line reason.
+A port already in use is refused before anything starts, and "running at" is printed once the web server
+answers.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from localai_memory import gunicorn_conf
 
@@ -39,20 +45,23 @@ class Command(BaseCommand):
         parser.add_argument("--no-bridges", action="store_true", help="do not start the messaging bridges")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        host, port = options["host"], options["port"]
+        refusal = port_refusal(host, port)  # before anything starts: one clear line, not 5 s of gunicorn retries
+        if refusal:
+            raise CommandError(f"the web server could not start: {refusal}")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
-        login_hint = self._first_user()
+        login_hint, password_shown_once = self._first_user()
         env = dict(os.environ)
         db = settings.DATABASES["default"]
         env.setdefault("DATABASE_URL", _database_url(db))
         env.setdefault("REDIS_URL", settings.REDIS_URL)
         env.setdefault("SECRET_KEY", settings.SECRET_KEY)
         python = sys.executable
-        bind = f"{options['host']}:{options['port']}"
         children: dict[str, list[str]] = {
             "web": [python, "-m", "gunicorn", "localai_memory.wsgi:application", "-c", "python:localai_memory.gunicorn_conf",
-                    "--bind", bind, "--workers", str(options["workers"]), "--threads", str(options["threads"]),
-                    "--access-logfile", "-"],
+                    "--bind", f"{host}:{port}", "--workers", str(options["workers"]),
+                    "--threads", str(options["threads"]), "--access-logfile", "-"],
         }
         if not options["no_worker"]:
             data = Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or settings.BASE_DIR / ".localai" / "data")
@@ -62,38 +71,90 @@ class Command(BaseCommand):
                                 "-s", str(data / "celerybeat-schedule")]
         if not options["no_bridges"] and "runbridges" in get_commands():
             children["bridges"] = [python, "manage.py", "runbridges"]
+
+        announced = False
+
+        def ready() -> None:
+            nonlocal announced
+            announced = True
+            self.stdout.write(self.style.SUCCESS(f"\nLocalAI Memory is running at http://{host}:{port}/"))
+            self.stdout.write(login_hint)
+            self.stdout.write(f"Started: {', '.join(children)}. Press Ctrl-C to stop.\n")
+
+        supervisor = Supervisor(children, env=env, cwd=settings.BASE_DIR, web=(host, port), on_ready=ready,
+                                say=self.stderr.write)
+        reason = supervisor.run()
+        self.stdout.write("Stopped.")
+        if password_shown_once and not announced:  # the web server never came up: the password is not lost
+            self.stdout.write(login_hint)
+        if reason:
+            raise CommandError(reason)
+
+    def _first_user(self) -> tuple[str, bool]:
+        """How to log in, and whether that holds the password of an ``admin`` made just now (shown once)."""
+        users = get_user_model().objects
+        if users.exists():
+            signup = " or create an account at /register/" if settings.OPEN_SIGNUP else ""
+            return f"Log in at /login/ with your account{signup}.", False
+        password = secrets.token_urlsafe(12)
+        users.create_superuser(username="admin", password=password)
+        return f"Log in at /login/ as  admin  with password  {password}  (shown once; change it in /admin/).", True
+
+
+class Supervisor:
+    """Runs the children, restarts a dying worker, beat or bridges within its ``RestartBudget``, and stops
+    them all on Ctrl-C / SIGTERM or when the web server (or a child out of restarts) exits.
+
+    ``on_ready`` is called once the web server accepts connections on ``web`` (host, port), so "running at"
+    is never printed for a server that failed to start. ``run`` returns None after Ctrl-C / SIGTERM, else
+    the one-line reason everything stopped (for the launcher's non-zero exit).
+    """
+
+    def __init__(self, children: dict[str, list[str]], *, env: dict[str, str], cwd: Path | str,
+                 web: tuple[str, int], on_ready: Callable[[], None], say: Callable[[str], object],
+                 budget: RestartBudget | None = None, poll: float = 0.5) -> None:
+        self.children = children
+        self.env = env
+        self.cwd = cwd
+        self.web = web
+        self.on_ready = on_ready
+        self.say = say
+        self.budget = budget or RestartBudget()
+        self.poll = poll
+
+    def run(self) -> str | None:
         procs: dict[str, subprocess.Popen] = {}
-        for name, argv in children.items():
-            procs[name] = subprocess.Popen(argv, env=env, cwd=settings.BASE_DIR, start_new_session=True)
-        url = f"http://{options['host']}:{options['port']}/"
-        self.stdout.write(self.style.SUCCESS(f"\nLocalAI Memory is running at {url}"))
-        self.stdout.write(login_hint)
-        self.stdout.write(f"Started: {', '.join(procs)}. Press Ctrl-C to stop.\n")
         stopping = False
+        reason: str | None = None
+        answered = False
 
         def stop(*_: object) -> None:
             nonlocal stopping
             stopping = True
 
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
-        budget = RestartBudget()
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            for name in self.children:
+                procs[name] = self._start(name)
             while not stopping:
                 for name, proc in list(procs.items()):
                     if proc.poll() is None:
                         continue
-                    if name != "web" and budget.allow(name, time.monotonic()):
+                    if name != "web" and self.budget.allow(name, time.monotonic()):
                         # Like compose's "restart: unless-stopped": a worker that died (a broker restart,
                         # a crash) comes back, so memory's background work goes on by itself.
-                        self.stderr.write(f"{name} exited with {proc.returncode}; starting it again.")
-                        procs[name] = subprocess.Popen(children[name], env=env, cwd=settings.BASE_DIR,
-                                                       start_new_session=True)
+                        self.say(f"{name} exited with {proc.returncode}; starting it again.")
+                        procs[name] = self._start(name)
                         continue
-                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping everything.")
+                    self.say(f"{name} exited with {proc.returncode}; stopping everything.")
+                    reason = self._reason(name, proc.returncode, answered=answered)
                     stopping = True
                     break
-                time.sleep(0.5)
+                if not stopping and not answered and "web" in procs and web_answers(*self.web):
+                    answered = True
+                    self.on_ready()
+                if not stopping:
+                    time.sleep(self.poll)
         finally:
             for proc in procs.values():
                 if proc.poll() is None:
@@ -105,16 +166,55 @@ class Command(BaseCommand):
                     proc.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
-            self.stdout.write("Stopped.")
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return reason
 
-    def _first_user(self) -> str:
-        users = get_user_model().objects
-        if users.exists():
-            signup = " or create an account at /register/" if settings.OPEN_SIGNUP else ""
-            return f"Log in at /login/ with your account{signup}."
-        password = secrets.token_urlsafe(12)
-        users.create_superuser(username="admin", password=password)
-        return (f"Log in at /login/ as  admin  with password  {password}  (shown once; change it in /admin/).")
+    def _start(self, name: str) -> subprocess.Popen:
+        return subprocess.Popen(self.children[name], env=self.env, cwd=self.cwd, start_new_session=True)
+
+    def _reason(self, name: str, returncode: int, *, answered: bool) -> str:
+        if name != "web":
+            return (f"the {name} kept exiting (last with {returncode}; {self.budget.limit} restarts within "
+                    f"{self.budget.window:.0f} s); see its log above")
+        if answered:
+            return f"the web server exited with {returncode}"
+        refusal = port_refusal(*self.web)
+        return f"the web server could not start: {refusal or f'it exited with {returncode}; see its log above'}"
+
+
+def port_refusal(host: str, port: int) -> str | None:
+    """Why the web server could not listen on ``host:port`` (say, "port 8000 is in use"), or None if it can.
+
+    Binds a socket the way gunicorn does (SO_REUSEADDR, so a port just left in TIME_WAIT counts as free) and
+    closes it again."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        return f"{host!r} is not an address of this machine ({exc})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (f"port {port} is in use (another server listens on {host}:{port}; stop it, or pick "
+                        "another port with --port or PORT)")
+            if exc.errno == errno.EACCES:
+                return f"this user may not listen on port {port} (pick one above 1023 with --port)"
+            return f"cannot listen on {host}:{port}: {exc.strerror}"
+    return None
+
+
+def web_answers(host: str, port: int) -> bool:
+    """Whether something accepts connections on ``host:port`` (a wildcard host is asked on loopback)."""
+    target = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host.strip("[]"))
+    try:
+        with socket.create_connection((target, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
 
 
 class RestartBudget:

@@ -1,0 +1,93 @@
+"""``manage.py up`` (``make run``) says why it stopped and exits non-zero, unless you pressed Ctrl-C.
+
+The launcher's supervisor runs real child processes here (tiny Python programs standing in for gunicorn and
+Celery), polling every 10 ms instead of every half second, so a failed start is seen at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localai_memory.core.management.commands.up import RestartBudget, Supervisor
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port another program listens on."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield server.getsockname()[1]
+
+
+def supervise(children: dict[str, list[str]], port: int,
+              budget: RestartBudget | None = None) -> tuple[str | None, list[str], list[str]]:
+    """Run the launcher's supervisor; return its reason to stop, what it announced and what it said."""
+    announced: list[str] = []
+    said: list[str] = []
+    reason = Supervisor(children, env=dict(os.environ), cwd=PROJECT_ROOT, web=("127.0.0.1", port),
+                        on_ready=lambda: announced.append("running at"), say=said.append, budget=budget,
+                        poll=0.01).run()
+    return reason, announced, said
+
+
+def test_a_web_server_that_cannot_start_stops_everything_with_a_reason_and_never_says_running_at() -> None:
+    reason, announced, said = supervise(
+        {"web": [sys.executable, "-c", "raise SystemExit(1)"], "worker": SLEEP}, free_port())
+    assert reason == "the web server could not start: it exited with 1; see its log above"
+    assert announced == []
+    assert said == ["web exited with 1; stopping everything."]
+
+
+def test_a_worker_that_keeps_dying_stops_everything_with_a_reason() -> None:
+    reason, _, said = supervise({"web": SLEEP, "worker": [sys.executable, "-c", "raise SystemExit(2)"]},
+                                free_port(), budget=RestartBudget(limit=2, window=60))
+    assert reason == "the worker kept exiting (last with 2; 2 restarts within 60 s); see its log above"
+    assert said == ["worker exited with 2; starting it again."] * 2 + ["worker exited with 2; stopping everything."]
+
+
+def test_running_at_is_said_once_the_web_server_answers() -> None:
+    port = free_port()
+    # Listens, answers the launcher's knock, then exits as a web server stopped from outside would.
+    web = [sys.executable, "-c",
+           f"import socket; server = socket.create_server(('127.0.0.1', {port})); server.accept()[0].close()"]
+    reason, announced, _ = supervise({"web": web}, port)
+    assert announced == ["running at"]
+    assert reason == "the web server exited with 0"
+
+
+def test_ctrl_c_stops_everything_with_no_reason_and_gives_ctrl_c_back() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    press_ctrl_c = [sys.executable, "-c",
+                    "import os, signal, time; os.kill(os.getppid(), signal.SIGINT); time.sleep(60)"]
+    reason, _, said = supervise({"web": press_ctrl_c, "worker": SLEEP}, free_port())
+    assert reason is None and said == []
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_up_refuses_a_port_in_use_before_starting_anything(taken_port: int) -> None:
+    # Throwaway server URLs: the refusal comes before the launcher touches the database.
+    env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
+           "SECRET_KEY": "x"}
+    out = subprocess.run([sys.executable, "manage.py", "up", "--port", str(taken_port), "--no-worker", "--no-bridges"],
+                         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (f"CommandError: the web server could not start: port {taken_port} is in use "
+                                  f"(another server listens on 127.0.0.1:{taken_port}; stop it, or pick another "
+                                  "port with --port or PORT)")
+    assert "running at" not in out.stdout
