@@ -5,6 +5,10 @@ import sys
 
 if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "localai_memory.settings")
+    if sys.argv[1:2] == ["services"]:
+        # `services` reports on, starts and stops the embedded PostgreSQL and Redis itself: the settings must
+        # not start them before it runs (see EMBEDDED_START in localai_memory/settings.py).
+        os.environ["LOCALAI_MEMORY_EMBEDDED_START"] = "0"
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

