@@ -9,6 +9,14 @@ if __name__ == "__main__":
         # `services` reports on, starts and stops the embedded PostgreSQL and Redis itself: the settings must
         # not start them before it runs (see EMBEDDED_START in localai_memory/settings.py).
         os.environ["LOCALAI_MEMORY_EMBEDDED_START"] = "0"
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as exc:
+        if settings.configured:  # raised by a command, not by a setting: keep the traceback
+            raise
+        # A setting the settings refused says what to write; its traceback would only bury that line.
+        sys.exit(f"ImproperlyConfigured: {exc}")

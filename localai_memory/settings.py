@@ -7,6 +7,7 @@ unset, the embedded PostgreSQL + pgvector and Redis are started (development def
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import sys
@@ -56,9 +57,12 @@ def env_float(name: str, default: float) -> float:
     if raw is None or raw == "":
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
+    if not math.isfinite(value):  # float() reads "nan" and "inf", which no setting means
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
+    return value
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -306,6 +310,8 @@ LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:8080/v1")
 LLM_MODEL = env_str("LLM_MODEL", "local-model")
 LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
+if LLM_TIMEOUT <= 0:
+    raise ImproperlyConfigured("LLM_TIMEOUT must be more than 0 seconds")
 EMBEDDINGS_BASE_URL = env_str("EMBEDDINGS_BASE_URL")
 EMBEDDINGS_MODEL = env_str("EMBEDDINGS_MODEL", "all-minilm-l6-v2")
 EMBEDDINGS_API_KEY = env_str("EMBEDDINGS_API_KEY")
@@ -318,7 +324,7 @@ def _recall_weights(raw: str) -> tuple[float, float, float]:
         weights = tuple(float(part) for part in raw.split(","))
     except ValueError:
         weights = ()
-    if len(weights) != 3 or min(weights) < 0 or not sum(weights):
+    if len(weights) != 3 or not all(math.isfinite(w) and w >= 0 for w in weights) or not sum(weights):
         raise ImproperlyConfigured(f"LOCALAI_MEMORY_RECALL_WEIGHTS={raw!r}: give relevance,recency,importance as "
                                    "three numbers of at least 0, e.g. 0.5,0.3,0.2")
     return weights[0], weights[1], weights[2]

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,12 @@ def test_the_measured_blend_is_the_default_and_a_configured_one_reorders_the_not
     ("LOCALAI_MEMORY_RECALL_WEIGHTS", "0.5,0.5", "three numbers of at least 0"),
     ("LOCALAI_MEMORY_RECALL_WEIGHTS", "0,0,0", "three numbers of at least 0"),
     ("LOCALAI_MEMORY_RECALL_WEIGHTS", "a,b,c", "three numbers of at least 0"),
+    ("LOCALAI_MEMORY_RECALL_WEIGHTS", "nan,1,1", "three numbers of at least 0"),
+    ("LOCALAI_MEMORY_RECALL_WEIGHTS", "inf,0,0", "three numbers of at least 0"),
     ("LOCALAI_MEMORY_RECALL_DECAY_DAYS", "0", "more than 0 days"),
+    ("LOCALAI_MEMORY_RECALL_DECAY_DAYS", "nan", "'nan' is not a finite number"),
+    ("LLM_TIMEOUT", "-5", "LLM_TIMEOUT must be more than 0 seconds"),
+    ("LLM_TIMEOUT", "inf", "'inf' is not a finite number"),
     ("LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE", "60", "at least 300 seconds"),
     ("LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE", "5", "at least 30"),
     ("LOCALAI_MEMORY_RECALL_MAX_NOTES", "0", "from 1 to 20"),
@@ -68,3 +74,12 @@ def test_the_background_schedules_come_from_the_settings():
     assert out.returncode == 0, out.stderr
     schedules = json.loads(out.stdout)
     assert schedules["memory-consolidate-due"] == 3600.0 and schedules["recall-catch-up"] == 60.0
+
+
+def test_a_manage_py_command_stopped_by_a_setting_prints_only_what_to_write():
+    env = {**os.environ, "LOCALAI_MEMORY_RECALL_DECAY_DAYS": "0", "DATABASE_URL": "postgresql://x@localhost/x",
+           "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "x"}
+    out = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2], env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 1
+    assert out.stderr == "ImproperlyConfigured: LOCALAI_MEMORY_RECALL_DECAY_DAYS must be more than 0 days\n"
