@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import redis
+from django.contrib.auth import get_user_model
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q, Subquery
@@ -289,7 +290,8 @@ def consolidate_user(*, owner_id: int, trigger: str = ConsolidationRun.Trigger.M
 def pass_skip_reason(*, owner_id: int, state: Any, trigger: str) -> str | None:
     """Why a pass started by ``trigger`` would not look through the owner's chats now (the reasons a run
     records), or None: settings that cannot be read, memory off, suggestions off (a scheduled or after-chat
-    pass; Synthesize now runs anyway), or an add-on serving memory (the built-in notes are neither read nor
+    pass; Synthesize now runs anyway), an account an administrator switched off (the same passes), or an
+    add-on serving memory (the built-in notes are neither read nor
     grown)."""
     if state is None:
         return "settings_unreadable"
@@ -297,6 +299,9 @@ def pass_skip_reason(*, owner_id: int, state: Any, trigger: str) -> str | None:
         return "memory_off"
     if trigger != ConsolidationRun.Trigger.MANUAL and not state.consolidation_enabled:
         return "consolidation_off"
+    if trigger != ConsolidationRun.Trigger.MANUAL and not get_user_model().objects.filter(
+            pk=owner_id, is_active=True).exists():
+        return "account_suspended"  # an administrator switched the account off: nothing grows by itself
     if owner_context(owner_id=owner_id).decision.served_by != "builtin":
         return "served_by_addon"
     return None

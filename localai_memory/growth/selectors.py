@@ -172,6 +172,7 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
 PASS_REASONS = {
     "memory_off": "memory was off",
     "consolidation_off": "suggesting notes from your chats is off",
+    "account_suspended": "an administrator switched your account off",
     "served_by_addon": "an add-on serves your memory",
     "settings_unreadable": "your memory settings could not be read",
     "another_pass_running": "another look was running",

@@ -449,6 +449,18 @@ def test_the_schedule_skips_a_user_who_turned_suggestions_off_but_synthesize_now
     assert manual.status == "done" and len(manual.proposals) == 1
 
 
+def test_no_pass_grows_suggestions_by_itself_for_an_account_an_administrator_switched_off(owner, model, make_chat):
+    make_chat(owner, LISBON)
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+
+    after_turn = consolidate_user(owner_id=owner.pk, trigger="after_turn")
+    scheduled = consolidate_user(owner_id=owner.pk, trigger="schedule")
+
+    assert {(r.status, r.reason) for r in (after_turn, scheduled)} == {("skipped", "account_suspended")}
+    assert model.requests == [] and not Proposal.objects.filter(owner=owner).exists()
+
+
 class TestSynthesizeNowApi:
     url = "/api/chats/memory/consolidate"
 
