@@ -35,8 +35,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import redis
-from django.contrib.auth import get_user_model
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q, Subquery
 from django.utils import timezone
