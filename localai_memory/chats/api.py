@@ -439,7 +439,7 @@ class ChatCompletionsApi(ApiView):
         usage = {key: (result.usage or {}).get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
         if stream is True:
             with_usage = isinstance(options, dict) and options.get("include_usage") is True
-            return _stream(completion_id, created, model, result.reply, calls, headers,
+            return _stream(completion_id, created, model, result.reply, calls, headers, result.finish_reason,
                            usage=usage if with_usage else None)
         message: dict[str, Any] = {"role": Role.ASSISTANT.value, "content": result.reply}
         if calls:
@@ -449,7 +449,7 @@ class ChatCompletionsApi(ApiView):
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop",
+            "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason,
                          "logprobs": None}],
             "usage": usage,
             "memory": result.memory,
@@ -497,7 +497,8 @@ def _sampling(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stream(completion_id: str, created: int, model: str, text: str, calls: list[dict[str, Any]],
-            headers: dict[str, str], usage: dict[str, int] | None = None) -> StreamingHttpResponse:
+            headers: dict[str, str], finish_reason: str, usage: dict[str, int] | None = None
+            ) -> StreamingHttpResponse:
     """The finished reply (its text, and its calls of the client's tools) as server-sent events, for clients
     that ask to stream; with ``usage`` (``stream_options.include_usage``) a last chunk carries it, as
     OpenAI's does (no choices)."""
@@ -513,7 +514,7 @@ def _stream(completion_id: str, created: int, model: str, text: str, calls: list
         events.append(chunk({"content": text}))
     if calls:
         events.append(chunk({"tool_calls": [{"index": number, **call} for number, call in enumerate(calls)]}))
-    events.append(chunk({}, "tool_calls" if calls else "stop"))
+    events.append(chunk({}, finish_reason))
     if usage is not None:
         events.append(chunk(None, usage=usage))
     events.append("data: [DONE]\n\n")

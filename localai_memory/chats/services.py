@@ -75,6 +75,9 @@ class TurnResult:
     command: str | None = None
     #: the model's calls of the client's own tools (``ClientTools``): the turn ends with them, unanswered
     tool_calls: tuple[llm.ToolCall, ...] = ()
+    #: why the model's last answer ended, as its server said (``stop``, ``length`` when cut off at
+    #: ``max_tokens``, ``content_filter``…); ``tool_calls`` when it ends with the client's calls
+    finish_reason: str = "stop"
 
 
 @dataclass(frozen=True)
@@ -571,7 +574,14 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         after_response(lambda: consolidation_schedule_after_turn(owner_id))
     return TurnResult(chat_id=chat.pk, reply=text, user_message_id=user_message.pk,
                       assistant_message_id=assistant.pk, memory=report, model=reply.model, usage=reply.usage,
-                      timings=timings, tool_calls=reply.tool_calls)
+                      timings=timings, tool_calls=reply.tool_calls,
+                      finish_reason="tool_calls" if reply.tool_calls else _finish_reason(reply.finish_reason))
+
+
+def _finish_reason(said: str | None) -> str:
+    """The model server's ``finish_reason`` for an answer of text, as OpenAI names them; anything else
+    (missing, or ``tool_calls`` for memory's own calls, which the host ran) is ``stop``."""
+    return said if said in ("length", "content_filter") else "stop"
 
 
 def _for_model(message: dict[str, Any]) -> dict[str, Any]:

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from typing import Any
+
+from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
 
 
 class LenientFormatNegotiation(DefaultContentNegotiation):
-    """DRF's negotiation, except that a ``?format=`` naming no renderer of the route is ignored (DRF answers
-    404 "Not found.", which says the route does not exist): every route answers JSON or a file anyway."""
+    """DRF's negotiation, except that what no renderer of the route matches is ignored rather than refused:
+    a ``?format=`` (DRF answers 404 "Not found.", which says the route does not exist) or an ``Accept``
+    (406; a streaming client sends ``Accept: text/event-stream`` for ``/v1/chat/completions``, whose view
+    streams the events itself). Every route answers JSON, a file or its own stream anyway."""
+
+    def select_renderer(self, request: Any, renderers: Any, format_suffix: str | None = None) -> Any:
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except NotAcceptable:
+            renderers = list(renderers)
+            return renderers[0], renderers[0].media_type
 
     def filter_renderers(self, renderers: Iterable[BaseRenderer], format: str) -> list[BaseRenderer]:
         renderers = list(renderers)

@@ -407,3 +407,28 @@ def test_the_clients_sampling_reaches_every_model_call_and_usage_counts_every_ca
     prompts = [sum(len(json.dumps(m)) // 4 for m in sent["messages"]) for sent in model.requests]
     assert body["usage"]["prompt_tokens"] == sum(prompts) > prompts[-1]
     assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_the_model_server_cut_off_says_so_as_it_did(owner, client_for, model, stream):
+    """``finish_reason: length`` (cut off at max_tokens) reaches the client, even after memory's own call."""
+    note(owner, "home", "lives in Rome")
+    model.script(tool_calls(("context_read", {"path": "Memory/index.md"})), reply("Rome is lov", finish_reason="length"))
+    response = complete(bearer(client_for, owner), [{"role": "user", "content": "Tell me about my city"}],
+                        max_tokens=3, stream=stream)
+    if stream:
+        events = [json.loads(line[6:]) for line in b"".join(response.streaming_content).decode().splitlines()
+                  if line.startswith("data: {")]
+        finish = [event["choices"][0]["finish_reason"] for event in events if event["choices"]]
+        assert finish[-1] == "length"
+    else:
+        assert response.json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_streaming_client_may_ask_for_the_event_stream_by_its_media_type(owner, client_for, model):
+    model.script(reply("Hello!"))
+    response = bearer(client_for, owner).post(
+        "/v1/chat/completions", {"messages": [{"role": "user", "content": "hello there friend"}], "stream": True},
+        format="json", HTTP_ACCEPT="text/event-stream")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/event-stream")
+    assert b"Hello!" in b"".join(response.streaming_content)
