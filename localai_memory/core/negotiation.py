@@ -4,7 +4,6 @@ loads, so it may import nothing of the app's views)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-
 from typing import Any
 
 from rest_framework.exceptions import NotAcceptable
