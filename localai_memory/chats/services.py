@@ -511,6 +511,13 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
                    for kind in context.SCOPE_ORDER if kind in decision.read_scopes and kind in scopes]
     earlier = history if history is not None else _history(chat)
+    # An OpenAI client's own system prompt leads its conversation: it becomes the instructions of the one
+    # system message (many chat templates refuse a second one, or one that is not first).
+    leading = 0
+    while leading < len(earlier) and earlier[leading]["role"] == "system":
+        leading += 1
+    client_instructions = "\n\n".join(str(m["content"]).strip() for m in earlier[:leading] if m["content"])
+    earlier = earlier[leading:]
     recall_request = RecallRequest(chat=chat, content=content, history=earlier, decision=decision, scopes=scopes,
                                    typed_by_user=typed_by_user, prefetched=prefetched)
     addon = None
@@ -523,7 +530,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     if client_tools is not None:  # checked again against what this turn offers
         _refuse_taken_names(client_tools, (d["function"]["name"] for d in definitions))
     block = context.memory_block(indexes)
-    instructions = chat.agent.instructions if chat.agent is not None else ""
+    instructions = "\n\n".join(part for part in (chat.agent.instructions if chat.agent is not None else "",
+                                                  client_instructions) if part.strip())
     system = context.system_prompt(instructions=instructions, decision=decision, block=block, tools=tools,
                                    addon=addon)
     started = time.perf_counter()

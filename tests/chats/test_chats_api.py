@@ -155,9 +155,12 @@ def test_the_openai_route_runs_a_turn_with_memory_and_reports_it_in_a_header(own
     assert header["on"] is True and header["read"] == 1 and header["topics"] == ["home"]
     assert header["saved"] == 1 and header["proposed"] == 0 and header["refused"] == 0
     sent = model.requests[0]["messages"]
-    assert "lives in Rome" in sent[0]["content"]
+    # one system message, the client's own prompt in place of the default (a chat template may refuse two)
+    assert [m["role"] for m in sent].count("system") == 1
+    assert sent[0]["content"].startswith("Be brief.\n\n") and "lives in Rome" in sent[0]["content"]
+    assert "You are a helpful assistant." not in sent[0]["content"]
     assert [(m["role"], m["content"]) for m in sent[1:]] == [
-        ("system", "Be brief."), ("user", "I live in Rome."), ("assistant", "Nice."), ("user", "I am vegan.")]
+        ("user", "I live in Rome."), ("assistant", "Nice."), ("user", "I am vegan.")]
     assert index_of(owner) == "- home: lives in Rome\n- diet: vegan\n"
 
 
@@ -434,3 +437,14 @@ def test_an_openai_client_retrying_after_a_model_failure_continues_that_chat(own
     assert list(Message.objects.filter(chat_id=chat_id).order_by("id").values_list("role", "content")) == [
         ("user", "Plan a trip to Porto."), ("assistant", "Two days: Ribeira, then Livraria Lello."),
         ("user", "And by train from Lisbon?"), ("assistant", "Take the Alfa Pendular.")]
+
+
+def test_an_agents_instructions_and_the_clients_system_prompt_make_one_system_message(owner, client_for, model):
+    agent = make_agent(owner, instructions="You are Chef.")
+    response = bearer(client_for, owner).post("/v1/chat/completions", {"agent": agent.pk, "messages": [
+        {"role": "system", "content": "Answer in French."}, {"role": "user", "content": "What is for dinner?"}]},
+        format="json")
+    assert response.status_code == 200, response.content
+    sent = model.last_request["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"]
+    assert sent[0]["content"].startswith("You are Chef.\n\nAnswer in French.")
