@@ -33,6 +33,21 @@ class ModelUnavailable(UpstreamError):
     code = "model_unavailable"
 
 
+class ModelRefused(UpstreamError):
+    """The model server refused the request itself (400, 413, 422: a conversation too long for its context,
+    an option it does not take): sending it again would not help, so it is no 5xx a client retries."""
+
+    status = 400
+    code = "model_refused"
+
+
+class ModelBusy(UpstreamError):
+    """The model server is rate limiting (429): a client may try again after ``retry_after`` seconds."""
+
+    status = 429
+    code = "model_busy"
+
+
 class ModelBadResponse(UpstreamError):
     """The model server answered, but not with a chat completion we can use."""
 
@@ -116,8 +131,15 @@ def chat_completion(
     if response.status >= 400:
         detail = _error_text(response.content)
         log.warning("model server answered %s: %s", response.status, detail)
-        raise ModelUnavailable(f"The model server answered {response.status}"
-                               f"{': ' + detail if detail else ''}. Your message is kept; try again.")
+        said = f"The model server answered {response.status}{': ' + detail if detail else ''}. Your message is kept"
+        if response.status in (400, 413, 422):
+            raise ModelRefused(said + "; the same request would be refused again.")
+        if response.status == 429:
+            wait = response.headers.get("retry-after", "")
+            busy = ModelBusy(said + "; try again in a moment.")
+            busy.retry_after = wait if wait.isdigit() else "5"
+            raise busy
+        raise ModelUnavailable(said + "; try again.")
     return parse_completion(response.content)
 
 

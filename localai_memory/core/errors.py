@@ -21,6 +21,8 @@ class ApplicationError(Exception):
 
     status = 400
     code = "bad_request"
+    #: seconds for a ``Retry-After`` header (a 503 says 5 without one)
+    retry_after: str | None = None
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
                  details: Any = None) -> None:
@@ -110,8 +112,8 @@ def _renderable(value: Any) -> Any:
 
 def error_response(exc: ApplicationError) -> Response:
     response = Response(_renderable(exc.as_dict()), status=exc.status)
-    if exc.status == 503:
-        response["Retry-After"] = "5"
+    if exc.retry_after or exc.status == 503:
+        response["Retry-After"] = exc.retry_after or "5"
     return response
 
 

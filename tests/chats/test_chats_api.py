@@ -86,6 +86,23 @@ def test_a_failing_model_server_is_a_clear_error_and_the_message_is_kept(api, mo
     assert [(m["role"], m["content"]) for m in messages] == [("user", "Are you there?")]
 
 
+@pytest.mark.parametrize(("status", "ours", "code"), [(400, 400, "model_refused"), (413, 400, "model_refused"),
+                                                    (429, 429, "model_busy"), (503, 502, "model_unavailable")])
+def test_what_the_model_server_refused_says_whether_trying_again_helps(api, model, status, ours, code):
+    """A refused request (a context too long) is no 5xx a client would send again; a rate limit passes on
+    its Retry-After; a failing server stays a 502."""
+    from tests.fakes._loopback import Response
+
+    model.script(Response(status=status, body=b'{"error": {"message": "context too long"}}',
+                          headers={"Content-Type": "application/json", "Retry-After": "7"}))
+    chat = new_chat(api)
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Are you there?"}, format="json")
+    assert response.status_code == ours
+    error = response.json()["error"]
+    assert error["code"] == code and "context too long" in error["message"] and error["details"]["user_message_id"]
+    assert response.get("Retry-After") == ("7" if status == 429 else None)
+
+
 def test_a_model_answer_nested_too_deep_to_parse_is_a_502_that_keeps_the_message(api, model):
     from tests.fakes._loopback import Response
 
