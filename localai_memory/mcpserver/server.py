@@ -10,6 +10,8 @@ tools call the synchronous Django code back on the request's own thread (``sync_
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import logging
 from collections.abc import Callable, MutableMapping
 from typing import Any
@@ -43,10 +45,19 @@ async def _run(fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, An
         raise ToolError(f"{exc.message} ({exc.code})") from None
 
 
+@functools.cache
+def _version() -> str:
+    """This app's version, as ``initialize`` names the server to a client."""
+    try:
+        return importlib.metadata.version("localai-memory")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "0"
+
+
 def build_server(*, owner_id: int, propose: bool) -> MCPServer:
     """The MCP server of ``owner_id``; ``memory_propose`` and ``memory_forget`` only when the user turned
     proposing on."""
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
 
     @server.tool(description="The user's saved notes relevant to a query, best first (empty when none "
                              "relate). agent_id reads as a chat of that saved agent would.")

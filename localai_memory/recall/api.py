@@ -28,7 +28,7 @@ class MemorySearchApi(ApiView):
 
         ``mode`` is ``semantic``, or ``lexical`` with the reason in ``degraded`` (``no_embedder``,
         ``no_vectors``, ``low_coverage``, ``dim_mismatch``, ``query_embed_failed``)."""
-        query = service.check_query(query_param(request, "q"))
+        query = service.check_query(query_param(request, "q"), name="q")
         scope = service.parse_scope(request.query_params.get("scope"))
         limit = int_param(request, "limit", default=service.SEARCH_LIMIT, min_value=1, max_value=50)
         scopes = [scope] if scope is not None else service.owner_scopes(owner_id=request.user.pk)

@@ -635,13 +635,15 @@ def _index_lines_shown(owner_id: int, scopes: Sequence[Scope], outcome: RecallOu
 # --- search -----------------------------------------------------------------------------------------------
 
 
-def check_query(raw: object) -> str:
+def check_query(raw: object, *, name: str = "query") -> str:
+    """A search's text, stripped; InvalidInput naming the parameter as the caller's client spells it (``q``
+    in the REST route, ``query`` for the model's and MCP's tools)."""
     if not isinstance(raw, str) or not raw.strip():
-        raise InvalidInput("q is required: what to search for", code="invalid_query")
+        raise InvalidInput(f"{name} is required: what to search for", code="invalid_query")
     if len(raw) > QUERY_MAX_CHARS:
-        raise InvalidInput(f"q holds at most {QUERY_MAX_CHARS} characters", code="invalid_query")
+        raise InvalidInput(f"{name} holds at most {QUERY_MAX_CHARS} characters", code="invalid_query")
     if "\x00" in raw:
-        raise InvalidInput("q may not contain NUL characters", code="invalid_query")
+        raise InvalidInput(f"{name} may not contain NUL characters", code="invalid_query")
     return raw.strip()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -67,6 +68,14 @@ def call(name: str, arguments: dict[str, Any] | None = None) -> Callable[[Client
 def test_a_client_lists_the_memory_tools(mcp_session, owner):
     assert mcp_session(owner, tool_names) == {"memory_recall", "memory_search", "memory_list", "memory_recent",
                                              "memory_stats", "memory_profile"}
+
+
+def test_the_server_names_itself_and_its_version(mcp_session, owner):
+    async def info(client: Client) -> Any:
+        return client.server_info
+
+    server = mcp_session(owner, info)
+    assert server.name and server.version == importlib.metadata.version("localai-memory")
 
 
 def test_list_shows_every_note_with_who_wrote_it_and_recent_the_latest_first(mcp_session, owner, alices_notes):

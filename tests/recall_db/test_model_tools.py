@@ -76,7 +76,8 @@ def test_memory_search_refuses_a_scope_the_chat_cannot_read_and_bad_arguments(ow
     assert refused["status"] == "refused" and refused["reason"] == "scope_not_readable"
     found = run_tool(ctx, "memory_search", json.dumps({"query": "Rome"}))
     assert all(r["scope"] == "agent" for r in found["results"])
-    assert run_tool(ctx, "memory_search", json.dumps({"query": ""}))["error"] == "invalid_query"
+    empty = run_tool(ctx, "memory_search", json.dumps({"query": ""}))
+    assert empty["error"] == "invalid_query" and empty["message"].startswith("query is required")  # its name
     assert run_tool(ctx, "memory_search", json.dumps({"query": "x" * 501}))["error"] == "invalid_query"
     assert run_tool(ctx, "memory_search", json.dumps({"query": 5}))["error"] == "invalid_query"
 
