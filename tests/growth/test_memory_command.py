@@ -305,6 +305,27 @@ def test_clear_erases_everything_and_reads_it_back(owner, outsider, notes, sugge
     assert "mallory's" in index(outsider)  # only Alice's notes
 
 
+@pytest.mark.parametrize("broken", [False, True])
+def test_clear_asks_the_memory_addon_to_forget_its_notes_too(owner, notes, monkeypatch, broken):
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
+    provider_pick(user_id=owner.pk, provider="sample")
+    store = {"garden": "grows tomatoes"}
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, store)
+    if broken:
+        monkeypatch.setenv("SAMPLE_PROVIDER_BROKEN", "1")
+        with pytest.raises(CommandError, match="add-on could not forget its own notes"):
+            memory("clear", "--yes", user="alice")
+    else:
+        assert "The memory add-on forgot its notes too." in memory("clear", "--yes", user="alice")
+        assert store == {}
+    assert memory_leftovers(owner_id=owner.pk) == {}  # the built-in notes are erased either way
+
+
 def test_clear_also_wipes_what_chats_and_bots_kept_of_the_notes(owner, outsider, notes):
     """The record of what memory did on a chat turn, and a bot's note of what it asked in a conversation,
     hold note text too: clear wipes them and reads them back; the chats' messages themselves stay."""
