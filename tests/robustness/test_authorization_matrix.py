@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -134,7 +135,9 @@ def alices(owner, outsider, settings) -> dict[str, str]:
     bridges_services.pairing_offer(sender=waiting)
     conversation = Conversation.objects.create(binding=binding, external_id="5550001", kind="one_to_one",
                                                channel_key=f"{binding.pk}-abcdef012345", chat=chat)
-    export_token = "alices-export-token"
+    # random, as the app's are: the cache (Redis) outlives a test session, whose user ids start again at 1, so a
+    # fixed name could find a download a past session left for an "Alice" who had Mallory's id here
+    export_token = f"alices-export-{secrets.token_hex(8)}"
     from localai_memory.web.views.agents import _export_key
 
     cache.set(_export_key(owner.pk, export_token), {"name": "chef.zip", "body": b"PK"}, 300)
