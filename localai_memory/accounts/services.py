@@ -31,6 +31,12 @@ def token_create(*, user: User, name: str = "api") -> str:
     return key
 
 
+def token_revoke(*, token: ApiToken) -> None:
+    """Revoke one token (from ``selectors.access_token``): the next call with its key is a 401. Revoking a token
+    that is already gone changes nothing."""
+    ApiToken.objects.filter(pk=token.pk).delete()
+
+
 #: The advisory lock namespace of sign-ups ("LU"): two sign-ups of one name, however it is written, take turns.
 _SIGNUP_LOCK_NAMESPACE = 0x4C55
 

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.core.cache import cache
 from django.test import Client
@@ -34,6 +35,7 @@ from django.urls.resolvers import RegexPattern, RoutePattern
 
 from bridges import services as bridges_services
 from bridges.models import Binding, Conversation, PairingRequest, Sender
+from localai_memory.accounts.models import ApiToken
 from localai_memory.accounts.services import token_create
 from localai_memory.agents.models import Agent
 from localai_memory.agents.services import agent_create
@@ -142,11 +144,13 @@ def alices(owner, outsider, settings) -> dict[str, str]:
 
     cache.set(_export_key(owner.pk, export_token), {"name": "chef.zip", "body": b"PK"}, 300)
     change = ChangeSet.objects.filter(owner=owner).first()
+    token_create(user=owner, name="Alice's laptop")
     return {
         "chat_id": str(chat.pk), "proposal_id": str(proposal.pk), "change_id": str(change.pk),
         "entry_id": str(entry.pk), "agent_id": str(agent.pk), "binding_id": str(binding.pk),
         "pairing_id": str(PairingRequest.objects.get(sender=waiting).pk), "sender_id": str(paired.pk),
         "conversation_id": str(conversation.pk), "token": export_token, "model_id": f"agent-{agent.pk}",
+        "token_id": str(ApiToken.objects.get(user=owner).pk),
         # not objects: a provider slot, and the admin's own kwargs (it sends non-staff to its login anyway)
         "slot": "memory", "app_label": "notes", "object_id": str(change.pk), "id": str(owner.pk),
         "content_type_id": str(ContentType.objects.get_for_model(ChangeSet).pk), "url": "nothing/here/",
@@ -154,7 +158,7 @@ def alices(owner, outsider, settings) -> dict[str, str]:
 
 
 OBJECT_KWARGS = {"chat_id", "proposal_id", "change_id", "entry_id", "agent_id", "binding_id", "pairing_id",
-                 "sender_id", "conversation_id", "token", "model_id"}
+                 "sender_id", "conversation_id", "token", "model_id", "token_id"}
 
 
 def alices_state(owner) -> tuple:
@@ -171,6 +175,8 @@ def alices_state(owner) -> tuple:
         sorted(Sender.objects.filter(binding__owner=owner).values_list("pk", "status", "can_confirm", "name")),
         sorted(PairingRequest.objects.filter(binding__owner=owner).values_list("pk", "status")),
         sorted(Conversation.objects.filter(binding__owner=owner).values_list("pk", "chat_id")),
+        sorted(ApiToken.objects.filter(user=owner).values_list("pk", "name", "key_hash")),
+        get_user_model().objects.values_list("password", flat=True).get(pk=owner.pk),
     )
 
 
