@@ -1,4 +1,9 @@
-"""Writes for accounts: users (sign-up, deletion) and API tokens."""
+"""Writes for accounts: users (sign-up, password, deletion) and API tokens.
+
+What a person does to their own account from the Account page (``/account/``) and ``/api/auth/tokens`` goes
+through here: making and revoking tokens, changing the password (revoking every token with it when asked), and
+deleting the account once they have given their password and typed its name.
+"""
 
 from __future__ import annotations
 
@@ -23,18 +28,69 @@ else:
 log = logging.getLogger(__name__)
 
 
+#: The longest name a token takes (the column's length).
+TOKEN_NAME_MAX_CHARS = 100
+
+
+def _token_make(user: User, name: str) -> tuple[ApiToken, str]:
+    key = ApiToken.new_key()
+    token = ApiToken.objects.create(user=user, name=name[:TOKEN_NAME_MAX_CHARS], prefix=key[:8],
+                                    key_hash=hash_key(key))
+    return token, key
+
+
 @transaction.atomic
 def token_create(*, user: User, name: str = "api") -> str:
     """Make a new API token for ``user`` and return its key (shown once; only its hash is kept)."""
-    key = ApiToken.new_key()
-    ApiToken.objects.create(user=user, name=name[:100], prefix=key[:8], key_hash=hash_key(key))
-    return key
+    return _token_make(user, name)[1]
+
+
+def token_create_named(*, user: User, name: str) -> tuple[ApiToken, str]:
+    """Make a token the person named (the Account page), returning the row and its key (shown once).
+
+    Raises InvalidInput for an empty name, one longer than 100 characters, or one with control characters."""
+    name = (name or "").strip()
+    if not name:
+        raise InvalidInput("Give the token a name, such as the app that will use it.", code="invalid_name")
+    if len(name) > TOKEN_NAME_MAX_CHARS:
+        raise InvalidInput(f"A token's name is at most {TOKEN_NAME_MAX_CHARS} characters.", code="invalid_name")
+    if any(not character.isprintable() for character in name):
+        raise InvalidInput("A token's name is one line of text.", code="invalid_name")
+    return _token_make(user, name)
 
 
 def token_revoke(*, token: ApiToken) -> None:
     """Revoke one token (from ``selectors.access_token``): the next call with its key is a 401. Revoking a token
     that is already gone changes nothing."""
     ApiToken.objects.filter(pk=token.pk).delete()
+
+
+def tokens_revoke_all(*, user_id: int) -> int:
+    """Revoke every API token of the user (REST, OpenAI clients, MCP); returns how many there were."""
+    return ApiToken.objects.filter(user_id=user_id).delete()[0]
+
+
+@transaction.atomic
+def password_change(*, user: User, current: str, new: str, new_again: str, revoke_tokens: bool) -> int:
+    """Change the user's password after checking the current one; returns how many tokens were revoked.
+
+    Raises InvalidInput (nothing changed) for a wrong current password (``wrong_password``), two new passwords
+    that differ (``passwords_differ``) or a new one Django's password validators refuse (``weak_password``).
+    Every other session of the user ends with the change (Django checks each session's hash of the password);
+    the caller keeps its own with ``update_session_auth_hash``. With ``revoke_tokens`` every API token goes too,
+    so a client holding one must log in again with the new password.
+    """
+    if not user.check_password(current or ""):
+        raise InvalidInput("Your current password is not right.", code="wrong_password")
+    if new != new_again:
+        raise InvalidInput("The two new passwords differ.", code="passwords_differ")
+    try:
+        validate_password(new, user=user)
+    except ValidationError as exc:
+        raise InvalidInput(" ".join(exc.messages), code="weak_password") from None
+    user.set_password(new)
+    user.save(update_fields=["password"])
+    return tokens_revoke_all(user_id=user.pk) if revoke_tokens else 0
 
 
 #: The advisory lock namespace of sign-ups ("LU"): two sign-ups of one name, however it is written, take turns.
@@ -70,6 +126,18 @@ def user_register(*, username: str, password: str) -> User:
             return User.objects.create_user(username=username, password=password)
     except IntegrityError:
         raise Conflict("That username is taken.", code="username_taken") from None
+
+
+def account_delete_by_owner(*, user: User, password: str, username: str,
+                            told: Callable[[str], None] | None = None) -> dict[str, int]:
+    """Delete one's own account (the Account page): ``account_delete`` once the person gave their password and
+    typed their username exactly. Raises InvalidInput, deleting nothing, when either is wrong."""
+    if not user.check_password(password or ""):
+        raise InvalidInput("That is not your password: nothing was deleted.", code="wrong_password")
+    if (username or "").strip() != user.get_username():
+        raise InvalidInput(f"Type your username, {user.get_username()}, to confirm: nothing was deleted.",
+                           code="username_mismatch")
+    return account_delete(user_id=user.pk, told=told)
 
 
 def account_delete(*, user_id: int, told: Callable[[str], None] | None = None) -> dict[str, int]:

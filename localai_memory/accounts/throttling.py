@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import Any, cast
 
 from django.http import HttpRequest
 from rest_framework.settings import api_settings
@@ -20,10 +20,16 @@ class AuthThrottle(AnonRateThrottle):
         # The DRF stubs type the rates as numbers; they are strings such as "20/min".
         return cast("str | None", api_settings.DEFAULT_THROTTLE_RATES.get(self.scope))
 
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        # By address whoever asks: AnonRateThrottle skips a logged-in caller, but the Account page's password
+        # tries come from one, and a stolen session must not guess faster than the log-in page lets anyone.
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
 
 def too_many_tries(request: HttpRequest) -> int | None:
     """Seconds to wait for an address that used up the ``auth`` rate, else None (this try is counted). The
-    log-in and sign-up pages count against the same budget as the API's token and register routes."""
+    log-in and sign-up pages, and the Account page's password and delete forms, count against the same budget
+    as the API's token and register routes."""
     throttle = AuthThrottle()
     if throttle.allow_request(request, None):  # type: ignore[arg-type]  # DRF reads only what a Django request has
         return None

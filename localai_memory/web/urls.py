@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .views import agents, bridges, chats, files, home, inbox, memory
+from .views import account, agents, bridges, chats, files, home, inbox, memory
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -24,6 +24,13 @@ urlpatterns = [
     path("settings/memory/notes/importance/", memory.memory_note_importance, name="memory-note-importance"),
     path("settings/memory/note/", memory.memory_note, name="memory-note"),
     path("settings/memory/folder/delete/", memory.memory_folder_delete, name="memory-folder-delete"),
+    # Your account: password, API tokens, deleting it
+    path("account/", account.account_page, name="account"),
+    path("account/password/", account.password_change, name="account-password"),
+    path("account/tokens/new/", account.token_new, name="account-token-new"),
+    path("account/tokens/<int:token_id>/revoke/", account.token_revoke, name="account-token-revoke"),
+    path("account/tokens/revoke-all/", account.tokens_revoke_all, name="account-tokens-revoke-all"),
+    path("account/delete/", account.account_delete, name="account-delete"),
     # Chats
     path("chats/", chats.chat_list, name="chat-list"),
     path("chats/new/", chats.chat_new, name="chat-new"),

@@ -91,7 +91,7 @@ def test_every_page_passes_axe_and_every_form_carries_a_csrf_token(web, model):
              "/settings/memory/note/?path=Memory/index.md", "/settings/memory/forget/", "/chats/",
              f"/chats/{chat.pk}/", "/inbox/", "/files/", "/files/open/?path=Memory/index.md",
              "/files/history/?path=Memory/index.md", "/files/trash/", "/agents/", "/agents/new/",
-             f"/agents/{agent.pk}/", f"/agents/{agent.pk}/delete/", "/bridges/"]
+             f"/agents/{agent.pk}/", f"/agents/{agent.pk}/delete/", "/bridges/", "/account/"]
     for path in pages:
         web.go(path)
         expect(page.locator("h1")).to_have_count(1)
@@ -121,7 +121,8 @@ def test_the_pages_fit_a_phone_screen(new_web, model):
     web = new_web("phone", viewport={"width": 390, "height": 844})
     alice_has_everything(web, model)
     page = web.page
-    for path in ["/settings/memory/", "/chats/", "/inbox/", "/files/", "/agents/", "/agents/new/", "/bridges/"]:
+    for path in ["/settings/memory/", "/chats/", "/inbox/", "/files/", "/agents/", "/agents/new/", "/bridges/",
+                 "/account/"]:
         web.go(path)
         overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{path} scrolls sideways by {overflow}px on a phone"

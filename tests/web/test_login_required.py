@@ -6,7 +6,7 @@ import pytest
 
 PAGES = ["/", "/settings/memory/", "/settings/memory/export/", "/settings/memory/forget/", "/chats/", "/chats/1/",
          "/inbox/", "/files/", "/files/trash/", "/files/open/?path=Memory/index.md", "/agents/", "/agents/new/",
-         "/agents/1/", "/bridges/"]
+         "/agents/1/", "/bridges/", "/account/"]
 
 
 @pytest.mark.parametrize("path", PAGES)
