@@ -26,7 +26,6 @@ the beat task that runs ``consolidation_queue_due``).
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +33,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -46,6 +44,7 @@ from localai_memory.chats.models import Chat, Message, Origin, Role
 from localai_memory.chats.selectors import chat_scopes, read_memory_state, turn_facts
 from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
 from localai_memory.core.queues import BACKGROUND
+from localai_memory.core.redis_client import redis_client
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create, proposal_list, proposal_scope
@@ -181,7 +180,7 @@ def consolidation_schedule_after_turn(user_id: int) -> bool:
 
     def plan() -> None:
         try:
-            _redis().zadd(_due_key(), {str(user_id): due}, nx=True)
+            redis_client().zadd(_due_key(), {str(user_id): due}, nx=True)
         except Exception:
             log.warning("consolidation after turn not planned for user %s", user_id, exc_info=True)
 
@@ -195,7 +194,7 @@ def consolidation_queue_due(*, now: datetime | None = None, limit: int = 1000) -
     a user is queued by whichever removes them from the plan."""
     from .tasks import consolidate_user_task
 
-    client, key = _redis(), _due_key()
+    client, key = redis_client(), _due_key()
     moment = (now or timezone.now()).timestamp()
     queued: list[int] = []
     for member in client.zrangebyscore(key, "-inf", moment, start=0, num=limit):
@@ -217,18 +216,6 @@ def _due_key() -> str:
     from django.core.cache import cache
 
     return cache.make_key(f"growth:after-turn-due:{connection.settings_dict['NAME']}")
-
-
-_clients: dict[int, Any] = {}
-
-
-def _redis() -> Any:
-    """A Redis client of this process (``REDIS_URL``), for the plan's sorted set."""
-    pid = os.getpid()
-    if pid not in _clients:
-        _clients.clear()  # a forked child makes its own
-        _clients[pid] = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
-    return _clients[pid]
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -108,6 +108,31 @@ def test_the_sign_up_page_stops_signing_up_in_bulk(db, throttled, settings):
     assert not get_user_model().objects.filter(username=names[3]).exists()
 
 
+def test_a_burst_of_parallel_tries_gets_no_more_than_the_budget(db, settings):
+    """The count and the check are one step: parallel tries that all read the same count do not all pass."""
+    import threading
+
+    from django.test import RequestFactory
+
+    from localai_memory.accounts.throttling import too_many_tries
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"auth": "5/min"}}
+    ip, start, passed = address(), threading.Barrier(24), []
+
+    def attempt() -> None:
+        request = RequestFactory().post("/login/", REMOTE_ADDR=ip)
+        start.wait()
+        passed.append(too_many_tries(request) is None)
+
+    threads = [threading.Thread(target=attempt) for _ in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert passed.count(True) == 5
+
+
 def test_a_leaked_database_holds_no_working_token(owner):
     key = APIClient().post("/api/auth/token", {"username": "alice", "password": PASSWORD}, format="json",
                            REMOTE_ADDR=address()).json()["token"]
