@@ -18,6 +18,9 @@ class AuthThrottle(AnonRateThrottle):
     """Per client address; the rate is ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["auth"]``."""
 
     scope = "auth"
+    # set by SimpleRateThrottle.__init__ from the rate (the DRF stubs leave them out)
+    num_requests: int
+    duration: int
 
     def get_rate(self) -> str | None:
         # DRF binds THROTTLE_RATES once at import; read the setting each time so a changed setting applies.
@@ -82,6 +85,6 @@ def too_many_tries(request: HttpRequest) -> int | None:
     log-in and sign-up pages, and the Account page's password and delete forms, count against the same budget
     as the API's token and register routes."""
     throttle = AuthThrottle()
-    if throttle.allow_request(request, None):  # type: ignore[arg-type]  # DRF reads only what a Django request has
+    if throttle.allow_request(request, None):  # DRF reads only what a Django request has
         return None
     return max(1, math.ceil(throttle.wait() or 1))
