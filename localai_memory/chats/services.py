@@ -18,14 +18,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
 from localai_memory.agents.selectors import access_agent
 from localai_memory.core.after_response import after_response
-from localai_memory.core.db import unflushed_commit_cte
+from localai_memory.core.db import session_lock, unflushed_commit_cte
 from localai_memory.core.errors import Conflict, InvalidInput, UpstreamError
 from localai_memory.memory import policy, providers
 from localai_memory.memory.selectors import memory_state_of
@@ -602,6 +600,10 @@ def _for_model(message: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+#: The advisory lock namespace of "Ask again" ("LR"; the notes store's is "LM").
+_RETRY_LOCK_NAMESPACE = 0x4C52
+
+
 def turn_retry(*, chat: Chat, message_id: object) -> TurnResult:
     """Ask the model again about the chat's last message, kept unanswered when the model failed: the same
     turn, with the message stored once (a resend would store it twice). InvalidInput when it is not the chat's
@@ -611,16 +613,14 @@ def turn_retry(*, chat: Chat, message_id: object) -> TurnResult:
         raise InvalidInput("Only the chat's last message, still unanswered, can be asked again.",
                            code="not_retryable")
     # One answer per message: a second "Ask again" (another tab, a double submit) while the first runs waits
-    # for nobody and is refused.
-    claim = f"chats:retry:{chat.pk}:{last.pk}"
-    if not cache.add(claim, 1, timeout=int(settings.LLM_TIMEOUT) * (MAX_TOOL_ROUNDS + 2)):
-        raise Conflict("This message is being asked again already.", code="retry_running")
-    try:
+    # for nobody and is refused. The claim is a session lock of the database, not a cache key with a time-out:
+    # a worker killed in the middle of it (a deploy, a crash) frees it at once.
+    with session_lock(_RETRY_LOCK_NAMESPACE, str(last.pk)) as claimed:  # ids outgrow a 4-byte key
+        if not claimed:
+            raise Conflict("This message is being asked again already.", code="retry_running")
         history = _history(chat)[:-1]  # without the message itself, which the turn sends as the new one
         return turn_run(chat=chat, content=last.content, history=history, typed_by_user=last.typed_by_user,
                         message_stored=True)
-    finally:
-        cache.delete(claim)
 
 
 def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -24,6 +26,26 @@ def unflushed_commit_cte(connection: Any) -> str:
     if connection.in_atomic_block:
         return "settings AS (SELECT 1)"
     return "settings AS (SELECT set_config('synchronous_commit', 'off', true))"
+
+
+@contextmanager
+def session_lock(namespace: int, key: int | str) -> Iterator[bool]:
+    """A PostgreSQL session-level advisory lock on (``namespace``, ``key``) if no one holds it: yields whether
+    it was taken, and gives it back at the end. Unlike a claim in the cache with a time-out, it dies with its
+    holder: a process killed while it holds one frees it at once (its connection closes). A text key is
+    hashed (``hashtext``)."""
+    from django.db import connection
+
+    sql_key = "%s" if isinstance(key, int) else "hashtext(%s)"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT pg_try_advisory_lock(%s, {sql_key})", [namespace, key])
+        got = bool(cursor.fetchone()[0])
+    try:
+        yield got
+    finally:
+        if got:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT pg_advisory_unlock(%s, {sql_key})", [namespace, key])
 
 
 # --- one row by a unique key, without the queryset compiler ---------------------------------------------------

@@ -42,6 +42,7 @@ from django.utils import timezone
 from localai_memory.agents.models import Agent
 from localai_memory.chats.models import Chat, Message, Origin, Role
 from localai_memory.chats.selectors import chat_scopes, read_memory_state, turn_facts
+from localai_memory.core.db import session_lock
 from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
 from localai_memory.core.queues import BACKGROUND
 from localai_memory.core.redis_client import redis_client
@@ -226,15 +227,8 @@ def _due_key() -> str:
 @contextmanager
 def _pass_lock(owner_id: int) -> Iterator[bool]:
     """One pass per user at a time, across every worker (a session-level advisory lock)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, owner_id])
-        got = bool(cursor.fetchone()[0])
-    try:
+    with session_lock(_LOCK_NAMESPACE, owner_id) as got:
         yield got
-    finally:
-        if got:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, owner_id])
 
 
 def consolidate_user(*, owner_id: int, trigger: str = ConsolidationRun.Trigger.MANUAL,

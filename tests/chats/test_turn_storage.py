@@ -8,9 +8,11 @@ import datetime as dt
 import threading
 import time
 
+import psycopg
 import pytest
 import time_machine
 from django.core.cache import cache
+from django.db import connection
 from django.http import HttpResponse
 from django.test import RequestFactory
 
@@ -251,10 +253,13 @@ def test_asking_again_answers_the_kept_message_once(owner, model):
     with pytest.raises(UpstreamError):
         turn_run(chat=chat, content="Hello?")
     (kept,) = Message.objects.filter(chat=chat)
-    cache.set(f"chats:retry:{chat.pk}:{kept.pk}", 1)  # another tab is asking again right now
+    # another tab (another worker, its own database session) is asking again right now
+    other = psycopg.connect(**{k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"},
+                            autocommit=True)
+    other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", [0x4C52, str(kept.pk)])
     with pytest.raises(Conflict):
         turn_retry(chat=chat, message_id=kept.pk)
-    cache.delete(f"chats:retry:{chat.pk}:{kept.pk}")
+    other.close()  # that worker was killed in the middle of it: its claim goes with it, at once
     model.script(reply("Hi."))
     turn_retry(chat=chat, message_id=kept.pk)
     assert list(Message.objects.filter(chat=chat).order_by("id").values_list("role", "content")) == [
