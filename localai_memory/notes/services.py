@@ -811,13 +811,18 @@ def note_upsert(
 IMPORTANCE_FILE = "importance.json"
 
 
+@transaction.atomic
 def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
     """A zip of the owner's files under ``folder``, exactly as they are (works while memory is off), and
-    ``IMPORTANCE_FILE`` when the owner gave any of those notes an importance of their own."""
+    ``IMPORTANCE_FILE`` when the owner gave any of those notes an importance of their own. Read under the
+    owner's note lock, so the files and the importances are of one moment (a note saved or forgotten while
+    the zip is made is in both or in neither)."""
     prefix = folder.rstrip("/") + "/"
+    lock_owner(owner_id)
+    files = list(NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).order_by("path"))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for note in NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).order_by("path"):
+        for note in files:
             info = zipfile.ZipInfo(note.path, date_time=note.updated_at.timetuple()[:6])
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
@@ -827,7 +832,7 @@ def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
                         "scope_kind", "scope_key", "topic")]
         # Only the notes the export holds: an importance outlives its note (a note in the Trash keeps it).
         indexed: set[tuple[Scope, str]] = set()
-        for index in NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix, path__endswith="/index.md"):
+        for index in (note for note in files if note.path.endswith("/" + INDEX_NAME)):
             try:  # an index edited into a shape the parser refuses still exports; its notes' weights do not
                 indexed |= {(parse_path(index.path).scope, entry.topic) for entry in parse_index(index.content)}
             except InvalidInput:

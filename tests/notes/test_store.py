@@ -233,3 +233,39 @@ def test_a_malformed_index_is_refused_with_the_line_number(owner):
         services.file_write(owner_id=owner.pk, path="Memory/index.md", content="- ok: fine\nnot an entry\n",
                             version=None)
     assert "line 2" in caught.value.message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_export_waits_for_a_note_being_written_so_the_zip_holds_all_of_it_or_none(owner):
+    """The export reads under the owner's note lock: it cannot interleave with a write of a note and its
+    importance (a zip held importances of notes it did not hold). Shown with a writer that holds the lock:
+    the export waits for it (here it gives up after 50 ms rather than wait)."""
+    import threading
+
+    from django.db import OperationalError, connection, transaction
+
+    holding, done = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        try:
+            with transaction.atomic():
+                services.lock_owner(owner.pk)
+                holding.set()
+                done.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '50ms'")
+        with pytest.raises(OperationalError, match="lock timeout"):
+            services.memory_export(owner_id=owner.pk)
+    finally:
+        done.set()
+        thread.join()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert services.memory_export(owner_id=owner.pk)  # and once the writer is done, it runs
