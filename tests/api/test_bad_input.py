@@ -224,7 +224,8 @@ def test_a_route_without_a_body_never_breaks_on_one(api, method, route):
     for body in NOT_JSON_OBJECTS + SURROGATE_BODIES:
         response = call(api, method, route, body)
         assert response.status_code < 500, (body[:40], response.status_code, response.content[:300])
-        assert response["Content-Type"].startswith("application/"), response["Content-Type"]
+        if response.status_code != 204:  # a delete of the caller's own object (the placeholder id names it) has none
+            assert response["Content-Type"].startswith("application/"), response["Content-Type"]
 
 
 @pytest.mark.parametrize("method,route", WRITE_ROUTES)
