@@ -88,3 +88,8 @@ def too_many_tries(request: HttpRequest) -> int | None:
     if throttle.allow_request(request, None):  # DRF reads only what a Django request has
         return None
     return max(1, math.ceil(throttle.wait() or 1))
+
+
+def too_many_tries_sentence(wait: int) -> str:
+    """What a page says to an address that used up its tries (``too_many_tries``'s seconds)."""
+    return f"Too many tries from your address. Try again in {wait} second{'s' if wait != 1 else ''}."

@@ -14,11 +14,11 @@ from django.views.decorators.http import require_http_methods
 from localai_memory.core.errors import ApplicationError
 
 from .services import user_register
-from .throttling import too_many_tries
+from .throttling import too_many_tries, too_many_tries_sentence
 
 
 def _refused(request: HttpRequest, template: str, context: dict[str, Any], wait: int) -> HttpResponse:
-    error = f"Too many tries from your address. Try again in {wait} second{'s' if wait != 1 else ''}."
+    error = too_many_tries_sentence(wait)
     response = render(request, template, {**context, "error": error}, status=429)
     response["Retry-After"] = str(wait)
     return response

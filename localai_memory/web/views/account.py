@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from localai_memory.accounts import selectors as account_selectors
 from localai_memory.accounts import services as account_services
-from localai_memory.accounts.throttling import too_many_tries
+from localai_memory.accounts.throttling import too_many_tries, too_many_tries_sentence
 from localai_memory.core.errors import ApplicationError
 
 from .common import AuthenticatedHttpRequest, not_found_as_404, page
@@ -45,7 +45,7 @@ def _throttled(request: AuthenticatedHttpRequest, section: str) -> HttpResponse 
     wait = too_many_tries(request)
     if not wait:
         return None
-    message = f"Too many tries from your address. Try again in {wait} second{'s' if wait != 1 else ''}."
+    message = too_many_tries_sentence(wait)
     response = _account_page(request, status=429, errors={section: message})
     response["Retry-After"] = str(wait)
     return response
