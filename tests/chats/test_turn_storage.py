@@ -259,7 +259,9 @@ def test_asking_again_answers_the_kept_message_once(owner, model):
     other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", [0x4C52, str(kept.pk)])
     with pytest.raises(Conflict):
         turn_retry(chat=chat, message_id=kept.pk)
-    other.close()  # that worker was killed in the middle of it: its claim goes with it, at once
+    with connection.cursor() as cursor:  # that worker is killed in the middle of it: its claim goes with it
+        cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [other.info.backend_pid])  # waits for the end
+    other.close()
     model.script(reply("Hi."))
     turn_retry(chat=chat, message_id=kept.pk)
     assert list(Message.objects.filter(chat=chat).order_by("id").values_list("role", "content")) == [
