@@ -28,7 +28,23 @@ _ACTION_WORDS = {
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _LINE_COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
-_STOP = frozenset(["a", "an", "the", "is", "are", "was", "be", "of", "to", "in", "on", "at", "for", "and", "or", "my", "i", "me", "user", "user's", "their", "his", "her"])
+#: Words a topic made from a fact leaves out, in the languages people write notes in (as ``slugify`` folds
+#: them to ASCII: "für" is "fur", "à" is "a"); none that also carries meaning in English ("die", "son", "war").
+_STOP = frozenset([
+    "a", "an", "the", "is", "are", "was", "be", "of", "to", "in", "on", "at", "for", "and", "or", "my", "i", "me",
+    "user", "user's", "their", "his", "her",
+    # German
+    "ich", "mein", "meine", "meinen", "meinem", "meiner", "bin", "ist", "sind", "der", "das", "dem", "des", "ein",
+    "eine", "einen", "einem", "und", "oder", "im", "am", "auf", "mit", "zu", "zum", "zur", "von", "vom", "fur",
+    "bei", "nach",
+    # French
+    "je", "j", "mon", "ma", "mes", "le", "la", "les", "l", "un", "une", "du", "de", "d", "et", "ou", "est",
+    "suis", "au", "aux", "en", "dans", "sur", "pour", "avec",
+    # Spanish, Italian, Portuguese
+    "yo", "mi", "mis", "el", "los", "las", "una", "y", "es", "soy", "estoy", "del", "con", "por", "para", "al",
+    "io", "il", "lo", "gli", "di", "da", "sono", "mio", "mia", "eu", "o", "os", "um", "do", "no", "na", "sou",
+    "meu", "minha",
+])
 DETAILS_MAX_CHARS = 2000
 
 

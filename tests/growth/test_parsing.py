@@ -48,6 +48,9 @@ def test_action_words_and_topics_are_normalised():
 
 def test_a_topic_is_made_from_the_summary_when_the_model_gives_none():
     assert slugify(None, "The user prefers answers in German") == "prefers-answers-german"
+    assert slugify(None, "Ich wohne in München mit meiner Schwester") == "wohne-munchen-schwester"
+    assert slugify(None, "J'habite à Paris depuis 2020") == "habite-paris-depuis"
+    assert slugify(None, "Mi hermana vive en Madrid") == "hermana-vive-madrid"
     assert slugify("index", "index") == ""
 
 
