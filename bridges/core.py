@@ -493,10 +493,11 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
     return chosen or untold
 
 
-#: Suggestions dropped without an announcement in the chat (their agent deleted, everything forgotten): the
-#: first yes or no after it is told what became of it, as a question answered in the inbox or expired (which
-#: the chat was told of) is not.
-_DROPPED_UNTOLD = frozenset({proposals_services.AGENT_DELETED, proposals_services.FORGOTTEN})
+#: Suggestions dropped without an announcement in the chat (their agent deleted, everything forgotten, their
+#: chat deleted by the owner): the first yes or no after it is told what became of it, as a question answered
+#: in the inbox or expired (which the chat was told of) is not.
+_DROPPED_UNTOLD = frozenset({proposals_services.AGENT_DELETED, proposals_services.FORGOTTEN,
+                             proposals_services.CHAT_DELETED})
 
 
 def _still_waiting_text(conversation: Conversation) -> str | None:
@@ -542,7 +543,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             outcomes.append("You cannot confirm this note.")
         except Gone as exc:
             _close(notice)
-            if exc.code in ("agent_deleted", "bot_deleted", "forgotten"):
+            if exc.code in ("agent_deleted", "bot_deleted", "forgotten", "chat_deleted"):
                 lines.append(f"That note was not saved: {exc.message}")
             else:
                 lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)

@@ -100,13 +100,22 @@ class ChatApi(ApiView):
         messages = selectors.chat_messages(chat=chat)
         return Response({**chat_json(chat), "messages": [message_json(m) for m in messages]})
 
+    @extend_schema(responses={204: None})
+    def delete(self, request, chat_id: int):
+        """Delete the chat with its messages; the suggestions still waiting that came from it are dropped.
+        Notes saved from it stay (they are yours, with their Undo). A bot's conversation starts a new chat
+        with its next message."""
+        services.chat_delete(owner_id=request.user.pk, chat_id=chat_id)
+        return Response(status=204)
+
 
 class ChatMessagesApi(ApiView):
     @extend_schema(request=MessageInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, chat_id: int):
         """One turn: your message in, the reply and what memory did out (read, saved, proposed, refused).
 
-        When the model server fails the answer is 502 (504 on a timeout) and your message is kept."""
+        When the model server fails the answer is 502 (504 on a timeout) and your message is kept. A chat
+        deleted while the model answered is a 410 ``chat_deleted``: neither the message nor the reply is kept."""
         chat = selectors.access_chat(request.user, chat_id)
         services.check_answerable_here(chat)
         data = validated(MessageInput, request.data)

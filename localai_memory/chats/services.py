@@ -24,7 +24,7 @@ from django.utils import timezone
 from localai_memory.agents.selectors import access_agent
 from localai_memory.core.after_response import after_response
 from localai_memory.core.db import session_lock, unflushed_commit_cte
-from localai_memory.core.errors import Conflict, InvalidInput, UpstreamError
+from localai_memory.core.errors import Conflict, Gone, InvalidInput, NotFound, UpstreamError
 from localai_memory.memory import policy, providers
 from localai_memory.memory.selectors import memory_state_of
 from localai_memory.notes.paths import Scope
@@ -44,6 +44,17 @@ MAX_CALLS_PER_ROUND = 8
 HISTORY_MESSAGES = 40
 MESSAGE_MAX_CHARS = 32 * 1024
 TITLE_MAX_CHARS = 80
+
+
+class ChatDeleted(Gone):
+    """410 ``chat_deleted``: the chat was deleted (``chat_delete``) while a turn ran in it. The turn's message
+    and reply are not stored, nor is anything suggested from it afterwards."""
+
+    code = "chat_deleted"
+
+    def __init__(self, message: str = "This chat was deleted while the model was answering: neither your "
+                                      "message nor the reply was kept.", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -295,6 +306,45 @@ def _clean_title(title: object) -> str:
     return " ".join(title.replace("\x00", " ").split())[:TITLE_MAX_CHARS]  # PostgreSQL text holds no NUL
 
 
+@dataclass(frozen=True)
+class ChatDeletion:
+    """What ``chat_delete`` did: the chat's id and title, and how many of its suggestions it dropped."""
+
+    chat_id: int
+    title: str
+    suggestions_dropped: int
+
+
+@transaction.atomic
+def chat_delete(*, owner_id: int, chat_id: int) -> ChatDeletion:
+    """Delete the owner's chat: its messages, its consolidation watermark, and the suggestions still waiting
+    that came from it (``proposals_drop_for_chat``: expired, "Dropped: its chat was deleted."). NotFound for
+    another owner's chat (or one already deleted).
+
+    What stays: the notes saved from it (they are the owner's notes, with their history and Undo; their
+    change sets keep the chat's id as history), and the suggestions decided before. Any chat can go, a
+    messaging app's or a run's too: a bot's conversation loses its chat (``Conversation.chat`` is set to
+    null) and its next message starts a new one; its notes belong to the conversation and stay.
+
+    Under the owner's note lock, as Forget everything and deleting an agent or a bot: a look through the chats
+    that read this one while the model thought checks under the same lock and suggests nothing from it
+    (``growth.consolidation``), and a proposal a turn makes in it after this is refused. The chat's row is
+    locked first, so a turn storing its messages at the same moment either lands before (and is deleted
+    with it) or finds the chat gone (``messages_add``: ``ChatDeleted``).
+    """
+    from localai_memory.memory.proposals import proposals_drop_for_chat
+    from localai_memory.notes.services import lock_owner
+
+    lock_owner(owner_id)
+    chat = Chat.objects.select_for_update().filter(pk=chat_id, owner_id=owner_id).first()
+    if chat is None:
+        raise NotFound("No such chat.")
+    dropped = proposals_drop_for_chat(owner_id=owner_id, chat_id=chat.pk)
+    deletion = ChatDeletion(chat_id=chat.pk, title=str(chat), suggestions_dropped=dropped)
+    chat.delete()  # its messages and its watermark (CASCADE); a bot's conversation keeps no chat (SET_NULL)
+    return deletion
+
+
 @transaction.atomic
 def chat_set_private(*, owner_id: int, chat_id: int, private: bool) -> Chat:
     """The chat's Memory switch: private chats neither read nor save memory (other chats are unaffected)."""
@@ -335,8 +385,10 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
     named after its first user message either way.
 
     One statement, one round trip to the database: the INSERT of the messages and the UPDATE of the chat's
-    row together, so a turn's message and its reply are stored together or not at all. A message is the
-    chat's log, not memory: outside a caller's transaction the statement commits without waiting for
+    row together, so a turn's message and its reply are stored together or not at all. The statement locks
+    the chat's row (the UPDATE, or ``FOR KEY SHARE``) and inserts only while the chat is there: in a chat
+    deleted meanwhile (``chat_delete``) nothing is stored, and ``ChatDeleted`` (410) is raised. A message is
+    the chat's log, not memory: outside a caller's transaction the statement commits without waiting for
     PostgreSQL to flush its write-ahead log (``synchronous_commit`` off for this statement's own transaction
     only), so a crash of the database server within a fraction of a second after it may lose the messages,
     and can never leave them half-written. Notes, change sets and proposals keep waiting for the flush.
@@ -361,10 +413,15 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
                    memory_field.get_db_prep_save(message.memory or {}, connection), message.created_at, ordinal]
     ctes = [unflushed_commit_cte(connection)]
     params: list[Any] = []
+    # The chat's row, locked: the UPDATE that touches it, or a lock that only keeps it from being deleted
+    # until this commits (a SELECT … FOR KEY SHARE beside an UPDATE of the same row would skip it).
     if chat_fields:
         assignments = ", ".join(f"{connection.ops.quote_name(name)} = %s" for name in chat_fields)
-        ctes.append(f"touched AS (UPDATE {Chat._meta.db_table} SET {assignments} WHERE id = %s RETURNING id)")
+        ctes.append(f"chat_row AS (UPDATE {Chat._meta.db_table} SET {assignments} WHERE id = %s RETURNING id)")
         params += [*chat_fields.values(), chat.pk]
+    else:
+        ctes.append(f"chat_row AS (SELECT id FROM {Chat._meta.db_table} WHERE id = %s FOR KEY SHARE)")
+        params.append(chat.pk)
     # Typed placeholders: a column that is NULL in every row (sender_id) must not be guessed as text.
     by_column = {f.column: f for f in Message._meta.concrete_fields}
     # Text columns are cast to text, not varchar(n): an explicit cast would cut a long value silently, while
@@ -374,10 +431,13 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
     # The ordinal makes the INSERT take the rows in order, so the ids are in the messages' order.
     sql = (f"WITH {', '.join(ctes)}, rows ({', '.join(columns)}, n) AS (VALUES {ordinals}) "
            f"INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) "
-           f"SELECT {', '.join(f'rows.{c}' for c in columns)} FROM rows, settings ORDER BY rows.n RETURNING id")
+           f"SELECT {', '.join(f'rows.{c}' for c in columns)} FROM rows, settings, chat_row ORDER BY rows.n "
+           f"RETURNING id")
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, *values])
         ids = sorted(row_[0] for row_ in cursor.fetchall())
+    if not ids and messages:
+        raise ChatDeleted()
     for message, pk in zip(messages, ids, strict=True):
         message.pk = pk
         message._state.adding = False
@@ -419,6 +479,8 @@ def _keep(chat: Chat, message: Message) -> None:
     it and let the turn's own error be the answer."""
     try:
         messages_add(chat=chat, messages=[message])
+    except ChatDeleted:
+        log.info("chat %s was deleted during a failed turn; its message is not kept", chat.pk)
     except Exception:
         log.warning("the message of a failed turn in chat %s could not be kept", chat.pk, exc_info=True)
 
@@ -426,13 +488,16 @@ def _keep(chat: Chat, message: Message) -> None:
 def _store_later(chat: Chat, messages: list[Message]) -> None:
     try:
         messages_add(chat=chat, messages=messages)
+    except ChatDeleted:  # deleted while the model answered: the delete wins, the log is not brought back
+        log.info("chat %s was deleted during a turn; its messages are not stored", chat.pk)
     except Exception:
         log.warning("the messages of a turn in chat %s, already answered, could not be stored", chat.pk,
                     exc_info=True)
 
 
 def _store(chat: Chat, messages: list[Message], *, after: bool) -> None:
-    """A turn's message and reply, stored now, or once the response has been sent (``store_after_response``)."""
+    """A turn's message and reply, stored now, or once the response has been sent (``store_after_response``).
+    Stored now in a chat deleted meanwhile, ``ChatDeleted`` is raised; after the response, they are dropped."""
     if after:
         after_response(lambda: _store_later(chat, messages))
     else:
@@ -477,11 +542,17 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     same moment do not see each other's message in their context. A process killed in the middle of a turn
     (a deploy) loses that message, which its sender never got an answer to.
 
+    A chat deleted while the model thinks (``chat_delete``) stays deleted: the turn raises ``ChatDeleted``
+    (410 ``chat_deleted``) instead of storing its message and reply, so a person who deleted a chat in one
+    tab never finds a turn of another tab bring it back, and the bot's next message starts a new chat. What
+    the turn saved before the delete stays, as any note saved from the chat; a suggestion it would make
+    after the delete is refused the same way (``memory.proposals.proposal_create``).
+
     ``store_after_response`` stores the message and the reply once the response has been sent (a round trip
     the reply does not wait for; the result then has no message ids). For the OpenAI-compatible route, whose
     client sends the conversation itself every turn: what memory did (notes saved, proposals) is written
     during the turn either way; only the chat's log follows the reply, and is lost if the database fails
-    in that millisecond (logged).
+    in that millisecond (logged), or dropped quietly when the chat was deleted meanwhile.
 
     ``client_tools`` are an OpenAI client's own tools (``ClientTools``): a reply calling one ends the turn
     with those calls (the message is stored, and the reply only if it says something or memory did

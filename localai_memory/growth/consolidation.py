@@ -16,7 +16,8 @@ A pass is skipped without calling the model while memory is off; chats that are 
 turns memory off) are never read, and their messages are marked as passed so they are never read later.
 Forget everything and the terminal's clear mark every chat as read and summarised
 (``consolidation_forget_chats``): nothing said before them is suggested afterwards, and a pass that was
-waiting for the model meanwhile drops what it read.
+waiting for the model meanwhile drops what it read. A chat deleted while a pass reads it is dropped the same
+way (``_chat_deleted``): nothing is suggested from it, not even its ``recent-chats`` line.
 
 Entry points: ``consolidate_user`` (one pass now; "Synthesize now", the task, the terminal) and
 ``consolidation_schedule_after_turn`` (the chat turn calls it; debounced per user, queued a minute later by
@@ -365,6 +366,13 @@ def _scope_gone(work: _ChatWork) -> bool:
                                                                   owner_id=chat.owner_id).exists()
 
 
+def _chat_deleted(chat: Chat) -> bool:
+    """The owner deleted the chat since the pass read it (``chats.services.chat_delete``): its messages, its
+    watermark and the suggestions waiting from it went with it, and nothing is suggested from what the pass
+    read (not even a ``recent-chats`` line). Call under the owner's note lock, which the delete holds."""
+    return not Chat.objects.filter(pk=chat.pk).exists()
+
+
 def _chats_with_work(owner_id: int) -> list[_ActiveChat]:
     """The owner's chats with typed messages, newest first; a deleted bot's conversations are left alone (their
     notes stay for the owner, and nothing new is suggested for a folder no chat reads)."""
@@ -465,6 +473,8 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
                                                                 status=Proposal.Status.PENDING)
                                         .order_by("pk").values_list("pk", flat=True))
                 break
+            if _chat_deleted(chat):
+                continue  # nothing of it is suggested, and no watermark is written for a chat that is gone
             # A deleted agent's or bot's notes take no suggestion; what was read of its chat counts as read.
             gone = _scope_gone(work)
             if not gone:
@@ -802,9 +812,10 @@ def _propose_episodes(*, owner_id: int, scope: Scope, items: list[tuple[_ChatWor
                       now: datetime) -> None:
     """One proposal that adds a dated line per finished chat to the scope's ``recent-chats`` topic."""
     with transaction.atomic():
-        lock_owner(owner_id)  # a chat forgotten since the pass read it gets no line, nor one whose notes are gone
-        items = [(chat_work, summary) for chat_work, summary in items
-                 if not _read_moved(chat_work.mark) and not _scope_gone(chat_work)]
+        # A chat forgotten or deleted since the pass read it gets no line, nor one whose notes are gone.
+        lock_owner(owner_id)
+        items = [(chat_work, summary) for chat_work, summary in items if not _chat_deleted(chat_work.chat)
+                 and not _read_moved(chat_work.mark) and not _scope_gone(chat_work)]
         if not items:
             return
         work = items[0][0]

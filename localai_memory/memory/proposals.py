@@ -163,13 +163,15 @@ def proposal_create(
     Not made twice: while an identical proposal waits, that one is returned (with ``duplicate = True`` on
     the instance). Raises AlreadySaved (409) when the index line (and topic file) already say exactly this,
     NotFound (404, ``unknown_topic``) to forget a topic that does not exist, CapExceeded (422, listing the
-    current entries so a model can merge) when a new line would pass the index caps, InvalidInput (400).
+    current entries so a model can merge) when a new line would pass the index caps, InvalidInput (400), and
+    ``chats.services.ChatDeleted`` (410) when ``chat_id`` names a chat that was deleted meanwhile.
     """
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
     body = _checked_details(details, delete)
     now = timezone.now()
     lock_owner(owner_id)  # the index cannot change between this check and the insert
+    _check_chat_there(owner_id, chat_id)
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     current = next((entry for entry in entries if entry.topic == topic), None)
     current_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=topic)
@@ -227,6 +229,7 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     body = _checked_details(details, delete)
     now = timezone.now()
     lock_owner(owner_id)
+    _check_chat_there(owner_id, chat_id)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=Scope.user(), topic=topic, summary=text,
                                        details=f"{provider}\n{body}", delete=delete)
     waiting = _waiting_twin(owner_id, fingerprint, now)
@@ -241,6 +244,20 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     )
     proposal.duplicate = False  # type: ignore[attr-defined]
     return proposal
+
+
+def _check_chat_there(owner_id: int, chat_id: int | None) -> None:
+    """A suggestion made in a chat needs the chat still there (checked under the owner's note lock, which
+    ``chats.services.chat_delete`` holds): one the model makes in a turn whose chat was deleted meanwhile
+    would wait in the inbox for a chat that is gone. ``ChatDeleted`` (410) ends that turn."""
+    if chat_id is None:
+        return
+    from localai_memory.chats.models import Chat
+
+    if not Chat.objects.filter(pk=chat_id, owner_id=owner_id).exists():
+        from localai_memory.chats.services import ChatDeleted
+
+        raise ChatDeleted()
 
 
 def _checked_details(details: object, delete: bool) -> str:
@@ -329,10 +346,13 @@ AGENT_DELETED = "the agent was deleted"
 FORGOTTEN = "everything was forgotten"
 #: ``decided_by`` of a suggestion whose bot was deleted while it waited (``proposals_drop_for_bot``).
 BOT_DELETED = "the bot was deleted"
+#: ``decided_by`` of a suggestion whose chat was deleted while it waited (``proposals_drop_for_chat``).
+CHAT_DELETED = "the chat was deleted"
 #: What a dropped suggestion says, by its ``decided_by``: it did not expire, something ended it.
 DROPPED_BECAUSE = {FORGOTTEN: "Dropped: everything in memory was forgotten after it was suggested.",
                    AGENT_DELETED: "Dropped: its agent was deleted.",
-                   BOT_DELETED: "Dropped: its bot was deleted."}
+                   BOT_DELETED: "Dropped: its bot was deleted.",
+                   CHAT_DELETED: "Dropped: its chat was deleted."}
 
 
 def proposals_drop_for_forget(*, owner_id: int) -> int:
@@ -352,6 +372,18 @@ def proposals_drop_for_bot(*, owner_id: int, binding_id: int) -> int:
         owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind="channel",
         scope_key__startswith=f"{binding_id}-",
     ).update(status=Proposal.Status.EXPIRED, decided_at=timezone.now(), decided_by=BOT_DELETED, notified=True)
+
+
+def proposals_drop_for_chat(*, owner_id: int, chat_id: int) -> int:
+    """End the suggestions still waiting that came from chat ``chat_id``, which is being deleted: what was said
+    there is taken back, and a suggestion made of it with it (a look through the chats, the model in a turn, a
+    ``/remember`` waiting for a yes). A suggestion to forget a note nobody needs (reason ``unused``) only
+    names the chat whose look found it, and stays. They count as expired, with nothing announced
+    (``CHAT_DELETED``); an answer to one is told its chat was deleted. Call inside the delete's transaction,
+    under the owner's note lock. Returns how many it ended."""
+    return Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, chat_id=chat_id).exclude(
+        reason="unused").update(status=Proposal.Status.EXPIRED, decided_at=timezone.now(), decided_by=CHAT_DELETED,
+                                notified=True)
 
 
 def proposals_drop_for_agent(*, owner_id: int, agent_id: int) -> int:
@@ -415,6 +447,8 @@ def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, no
         raise Gone("Its agent was deleted, so this note can no longer be saved.", code="agent_deleted")
     if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == BOT_DELETED:
         raise Gone("Its bot was deleted, so this note can no longer be saved.", code="bot_deleted")
+    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == CHAT_DELETED:
+        raise Gone("Its chat was deleted, so this note can no longer be saved.", code="chat_deleted")
     if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == FORGOTTEN:
         raise Gone("Everything in memory was forgotten after this was suggested, so it was dropped.",
                    code="forgotten")

@@ -1,7 +1,7 @@
 """Forget everything (and the terminal's clear) is a clean slate for consolidation too: what was said in a chat
 before it is never suggested afterwards, not by the pass planned after the turn, nor by a pass that was
-waiting for the model when the owner pressed it. Deleting an agent or a bot while a pass reads its chats
-keeps its suggestions out of the inbox just the same."""
+waiting for the model when the owner pressed it. Deleting an agent, a bot or the chat itself while a pass
+reads it keeps its suggestions out of the inbox just the same."""
 
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ from django.db import connection
 from bridges.models import Binding
 from localai_memory.agents.models import Agent
 from localai_memory.agents.services import agent_delete
+from localai_memory.chats.models import Chat
+from localai_memory.chats.services import chat_delete
 from localai_memory.growth.consolidation import EPISODES_TOPIC, consolidate_user
+from localai_memory.growth.models import ChatWatermark
 from localai_memory.growth.services import memory_clear
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.services import memory_forget_all
@@ -185,3 +188,30 @@ def test_deleting_the_bot_while_the_pass_reads_its_conversation_suggests_nothing
     consolidate_user(owner_id=owner.pk)
 
     assert waiting(owner) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_the_chat_while_the_pass_reads_it_suggests_nothing_from_it(owner, model, make_chat):
+    chat = make_chat(owner, LISBON, ago=timedelta(hours=1))  # finished: it would get a recent-chats line too
+    model.script(meanwhile(lambda: chat_delete(owner_id=owner.pk, chat_id=chat.pk), LISBON_FACTS))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert model.requests and result.status == "done"
+    assert waiting(owner) == [] and result.proposals == [] and result.summaries == 0
+    assert not Chat.objects.filter(pk=chat.pk).exists() and not ChatWatermark.objects.filter(owner=owner).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_the_pass_read_just_before_it_was_deleted_gets_no_recent_chats_line(owner, model, make_chat):
+    gone = make_chat(owner, "We planned the trip to Porto in detail, trains and hotels.", ago=timedelta(hours=1))
+    make_chat(owner, "Big news: I moved to Lisbon last month.", ago=timedelta(hours=2))  # older: read second
+    model.script(reply(facts_reply(summary="Planning a trip to Porto")),
+                 meanwhile(lambda: chat_delete(owner_id=owner.pk, chat_id=gone.pk),
+                           facts_reply(fact("home", "lives in Lisbon"), summary="Moving to Lisbon")))
+
+    consolidate_user(owner_id=owner.pk)
+
+    [home, episodes] = sorted(waiting(owner), key=lambda p: p.topic)
+    assert home.topic == "home" and episodes.topic == EPISODES_TOPIC
+    assert "Moving to Lisbon" in episodes.details and "Porto" not in episodes.details
