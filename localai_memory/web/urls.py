@@ -37,6 +37,7 @@ urlpatterns = [
     path("chats/<int:chat_id>/", chats.chat_page, name="chat-page"),
     path("chats/<int:chat_id>/send/", chats.chat_send, name="chat-send"),
     path("chats/<int:chat_id>/memory/", chats.chat_memory_switch, name="chat-memory-switch"),
+    path("chats/<int:chat_id>/delete/", chats.chat_delete, name="chat-delete"),
     # Inbox, proposals, Undo
     path("inbox/", inbox.inbox, name="inbox"),
     path("inbox/<int:proposal_id>/confirm/", inbox.proposal_confirm, name="inbox-confirm"),

@@ -1,4 +1,4 @@
-"""Chats: the list, a new chat, and the chat page with what memory did on every turn.
+"""Chats: the list, a new chat, the chat page with what memory did on every turn, and deleting a chat.
 
 The chat page shows the conversation; a Tools menu whose Memory row is the chat's switch (off = a private
 chat, with the "Private chat" chip); a "used N memories" chip that opens what the turn read; a card for each
@@ -18,7 +18,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from localai_memory.agents import selectors as agent_selectors
 from localai_memory.chats import selectors as chat_selectors
@@ -228,6 +228,12 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
             chat_services.turn_retry(chat=chat, message_id=retry)
         else:
             chat_services.turn_run(chat=chat, content=content)
+    except chat_services.ChatDeleted:  # deleted in another tab while the model answered: it stays deleted
+        messages.info(request, f"The chat “{chat}” was deleted while the model was answering; neither your "
+                               "message nor the reply was kept.")
+        if is_htmx(request):
+            return HttpResponse(status=204, headers={"HX-Redirect": "/chats/"})
+        return redirect("/chats/")
     except UpstreamError as exc:
         error = f"The model did not answer: {exc.message}"
         kept = (exc.details.get("user_message_id") if isinstance(exc.details, dict) else None) or retry or None
@@ -257,3 +263,19 @@ def chat_memory_switch(request: AuthenticatedHttpRequest, chat_id: int) -> HttpR
         messages.success(request, "This chat is private now." if chat.private else "Memory is on for this chat again.")
     return redirect(f"/chats/{chat.pk}/")
 
+
+@login_required
+@not_found_as_404
+@require_http_methods(["GET", "POST"])
+def chat_delete(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
+    """Delete chat: a page that says what goes and what stays; its button deletes, back to the chat list."""
+    chat = chat_selectors.access_chat(request.user.pk, chat_id)
+    if request.method == "POST":
+        deleted = chat_services.chat_delete(owner_id=request.user.pk, chat_id=chat.pk)
+        messages.success(request, f"Deleted the chat “{deleted.title}”.")
+        return redirect("/chats/")
+    waiting = proposal_services.proposal_list(owner_id=request.user.pk).filter(chat_id=chat.pk).exclude(
+        reason="unused").count()
+    saved = notes_selectors.change_list(owner_id=request.user.pk).filter(chat_id=chat.pk).exists()
+    return page(request, "web/chat_delete.html", {"chat": chat, "waiting": waiting, "saved": saved},
+                section="chats")

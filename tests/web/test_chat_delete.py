@@ -1,0 +1,114 @@
+"""Delete chat on the chat page: a page that says what goes and what stays, then back to the list; another
+user's chat is a 404; a chat deleted in another tab while the model answers sends this tab back to the list."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from playwright.sync_api import expect
+
+from localai_memory.chats.models import Chat, Message
+from localai_memory.chats.services import chat_create, chat_delete, message_add
+from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.paths import Scope
+from localai_memory.notes.services import note_upsert
+from tests.fakes.openai_server import ScriptedReply, reply, tool_calls
+
+from .conftest import signed_in
+
+PROPOSE_HOME = ("propose_change", {"kind": "memory", "topic": "home", "summary": "lives in Rome"})
+
+
+@pytest.mark.browser
+def test_delete_chat_says_what_goes_and_what_stays_then_goes_back_to_the_list(web, model):
+    web.register("alice")
+    page = web.page
+    model.script(tool_calls(PROPOSE_HOME), reply("I can keep that note once you confirm it."))
+    web.go("/chats/")
+    page.get_by_role("button", name="New chat").click()
+    page.get_by_role("textbox", name="Message").fill("Remember that I live in Rome.")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".msg.assistant")).to_have_count(1)
+    web.screenshot("chat")
+
+    page.get_by_role("link", name="Delete chat").click()
+
+    expect(page.get_by_role("heading", name="Delete the chat “Remember that I live in Rome.”?")).to_be_visible()
+    goes = page.get_by_test_id("what-goes")
+    expect(goes).to_contain_text("every message of this chat, yours and the assistant's, for good")
+    expect(goes).to_contain_text("1 suggestion from it still waiting in your inbox is dropped")
+    expect(page.get_by_test_id("what-stays")).to_contain_text("all your notes")
+    web.accessible("delete chat page")
+    web.screenshot("confirm")
+    page.get_by_role("button", name="Delete chat").click()
+    expect(page).to_have_url(re.compile(r"/chats/$"))
+    expect(page.get_by_text("Deleted the chat “Remember that I live in Rome.”.")).to_be_visible()
+    expect(page.get_by_text("No chats yet")).to_be_visible()
+    web.accessible("chat list after a delete")
+    assert not Chat.objects.exists() and not Message.objects.exists()
+    web.go("/inbox/")
+    expect(page.get_by_text("Dropped: its chat was deleted.")).to_be_visible()
+    expect(page.get_by_text("Proposed in a chat you deleted")).to_be_visible()
+
+
+@pytest.mark.django_db
+def test_the_delete_page_names_the_notes_saved_from_the_chat_and_they_stay(owner):
+    chat = chat_create(owner_id=owner.pk, title="Rome")
+    message_add(chat=chat, role="user", content="I live in Rome.", typed_by_user=True)
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="chat",
+                actor="you with /remember", chat_id=chat.pk)
+    client = signed_in(owner)
+
+    shown = client.get(f"/chats/{chat.pk}/delete/").content.decode()
+
+    assert "the notes saved from this chat: they are your notes" in shown
+    done = client.post(f"/chats/{chat.pk}/delete/", follow=True)
+    assert done.redirect_chain == [("/chats/", 302)]
+    assert "Deleted the chat “Rome”." in done.content.decode()
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
+
+
+@pytest.mark.django_db
+def test_another_users_chat_cannot_be_deleted_on_the_web(owner, outsider):
+    chat = chat_create(owner_id=owner.pk, title="Mine")
+    client = signed_in(outsider)
+
+    assert client.get(f"/chats/{chat.pk}/delete/").status_code == 404
+    assert client.post(f"/chats/{chat.pk}/delete/").status_code == 404
+    assert Chat.objects.filter(pk=chat.pk).exists()
+
+
+def meanwhile(action: Callable[[], Any], answer: ScriptedReply) -> Callable[[dict[str, Any]], ScriptedReply]:
+    """``answer`` once ``action`` ran on the model server's thread (another tab, while the model thinks)."""
+
+    def answer_after(_request: dict[str, Any]) -> ScriptedReply:
+        try:
+            action()
+        finally:
+            connection.close()
+        return answer
+
+    return answer_after
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_chat_deleted_in_another_tab_while_the_model_answers_goes_back_to_the_list(owner, model, htmx):
+    chat = chat_create(owner_id=owner.pk, title="Dinner")
+    model.script(meanwhile(lambda: chat_delete(owner_id=owner.pk, chat_id=chat.pk), reply("Pasta.")))
+    client = signed_in(owner)
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+
+    response = client.post(f"/chats/{chat.pk}/send/", {"content": "What should I cook?"}, **headers)
+
+    if htmx:
+        assert response.status_code == 204 and response["HX-Redirect"] == "/chats/"
+    else:
+        assert response.status_code == 302 and response["Location"] == "/chats/"
+    listed = client.get("/chats/").content.decode()
+    assert "The chat “Dinner” was deleted while the model was answering" in listed
+    assert not Chat.objects.exists() and not Message.objects.exists()
