@@ -497,7 +497,7 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
 #: chat deleted by the owner): the first yes or no after it is told what became of it, as a question answered
 #: in the inbox or expired (which the chat was told of) is not.
 _DROPPED_UNTOLD = frozenset({proposals_services.AGENT_DELETED, proposals_services.FORGOTTEN,
-                             proposals_services.CHAT_DELETED})
+                             proposals_services.CHAT_DELETED, proposals_services.ADMIN_EXPIRED})
 
 
 def _still_waiting_text(conversation: Conversation) -> str | None:
@@ -543,7 +543,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             outcomes.append("You cannot confirm this note.")
         except Gone as exc:
             _close(notice)
-            if exc.code in ("agent_deleted", "bot_deleted", "forgotten", "chat_deleted"):
+            if exc.code in ("agent_deleted", "bot_deleted", "forgotten", "chat_deleted", "admin_dropped"):
                 lines.append(f"That note was not saved: {exc.message}")
             else:
                 lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)

@@ -5,6 +5,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from . import proposals
 from .models import MemorySettings, Proposal
 
 
@@ -42,7 +43,9 @@ class ProposalAdmin(admin.ModelAdmin):
     @admin.action(description="Expire now")
     def expire_now(self, request: HttpRequest, queryset: QuerySet[Proposal]) -> None:
         now = timezone.now()
-        count = queryset.filter(status=Proposal.Status.PENDING).update(status=Proposal.Status.EXPIRED,
-                                                                        decided_at=now, decided_by="admin",
-                                                                        expires_at=now)
+        # announced by no sweep ("nobody answered within 24 hours" would not be true); the inbox and a later
+        # answer in a messaging chat say an administrator dropped it
+        count = queryset.filter(status=Proposal.Status.PENDING).update(
+            status=Proposal.Status.EXPIRED, decided_at=now, decided_by=proposals.ADMIN_EXPIRED, expires_at=now,
+            notified=True)
         self.message_user(request, f"Expired {count} proposal(s).")

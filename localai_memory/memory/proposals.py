@@ -348,11 +348,14 @@ FORGOTTEN = "everything was forgotten"
 BOT_DELETED = "the bot was deleted"
 #: ``decided_by`` of a suggestion whose chat was deleted while it waited (``proposals_drop_for_chat``).
 CHAT_DELETED = "the chat was deleted"
+#: ``decided_by`` of a suggestion an administrator ended (the admin's "Expire now").
+ADMIN_EXPIRED = "an administrator"
 #: What a dropped suggestion says, by its ``decided_by``: it did not expire, something ended it.
 DROPPED_BECAUSE = {FORGOTTEN: "Dropped: everything in memory was forgotten after it was suggested.",
                    AGENT_DELETED: "Dropped: its agent was deleted.",
                    BOT_DELETED: "Dropped: its bot was deleted.",
-                   CHAT_DELETED: "Dropped: its chat was deleted."}
+                   CHAT_DELETED: "Dropped: its chat was deleted.",
+                   ADMIN_EXPIRED: "Dropped by an administrator."}
 
 
 def proposals_drop_for_forget(*, owner_id: int) -> int:
@@ -452,6 +455,8 @@ def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, no
     if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == FORGOTTEN:
         raise Gone("Everything in memory was forgotten after this was suggested, so it was dropped.",
                    code="forgotten")
+    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == ADMIN_EXPIRED:
+        raise Gone("An administrator dropped this suggestion.", code="admin_dropped")
     if proposal.status == Proposal.Status.EXPIRED:
         return _EXPIRED
     if _is_expired(proposal, now):

@@ -57,6 +57,24 @@ def test_an_admin_deletes_one_proposal_from_its_page(client, operator):
     assert not Proposal.objects.filter(pk=forget.pk).exists()
 
 
+def test_a_suggestion_an_admin_expires_says_who_dropped_it_and_no_sweep_claims_nobody_answered(client, operator):
+    from localai_memory.core.errors import Gone
+    from localai_memory.memory.models import Proposal
+    from localai_memory.memory.proposals import proposal_confirm, proposal_create
+    from localai_memory.memory.proposals_api import proposal_json
+
+    proposal = proposal_create(owner_id=operator.pk, scope=Scope.user(), topic="home", summary="lives in Rome")
+    response = client.post(reverse("admin:memory_proposal_changelist"),
+                           {"action": "expire_now", "_selected_action": [proposal.pk]})
+
+    assert response.status_code == 302
+    proposal.refresh_from_db()
+    assert proposal.status == Proposal.Status.EXPIRED and proposal.notified  # no sweep announces it
+    assert proposal_json(proposal)["message"] == "Dropped by an administrator."
+    with pytest.raises(Gone, match="An administrator dropped this suggestion"):
+        proposal_confirm(owner_id=operator.pk, proposal_id=proposal.pk, actor="you")
+
+
 def test_an_admin_sees_a_persons_memory_choices_but_cannot_change_them(client, operator):
     from bridges.models import Binding, Sender
     from localai_memory.memory.models import MemorySettings
