@@ -134,7 +134,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, DatabaseError) and "could not serialize" in str(exc):
         return error_response(Conflict("Another change happened at the same time; try again.", code="retry"))
     if _is_redis_outage(exc):
-        return error_response(ServiceUnavailable("The queue is not reachable right now; try again shortly."))
+        return error_response(ServiceUnavailable("The cache and task queue (Redis) are not reachable right now; "
+                                                 "try again shortly."))
     if isinstance(exc, drf_exceptions.APIException):
         codes = {
             drf_exceptions.NotAuthenticated: "not_authenticated",
