@@ -156,8 +156,9 @@ def apply_changes(
     effective = {p: c for p, c in writes.items() if (current[p].content if p in current else None) != c}
     if not effective:
         raise Conflict("Nothing would change.", code="no_change")
-    if not settings.FILES_ENABLED and any(content is not None for content in effective.values()):
-        # notes are files: with the server's files off nothing is written (forgetting still works)
+    if not settings.FILES_ENABLED and not all(_only_forgets(path, content, current.get(path))
+                                               for path, content in effective.items()):
+        # notes are files: with the server's files off nothing is written, but a note can still be forgotten
         raise Forbidden(policy.MESSAGES["server_files_off"], code="server_files_off")
     if validate:
         for path, content in effective.items():
@@ -189,6 +190,19 @@ def apply_changes(
             NoteFile.objects.create(owner_id=owner_id, path=path, content=content, version=version, updated_at=now)
     notes_changed.send(sender=ChangeSet, owner_id=owner_id, paths=sorted(effective), change_set=change_set)
     return change_set
+
+
+def _only_forgets(path: str, content: str | None, existing: NoteFile | None) -> bool:
+    """Whether writing ``content`` to ``path`` only takes something away: a file deleted, or an index left
+    with some of its lines (a note forgotten among others)."""
+    if content is None:
+        return True
+    if existing is None or not parse_path(path).is_index:
+        return False
+    try:
+        return set(parse_index(content)) <= set(parse_index(existing.content))
+    except InvalidInput:
+        return False
 
 
 def _last_versions(owner_id: int, paths: list[str]) -> dict[str, int]:

@@ -134,6 +134,8 @@ def test_with_the_server_files_off_no_surface_writes_a_note_but_forgetting_still
     from localai_memory.notes.services import note_upsert
 
     note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files")
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="pets", summary="a cat", details="Miso.",
+                source="files")
     settings.FILES_ENABLED = False
     before = {f.path: f.content for f in NoteFile.objects.filter(owner=owner)}
     for response in (
@@ -144,7 +146,8 @@ def test_with_the_server_files_off_no_surface_writes_a_note_but_forgetting_still
         error = assert_error(response, 403, "server_files_off")
         assert "files off" in error["message"]
     assert {f.path: f.content for f in NoteFile.objects.filter(owner=owner)} == before
-    assert api.delete("/api/chats/memory/notes?topic=home").status_code == 200
+    assert api.delete("/api/chats/memory/notes?topic=home").status_code == 200  # one note among others
+    assert api.delete("/api/chats/memory/notes?topic=pets").status_code == 200  # its topic file goes too
     assert not NoteFile.objects.filter(owner=owner).exists()
 
 
