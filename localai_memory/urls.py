@@ -6,7 +6,10 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from localai_memory.accounts.views import admin_login
+
 urlpatterns = [
+    path("admin/login/", admin_login),  # before the admin's own: it counts password tries as /login/ does
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

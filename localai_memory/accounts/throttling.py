@@ -18,6 +18,9 @@ class AuthThrottle(AnonRateThrottle):
     """Per client address; the rate is ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["auth"]``."""
 
     scope = "auth"
+    # Not DRF's key: its pickled list under the old name would be the wrong Redis type for the window's sorted
+    # set while a deploy of this code overlaps one of the old (WRONGTYPE, a 500 on every log-in).
+    cache_format = "throttle_%(scope)s_window_%(ident)s"
     # set by SimpleRateThrottle.__init__ from the rate (the DRF stubs leave them out)
     num_requests: int
     duration: int

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import auth
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -22,6 +23,18 @@ def _refused(request: HttpRequest, template: str, context: dict[str, Any], wait:
     response = render(request, template, {**context, "error": error}, status=429)
     response["Retry-After"] = str(wait)
     return response
+
+
+def admin_login(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+    """The admin's log-in page, with the same budget of password tries as ``/login/`` (staff accounts are the
+    ones most worth guessing)."""
+    from django.contrib import admin
+
+    if request.method == "POST":
+        wait = too_many_tries(request)
+        if wait:
+            return _refused(request, "accounts/login.html", {"form": AuthenticationForm(), "next": "/admin/"}, wait)
+    return admin.site.login(request, **kwargs)
 
 
 class MemoryLoginView(LoginView):
