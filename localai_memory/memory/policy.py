@@ -673,7 +673,7 @@ def may_answer(
 #: The names of a secret that people write before its value (each pattern below adds its own), in the
 #: languages people write notes in: "Passwort"/"Kennwort", "mot de passe", "contraseña", "senha",
 #: "wachtwoord", "lösenord", "hasło", "şifre", "пароль", "パスワード", "密码", "비밀번호", "كلمة المرور"…
-_PASSWORD_NAMES = (r"password|passwort|kennwort|passwd|passphrase|passcode|pwd|mot[ -]de[ -]passe|contrase[ñn]a|"
+_PASSWORD_NAMES = (r"[a-zäöü]*(?:passwort|kennwort)|password|passwd|passphrase|passcode|pwd|mot[ -]de[ -]passe|contrase[ñn]a|"
                    r"senha|wachtwoord|l[öo]senord|adgangskode|passord|salasana|has[łl]o|heslo|jelsz[óo]|[şs]ifre|"
                    r"пароль|парол|パスワード|暗証番号|密码|密碼|비밀번호|كلمة (?:المرور|السر)|סיסמ[הא]")
 _KEY_NAMES = r"api[ _-]?key|secret[ _-]?key|access[ _-]?key|private[ _-]?key|client[ _-]?secret"
@@ -681,7 +681,7 @@ _TOKEN_NAMES = r"(?:access|auth|bearer|refresh)[ _-]?token"
 _WIFI_NAMES = r"(?:wi-?fi|wlan)[ _-]?(?:key|code|password|passwort|schl[üu]ssel|cl[ée])"
 #: "is" between the name of a secret and its value: "Passwort ist …", "mot de passe est …", "contraseña
 #: es …", "senha é …", "lösenord är …", "パスワードは…"
-_IS = r"(?:\b(?:is|was|ist|war|lautet|est|était|es|era|é|è|är|er|jest|je)\b|は)"
+_IS = r"(?:\b(?:is|was|ist|war|lautet|est|était|es|era|é|è|är|er|jest|je)\b|は|是|[은는]|[—–])"
 
 _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(pattern)

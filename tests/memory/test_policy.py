@@ -503,6 +503,11 @@ SECRETS = [
     "パスワードはhunter2",
     "密码：hunter2",
     "كلمة المرور: hunter2",
+    "Mein Netflixpasswort ist sonnenschein",
+    "Mein Bankkennwort lautet Sommerwind",
+    "我的密码是hunter2abc",
+    "비밀번호는 sunshine",
+    "Мой пароль — sunshine",
 ]
 NOT_SECRETS = [
     "home: lives in Rome -> home.md",
@@ -525,6 +530,7 @@ NOT_SECRETS = [
     "Wechselt das Passwort jeden Monat",
     "Weiß nicht, wo der WLAN-Schlüssel ist",
     "es war einmal ein Garten",
+    "Das Passwortgesetz ist streng",
 ]
 
 
