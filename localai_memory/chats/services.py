@@ -580,13 +580,12 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
         indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
                    for kind in context.SCOPE_ORDER if kind in decision.read_scopes and kind in scopes]
     earlier = history if history is not None else _history(chat)
-    # An OpenAI client's own system prompt leads its conversation: it becomes the instructions of the one
-    # system message (many chat templates refuse a second one, or one that is not first).
-    leading = 0
-    while leading < len(earlier) and earlier[leading]["role"] == "system":
-        leading += 1
-    client_instructions = "\n\n".join(str(m["content"]).strip() for m in earlier[:leading] if m["content"])
-    earlier = earlier[leading:]
+    # An OpenAI client's own system messages (its prompt, context it adds along the way) become the
+    # instructions of the one system message, in their order: many chat templates refuse a second one, or one
+    # that is not first.
+    client_instructions = "\n\n".join(str(m["content"]).strip() for m in earlier
+                                      if m["role"] == "system" and m["content"])
+    earlier = [m for m in earlier if m["role"] != "system"]
     recall_request = RecallRequest(chat=chat, content=content, history=earlier, decision=decision, scopes=scopes,
                                    typed_by_user=typed_by_user, prefetched=prefetched)
     addon = None

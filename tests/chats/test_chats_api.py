@@ -466,3 +466,14 @@ def test_an_agents_instructions_and_the_clients_system_prompt_make_one_system_me
     sent = model.last_request["messages"]
     assert [m["role"] for m in sent] == ["system", "user"]
     assert sent[0]["content"].startswith("You are Chef.\n\nAnswer in French.")
+
+
+def test_a_system_message_the_client_adds_along_the_way_joins_the_one_system_message(owner, client_for, model):
+    response = bearer(client_for, owner).post("/v1/chat/completions", {"messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Plan a trip to Porto."},
+        {"role": "assistant", "content": "Sure."}, {"role": "developer", "content": "Context: it rains in Porto."},
+        {"role": "user", "content": "What should I pack?"}]}, format="json")
+    assert response.status_code == 200, response.content
+    sent = model.last_request["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[0]["content"].startswith("Be brief.\n\nContext: it rains in Porto.")
