@@ -245,6 +245,8 @@ def consolidate_user(*, owner_id: int, trigger: str = ConsolidationRun.Trigger.M
     held across them. Each chat's suggestions and its watermark are written together in one transaction.
     """
     now = now or timezone.now()
+    if not get_user_model().objects.filter(pk=owner_id).exists():  # deleted since the pass was planned
+        return PassResult(status="skipped", reason="account_deleted")
     run = ConsolidationRun.objects.create(owner_id=owner_id, trigger=trigger, status=ConsolidationRun.Status.DONE,
                                           started_at=now)
     result = PassResult(status="done", run_id=run.pk)

@@ -67,9 +67,18 @@ class CapExceeded(ApplicationError):
 
 
 def lock_owner(owner_id: int) -> None:
-    """Serialise every note write of one owner until the transaction ends."""
+    """Serialise every note write of one owner until the transaction ends. Raises Gone when the account was
+    deleted (an account's delete holds this lock while it erases: a write that waited for it finds nobody)."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model()._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, owner_id])
+        # a statement of its own: its snapshot is taken after the wait, so it sees a delete that held the lock
+        cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{users}" WHERE id = %s)', [owner_id])
+        exists = cursor.fetchone()[0]
+    if not exists:
+        raise Gone("This account was deleted.", code="account_deleted")
 
 
 def _check_content(path: str, content: str, *, current: str | None = None) -> None:

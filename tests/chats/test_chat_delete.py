@@ -166,3 +166,23 @@ def test_an_openai_client_whose_chat_was_deleted_starts_a_new_one(api, owner, mo
     # the client's whole conversation still reaches the model
     assert [m["content"] for m in model.last_request["messages"][1:]] == [
         "Plan a weekend trip to Porto for me.", "Ribeira, then Livraria Lello.", "And by train?"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_account_deleted_while_the_model_answers_gets_no_note_and_no_error_page(api, owner, model):
+    """The account's delete holds the owner's note lock while it erases; a save that waited for it finds
+    nobody to save for (410), never a half-written note or a 500."""
+    from localai_memory.accounts.services import account_delete
+    from localai_memory.notes.models import NoteFile
+
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    owner_id = owner.pk
+    model.script(meanwhile(lambda: account_delete(user_id=owner_id), tool_calls(("propose_change", VEGAN))),
+                 reply("Saved."))
+
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Remember that I am vegan."}, format="json")
+
+    assert response.status_code == 410, response.content
+    assert not NoteFile.objects.filter(owner_id=owner_id).exists()
+    assert not ChangeSet.objects.filter(owner_id=owner_id).exists()

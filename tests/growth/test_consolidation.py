@@ -461,6 +461,18 @@ def test_no_pass_grows_suggestions_by_itself_for_an_account_an_administrator_swi
     assert model.requests == [] and not Proposal.objects.filter(owner=owner).exists()
 
 
+def test_a_pass_planned_for_an_account_deleted_since_ends_quietly(owner, model, make_chat):
+    from localai_memory.accounts.services import account_delete
+
+    make_chat(owner, LISBON)
+    owner_id = owner.pk
+    account_delete(user_id=owner_id)
+
+    result = consolidate_user(owner_id=owner_id, trigger="after_turn")
+
+    assert (result.status, result.reason) == ("skipped", "account_deleted") and model.requests == []
+
+
 class TestSynthesizeNowApi:
     url = "/api/chats/memory/consolidate"
 
