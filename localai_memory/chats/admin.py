@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
+from . import services
 from .models import Chat, Message
 
 
@@ -41,6 +42,15 @@ class ChatAdmin(ReadOnlyAdmin):
     readonly_fields = [f.name for f in Chat._meta.fields]
     inlines = [MessageInline]
     date_hierarchy = "created_at"
+
+    # A delete goes through the service, as a person's does: the suggestions waiting from the chat are dropped
+    # and a look through the chats that is reading it suggests nothing from it.
+    def delete_model(self, request: HttpRequest, obj: Chat) -> None:
+        services.chat_delete(owner_id=obj.owner_id, chat_id=obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Chat]) -> None:
+        for chat in queryset:
+            services.chat_delete(owner_id=chat.owner_id, chat_id=chat.pk)
 
 
 @admin.register(Message)

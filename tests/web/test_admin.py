@@ -75,6 +75,29 @@ def test_a_suggestion_an_admin_expires_says_who_dropped_it_and_no_sweep_claims_n
         proposal_confirm(owner_id=operator.pk, proposal_id=proposal.pk, actor="you")
 
 
+@pytest.mark.parametrize("bulk", [False, True])
+def test_deleting_a_chat_in_the_admin_drops_the_suggestions_waiting_from_it(client, operator, bulk):
+    from localai_memory.chats.models import Chat
+    from localai_memory.chats.services import chat_create
+    from localai_memory.memory.models import Proposal
+    from localai_memory.memory.proposals import DROPPED_BECAUSE, proposal_create
+
+    chat = chat_create(owner_id=operator.pk)
+    proposal = proposal_create(owner_id=operator.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               chat_id=chat.pk)
+    if bulk:
+        response = client.post(reverse("admin:chats_chat_changelist"),
+                               {"action": "delete_selected", "_selected_action": [chat.pk], "post": "yes"})
+    else:
+        response = client.post(reverse("admin:chats_chat_delete", args=[chat.pk]), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not Chat.objects.filter(pk=chat.pk).exists()
+    proposal.refresh_from_db()
+    assert proposal.status == Proposal.Status.EXPIRED
+    assert DROPPED_BECAUSE[proposal.decided_by] == "Dropped: its chat was deleted."
+
+
 def test_an_admin_sees_a_persons_memory_choices_but_cannot_change_them(client, operator):
     from bridges.models import Binding, Sender
     from localai_memory.memory.models import MemorySettings
