@@ -540,6 +540,12 @@ def _ask_model(work: _ChatWork, result: PassResult) -> ParsedReply | None:
     result.model_calls += 1
     try:
         reply = llm.chat_completion(messages=build_prompt(work))
+    except llm.ModelRefused as exc:
+        # the server refuses this chat's prompt itself (too long for its context): asked again it would refuse
+        # again, every pass; the chat counts as read, with nothing suggested from it
+        log.warning("consolidation: the model refused chat %s; nothing is suggested from it: %s", work.chat.pk,
+                    exc.message)
+        return ParsedReply()
     except ApplicationError as exc:
         log.warning("consolidation: the model failed for chat %s: %s", work.chat.pk, exc.message)
         return None

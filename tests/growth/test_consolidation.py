@@ -461,6 +461,21 @@ def test_no_pass_grows_suggestions_by_itself_for_an_account_an_administrator_swi
     assert model.requests == [] and not Proposal.objects.filter(owner=owner).exists()
 
 
+def test_a_chat_the_model_server_refuses_outright_is_not_asked_again_every_pass(owner, model, make_chat):
+    from tests.fakes._loopback import Response
+
+    make_chat(owner, LISBON)
+    model.script(Response(status=400, body=b'{"error": {"message": "context too long"}}',
+                          headers={"Content-Type": "application/json"}))
+
+    first = consolidate_user(owner_id=owner.pk, trigger="schedule")
+    asked = len(model.requests)
+    second = consolidate_user(owner_id=owner.pk, trigger="schedule")
+
+    assert first.status == "done" and waiting(owner) == []
+    assert second.chats == 0 and len(model.requests) == asked  # read: the next pass does not send it again
+
+
 def test_a_pass_planned_for_an_account_deleted_since_ends_quietly(owner, model, make_chat):
     from localai_memory.accounts.services import account_delete
 
