@@ -312,6 +312,8 @@ def system_prompt(*, instructions: str, decision: TurnDecision, block: MemoryBlo
     elif addon is not None:
         if addon.skills.strip():
             parts.append(addon.skills.strip())
+        if "propose_change" not in decision.tools:  # the policy's "saving is off", said as for built-in notes
+            parts.append(saving_off_line(decision))
         notes = addon_block(addon)
         if notes:
             parts.append(notes)

@@ -139,6 +139,8 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         # Notes (NoteDecision.reason).
         "save_and_tell": "Saved to memory. You can undo it for 30 minutes.",
         "paired_private": "Saved to this conversation's notes. You can undo it for 30 minutes.",
+        "saved_by_addon": "Saved by your memory add-on, which keeps its own notes: change or remove it there "
+        "(there is no Undo here).",
         "ask_first": "The note waits for your confirmation.",
         "settings_unreadable": "Your save setting could not be read, so the note waits for your confirmation.",
         "messaging_asks": "The note waits for confirmation: reply yes to save it or no to drop it.",
@@ -553,7 +555,9 @@ def _decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
         return _note("refuse", None, "scope_not_allowed")
 
     level = turn.effective_level
-    other_scope = facts.origin == "messaging" and scope != "channel"
+    # An add-on keeps one store of notes for every chat: in a messaging chat that is more than the conversation.
+    addon = turn.served_by == "addon"
+    other_scope = facts.origin == "messaging" and (scope != "channel" or addon)
     if other_scope:
         # "a note for another scope never saves at once", and only the sender who asked confirms it.
         level = strictest(level, "ask")
@@ -581,14 +585,15 @@ def _decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
         return _note("ask", scope, "reply_limit")
     if note.outside_text:
         return _note("ask", scope, "outside_text")
-    return _note("save_now", scope, "paired_private" if facts.origin == "messaging" else "save_and_tell")
+    return _note("save_now", scope, "paired_private" if facts.origin == "messaging"
+                 else "saved_by_addon" if addon else "save_and_tell")
 
 
 def decide_typed_note(facts: TurnFacts, note: NoteFacts, *, sender_can_confirm: bool = False) -> NoteDecision:
     """What happens to a note the person typed with ``/remember <fact>`` on a turn with ``facts``.
 
     Reading: typing the note is the person's own yes, so it saves at once (with Undo) wherever their yes
-    would count: the owner in their own chat, under every save level, as the Memory tab's Add does; in a
+    would count: the owner in their own chat, under every save level but Never, as the Memory tab's Add does; in a
     messaging chat a sender whose yes answers a note there (``may_answer``), and wherever the model's note
     would save at once (a paired sender in a one-to-one chat under ``paired_private``). Anyone else's waits for
     confirmation, as a proposal. A chat that may not save at all (memory off, a private chat, a run, an

@@ -260,7 +260,9 @@ def test_in_a_discord_thread_under_paired_private_nothing_saves_at_once(discord_
     assert (conversation.kind, conversation.title) == ("group", "weekend plans")
 
 
-def test_a_note_a_memory_addon_saved_at_once_is_announced_without_an_undo(bot, owner, model, alice, monkeypatch):
+def test_a_note_for_a_memory_addon_waits_for_a_yes_even_under_save_for_a_paired_sender(bot, owner, model, alice,
+                                                                                       monkeypatch):
+    """The add-on keeps one store for every chat: more than this conversation, so never saved at once here."""
     import sample_memory_provider
 
     from localai_memory.memory.services import provider_pick
@@ -273,10 +275,11 @@ def test_a_note_a_memory_addon_saved_at_once_is_announced_without_an_undo(bot, o
     pair(bot, alice)
     propose(model, VEGAN)
 
-    said = bot.dm(alice, "Remember that I am vegan.", expect=2)
+    asked = bot.dm(alice, "Remember that I am vegan.", expect=2)
 
+    assert store == {} and "yes" in asked.text.lower()
+    said = bot.dm(alice, "yes")
     assert store == {"diet": "vegan, no honey"}
-    assert "Saved by your memory add-on: \u201cvegan, no honey\u201d (diet)." in said.text
     assert "undo" not in said.text.lower()
     assert notes_of(owner, dm_scope(bot, alice)) == ""
 

@@ -247,6 +247,8 @@ def test_with_save_it_and_tell_me_the_addon_gets_the_note_at_once(api, owner, mo
     assert sample_serves == {"diet": "vegan"}
     assert [(s["topic"], s["provider"], s["change_id"]) for s in body["memory"]["saved"]] == [("diet", "sample", None)]
     assert notes_of_user(owner) == ""  # the built-in notes are not written
+    [result] = tool_results(model.requests[-1])  # the model is told there is no Undo, so it does not promise one
+    assert "undo" not in result["message"].lower().replace("no undo", "") and "add-on" in result["message"]
 
 
 @pytest.mark.django_db(transaction=True)  # as a live request: no test transaction around the turn's writes
@@ -279,6 +281,7 @@ def test_with_never_the_addon_is_offered_no_write_and_gets_none(api, owner, mode
     send(api, new_chat(api), "Remember that I am vegan.")
     assert "propose_change" not in tools_of(model.last_request)
     assert sample_serves == {}
+    assert "Saving notes is off" in system_of(model.last_request)  # so it says so, as for built-in notes
 
 
 def test_an_addon_that_fails_leaves_only_its_part_out_and_the_turn_answers(api, owner, model, monkeypatch):
