@@ -90,7 +90,10 @@ def _check_content(path: str, content: str, *, current: str | None = None) -> No
     parsed = parse_path(path)
     if parsed.is_index:
         entries = parse_index(content)
-        itself = next((entry for entry in entries if INDEX_TOPIC in (entry.topic, entry.file)), None)
+        # only a line new in this write: one an older version let through must not block every other edit
+        kept = set(_entries_or_empty(current))
+        itself = next((entry for entry in entries if INDEX_TOPIC in (entry.topic, entry.file) and entry not in kept),
+                      None)
         if itself is not None:
             raise InvalidInput(f"the line of {itself.topic!r} names the index itself; 'index' is no topic and "
                                f"index.md no topic file", code="invalid_index_line")
@@ -755,23 +758,29 @@ def note_upsert(
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
     """
-    topic = check_topic(topic)
+    # A line "- index: …" that an older version let through can still be forgotten: its line goes, and no
+    # file with it (its "topic file" would be the index itself).
+    legacy_line = delete and topic == INDEX_TOPIC
+    topic = topic if legacy_line else check_topic(topic)
     lock_owner(owner_id)
     index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
     entries = parse_index(index_file.content) if index_file else []
-    topic_path = scope.topic_path(topic)
+    topic_path = None if legacy_line else scope.topic_path(topic)
     writes: dict[str, str | None] = {}
     gone: list[IndexEntry] = []  # the line a delete removes (it goes to the Trash)
     if delete:
         remaining = [e for e in entries if e.topic != topic]
-        if len(remaining) == len(entries) and not NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists():
+        if len(remaining) == len(entries) and (
+                topic_path is None or not NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()):
             raise NotFound(f"There is no note {topic!r} in {scope.label}.", code="unknown_topic",
                            details={"entries": [e.as_dict() for e in entries]})
         writes[scope.index_path] = render_index(remaining) if remaining else None
-        writes[topic_path] = None
+        if topic_path is not None:
+            writes[topic_path] = None
         gone = [e for e in entries if e.topic == topic]
         verb = "Forgot"
     else:
+        assert topic_path is not None  # only a forget takes the legacy "index" line
         if summary is KEEP:
             own = next((e for e in entries if e.topic == topic), None)
             if own is None:

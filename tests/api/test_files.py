@@ -7,6 +7,7 @@ import zipfile
 from urllib.parse import urlencode
 
 import pytest
+from django.db import transaction
 
 from localai_memory.notes import services
 from localai_memory.notes.models import FileVersion, NoteFile, TrashEntry
@@ -394,3 +395,20 @@ def test_a_byte_order_mark_an_editor_put_first_is_dropped_not_refused(api, owner
     assert write(api, "Memory/index.md", "\ufeff- home: lives in Rome\n").status_code == 200
     assert write(api, "Memory/pets.md", "\ufeffA cat, Miso.\n").status_code == 200
     assert files_of(owner) == {"Memory/index.md": "- home: lives in Rome\n", "Memory/pets.md": "A cat, Miso.\n"}
+
+
+def test_an_index_line_an_older_version_let_through_can_be_forgotten_and_blocks_no_other_edit(api, owner):
+    from localai_memory.notes.services import apply_changes, lock_owner
+
+    with transaction.atomic():  # as an older version wrote it (its Files page took such a line)
+        lock_owner(owner.pk)
+        apply_changes(owner_id=owner.pk, writes={"Memory/index.md": "- home: lives in Rome\n- index: my list -> index.md\n"
+                                                 "- car: drives a Volvo\n"}, source="files", summary="old", actor="you",
+                      validate=False)
+    # another note of the scope is still edited and forgotten as usual
+    assert api.put("/api/chats/memory/notes", {"topic": "car", "summary": "drives a Fiat"},
+                   format="json").status_code == 200
+    assert api.delete("/api/chats/memory/notes?topic=home").status_code == 200
+    # and the line itself is forgotten, leaving the index file in place
+    assert api.delete("/api/chats/memory/notes?topic=index").status_code == 200
+    assert files_of(owner) == {"Memory/index.md": "- car: drives a Fiat\n"}
