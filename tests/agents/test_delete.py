@@ -163,3 +163,22 @@ def test_a_suggestion_waiting_for_a_deleted_agents_notes_is_dropped_and_cannot_b
     assert confirm.status_code == 410 and confirm.json()["error"]["code"] == "agent_deleted"
     assert "agent was deleted" in confirm.json()["error"]["message"]
     assert agent_files(owner, agent["id"]) == []
+
+
+def test_agents_deleted_before_names_were_kept_get_theirs_from_their_trash_entry(api, owner, make_agent, give_notes):
+    """Migration agents.0004 reads the name of an agent whose notes went to the Trash with it."""
+    import importlib
+
+    from django.apps import apps
+
+    from localai_memory.agents.models import DeletedAgent
+
+    backfill = importlib.import_module("localai_memory.agents.migrations.0004_deleted_agent_names_from_trash")
+    agent = make_agent(name="Tutor")
+    give_notes(owner, agent["id"], "maths")
+    api.delete(f"{AGENTS}/{agent['id']}?memory=delete")
+    DeletedAgent.objects.all().delete()  # as before names were kept
+
+    backfill.names_from_trash(apps, None)
+
+    assert DeletedAgent.objects.get(owner=owner, agent_id=agent["id"]).name == "Tutor"
