@@ -476,11 +476,13 @@ def _turn_reads(chat: Chat, scopes: dict[str, Scope], sender: Sender | None) -> 
 
 def _keep(chat: Chat, message: Message) -> None:
     """Store a turn's message alone after the turn failed; if that fails too (the database went away), log
-    it and let the turn's own error be the answer."""
+    it and let the turn's own error be the answer. A chat deleted meanwhile raises ChatDeleted: that, not
+    the failure, is the answer (nothing was kept to ask again)."""
     try:
         messages_add(chat=chat, messages=[message])
     except ChatDeleted:
         log.info("chat %s was deleted during a failed turn; its message is not kept", chat.pk)
+        raise
     except Exception:
         log.warning("the message of a failed turn in chat %s could not be kept", chat.pk, exc_info=True)
 

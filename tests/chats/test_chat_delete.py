@@ -186,3 +186,17 @@ def test_an_account_deleted_while_the_model_answers_gets_no_note_and_no_error_pa
     assert response.status_code == 410, response.content
     assert not NoteFile.objects.filter(owner_id=owner_id).exists()
     assert not ChangeSet.objects.filter(owner_id=owner_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_deleted_while_the_model_fails_is_a_410_not_a_message_kept_to_ask_again(api, owner, model):
+    from tests.fakes._loopback import Response
+
+    chat = new_chat(api)
+    model.script(meanwhile(lambda: chat_delete(owner_id=owner.pk, chat_id=chat),
+                           Response(status=500, body=b'{"error": {"message": "boom"}}')))
+
+    response = api.post(f"/api/chats/{chat}/messages", {"content": "Are you there?"}, format="json")
+
+    assert response.status_code == 410 and response.json()["error"]["code"] == "chat_deleted"
+    assert not Chat.objects.filter(pk=chat).exists()

@@ -112,3 +112,31 @@ def test_a_chat_deleted_in_another_tab_while_the_model_answers_goes_back_to_the_
     listed = client.get("/chats/").content.decode()
     assert "The chat “Dinner” was deleted while the model was answering" in listed
     assert not Chat.objects.exists() and not Message.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_chat_deleted_while_the_model_fails_goes_back_to_the_list_too(owner, model, htmx):
+    from tests.fakes._loopback import Response
+
+    chat = chat_create(owner_id=owner.pk, title="Dinner")
+    model.script(meanwhile(lambda: chat_delete(owner_id=owner.pk, chat_id=chat.pk),
+                           Response(status=500, body=b'{"error": {"message": "boom"}}')))
+    client = signed_in(owner)
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+
+    response = client.post(f"/chats/{chat.pk}/send/", {"content": "What should I cook?"}, **headers)
+
+    assert response.status_code in (204, 302), response.content[:300]
+    assert "The chat “Dinner” was deleted while the model was answering" in client.get("/chats/").content.decode()
+
+
+def test_sending_in_a_tab_whose_chat_was_deleted_goes_back_to_the_list(owner):
+    chat = chat_create(owner_id=owner.pk, title="Dinner")
+    client = signed_in(owner)
+    chat_delete(owner_id=owner.pk, chat_id=chat.pk)
+
+    response = client.post(f"/chats/{chat.pk}/send/", {"content": "Are you there?"}, HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 204 and response["HX-Redirect"] == "/chats/"
+    assert "That chat was deleted" in client.get("/chats/").content.decode()

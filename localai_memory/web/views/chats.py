@@ -206,11 +206,27 @@ def chat_page(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     return page(request, "web/chat.html", _chat_context(request, chat), section="chats")
 
 
+def _chat_gone(request: AuthenticatedHttpRequest, title: str | None) -> HttpResponse:
+    """Back to the chat list, saying so: the chat was deleted (in another tab, with its account) while the
+    model answered (``title``), or before this page sent (None)."""
+    messages.info(request, f"The chat “{title}” was deleted while the model was answering; neither your message "
+                           "nor the reply was kept." if title is not None
+                  else "That chat was deleted (in another tab?); your message was not sent.")
+    if is_htmx(request):
+        return HttpResponse(status=204, headers={"HX-Redirect": "/chats/"})
+    return redirect("/chats/")
+
+
 @login_required
 @not_found_as_404
 @require_POST
 def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
-    chat = chat_selectors.access_chat(request.user.pk, chat_id)
+    try:
+        chat = chat_selectors.access_chat(request.user.pk, chat_id)
+    except NotFound:
+        if is_htmx(request):  # a page still open on a chat deleted since: not a 404 page inside this one
+            return _chat_gone(request, None)
+        raise
     if chat.origin != "web":
         messages.error(request, "This conversation comes from a messaging app or a run; answer it there.")
         return redirect(f"/chats/{chat.pk}/")
@@ -229,18 +245,17 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         else:
             chat_services.turn_run(chat=chat, content=content)
     except chat_services.ChatDeleted:  # deleted in another tab while the model answered: it stays deleted
-        messages.info(request, f"The chat “{chat}” was deleted while the model was answering; neither your "
-                               "message nor the reply was kept.")
-        if is_htmx(request):
-            return HttpResponse(status=204, headers={"HX-Redirect": "/chats/"})
-        return redirect("/chats/")
+        return _chat_gone(request, str(chat))
     except UpstreamError as exc:
         error = f"The model did not answer: {exc.message}"
         kept = (exc.details.get("user_message_id") if isinstance(exc.details, dict) else None) or retry or None
         status = exc.status
     except ApplicationError as exc:
         error, status = exc.message, exc.status
-    chat.refresh_from_db()
+    try:
+        chat.refresh_from_db()
+    except Chat.DoesNotExist:  # gone with its account (410 account_deleted) while the model answered
+        return _chat_gone(request, str(chat))
     # A message the chat kept is not put back in the box (sent again, it would be there twice).
     draft = content if error and not kept and not retry else ""
     context = _chat_context(request, chat, error=error, draft=draft, kept_message=kept)
