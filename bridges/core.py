@@ -386,7 +386,12 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
         # Several people write here: the model is told who speaks (a command stays as typed).
         text = f"{speaker_name(sender.label)}: {text}"
     try:
-        result = chats_services.turn_run(chat=chat, content=text, sender=turn_sender)
+        try:
+            result = chats_services.turn_run(chat=chat, content=text, sender=turn_sender)
+        except chats_services.ChatDeleted:
+            # The owner deleted this conversation's chat on the web while the model answered; the person here
+            # deleted nothing: the message is answered in the conversation's new chat.
+            result = chats_services.turn_run(chat=_chat(binding, conversation), content=text, sender=turn_sender)
     except UpstreamError:
         log.warning("binding %s: the model failed", binding.pk, exc_info=True)
         return Reply([Outbound(ERROR_TEXT)])

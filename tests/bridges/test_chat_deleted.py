@@ -46,3 +46,28 @@ def test_after_its_chat_is_deleted_the_next_message_starts_a_new_chat(bot, owner
     assert "That note was not saved: Its chat was deleted" in said.text
     assert Proposal.objects.get().decided_by == "the chat was deleted"
     assert notes_of(owner, scope) == "- home: lives in Rome\n"
+
+
+def test_a_message_whose_chat_the_owner_deletes_while_the_model_answers_is_answered_in_a_new_chat(bot, owner, model,
+                                                                                                 alice):
+    from django.db import connection
+
+    pair(bot, alice)
+    model.script(reply("Hi."))
+    bot.dm(alice, "Hello there.")
+    old = Conversation.objects.get(binding_id=bot.binding.pk).chat_id
+
+    def delete_then_answer(_request):
+        try:
+            chat_delete(owner_id=owner.pk, chat_id=old)
+        finally:
+            connection.close()
+        return reply("Paris.")
+
+    model.script(delete_then_answer, reply("Paris."))
+    answered = bot.dm(alice, "What is the capital of France?")
+
+    assert "Paris." in answered.texts and "deleted" not in answered.text  # the person here deleted nothing
+    new = Conversation.objects.get(binding_id=bot.binding.pk).chat_id
+    assert new != old and list(Message.objects.filter(chat_id=new).values_list("content", flat=True)) == [
+        "What is the capital of France?", "Paris."]
