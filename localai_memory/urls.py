@@ -6,10 +6,12 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from localai_memory.accounts.views import admin_login
+from localai_memory.accounts.views import admin_login, admin_password_change
 
 urlpatterns = [
-    path("admin/login/", admin_login),  # before the admin's own: it counts password tries as /login/ does
+    # before the admin's own: they count password tries as /login/ does
+    path("admin/login/", admin_login),
+    path("admin/password_change/", admin_password_change),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

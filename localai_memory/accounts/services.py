@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 
 from localai_memory.core.errors import Conflict, InvalidInput
+from localai_memory.notes.paths import printable_line
 
 from .models import ApiToken, hash_key
 
@@ -48,14 +49,14 @@ def token_create(*, user: User, name: str = "api") -> str:
 def token_create_named(*, user: User, name: str) -> tuple[ApiToken, str]:
     """Make a token the person named (the Account page), returning the row and its key (shown once).
 
-    Raises InvalidInput for an empty name, one longer than 100 characters, or one with control characters."""
-    name = (name or "").strip()
+    Raises InvalidInput for an empty name or one longer than 100 characters. The name is made one printable
+    line as a note's summary is (``notes.paths.printable_line``: a control character becomes a space, a
+    bidi override goes; an emoji's joiners stay)."""
+    name = printable_line(name if isinstance(name, str) else "")
     if not name:
         raise InvalidInput("Give the token a name, such as the app that will use it.", code="invalid_name")
     if len(name) > TOKEN_NAME_MAX_CHARS:
         raise InvalidInput(f"A token's name is at most {TOKEN_NAME_MAX_CHARS} characters.", code="invalid_name")
-    if any(not character.isprintable() for character in name):
-        raise InvalidInput("A token's name is one line of text.", code="invalid_name")
     return _token_make(user, name)
 
 

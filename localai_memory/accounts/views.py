@@ -37,6 +37,20 @@ def admin_login(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     return admin.site.login(request, **kwargs)
 
 
+def admin_password_change(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+    """The admin's password change, whose old-password field is a password try like any other: counted in the
+    same budget (a stolen staff session must not guess the password faster than the log-in page lets anyone)."""
+    from django.contrib import admin
+
+    if request.method == "POST":
+        wait = too_many_tries(request)
+        if wait:
+            response = HttpResponse(too_many_tries_sentence(wait), status=429, content_type="text/plain; charset=utf-8")
+            response["Retry-After"] = str(wait)
+            return response
+    return admin.site.password_change(request, **kwargs)
+
+
 class MemoryLoginView(LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True

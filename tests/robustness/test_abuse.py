@@ -113,6 +113,21 @@ def test_the_admins_log_in_page_shares_the_budget(db, throttled):
                          REMOTE_ADDR=address()).status_code == 302
 
 
+def test_the_admins_password_change_counts_old_password_tries(db, throttled):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    root = get_user_model().objects.create_superuser("root", "root@example.org", PASSWORD)
+    browser, ip = Client(), address()
+    browser.force_login(root)
+    tries = [browser.post("/admin/password_change/", {"old_password": f"guess{n}", "new_password1": "x",
+                                                      "new_password2": "x"}, REMOTE_ADDR=ip) for n in range(4)]
+
+    assert [t.status_code for t in tries] == [200, 200, 200, 429]
+    root.refresh_from_db()
+    assert root.check_password(PASSWORD)
+
+
 def test_the_sign_up_page_stops_signing_up_in_bulk(db, throttled, settings):
     from django.contrib.auth import get_user_model
     from django.test import Client

@@ -152,6 +152,14 @@ def test_a_token_without_a_name_is_refused(owner):
     assert not ApiToken.objects.filter(user=owner).exists()
 
 
+@pytest.mark.parametrize(("typed", "kept"), [("family 👨\u200d👩\u200d👧 laptop", "family 👨\u200d👩\u200d👧 laptop"),
+                                           ("work\u00a0phone", "work phone"), ("a\nb\u202e", "a b")])
+def test_a_token_name_is_kept_as_one_printable_line(owner, typed, kept):
+    response = signed_in(owner).post("/account/tokens/new/", {"name": typed})
+    assert response.status_code == 200
+    assert ApiToken.objects.get(user=owner).name == kept
+
+
 def test_revoke_and_revoke_all_stop_the_tokens_at_once(owner, outsider):
     laptop, phone, tablet = (token_create(user=owner, name=name) for name in ("laptop", "phone", "tablet"))
     mallorys = token_create(user=outsider)
