@@ -1,8 +1,8 @@
 """Your account: change the password, see and revoke the API tokens, make a new one, delete the account.
 
 Each form posts to its own address and calls one service of ``accounts.services``. A refused form re-renders
-the page with its message beside it (status 400); a new token's key is rendered once in the answer to its form,
-never stored anywhere it could be read back. Password and delete forms count against the same budget of password
+the page with its message beside it (status 400); a new token's key waits in the session only until the page
+shows it, once (a reload shows it no more and makes no second token). Password and delete forms count against the same budget of password
 tries as the log-in page (``accounts.throttling``).
 """
 
@@ -51,10 +51,17 @@ def _throttled(request: AuthenticatedHttpRequest, section: str) -> HttpResponse 
     return response
 
 
+#: Where a new token's key waits, in the session, for the page that shows it once (then it is gone).
+_NEW_TOKEN = "account.new_token"
+
+
 @login_required
 @require_GET
 def account_page(request: AuthenticatedHttpRequest) -> HttpResponse:
-    return _account_page(request)
+    made = request.session.pop(_NEW_TOKEN, None)  # a token made by the form just before: its key, this once
+    token = (account_selectors.token_list(user_id=request.user.pk).filter(pk=made.get("id")).first()
+             if isinstance(made, dict) else None)
+    return _account_page(request, new_token={"token": token, "key": made["key"]} if token is not None else None)
 
 
 @login_required
@@ -84,13 +91,16 @@ def password_change(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_new(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Make a token and show its key in this answer, once."""
+    """Make a token; the page the browser is sent to shows its key, once."""
     name = request.POST.get("name", "")
     try:
         token, key = account_services.token_create_named(user=request.user, name=name)
     except ApplicationError as exc:
         return _account_page(request, status=400, errors={"token": exc.message}, form={"name": name})
-    return _account_page(request, new_token={"token": token, "key": key})
+    # Shown by the page the browser is sent to, once: a reload of that page shows it no more, and makes no
+    # second token as a reload of this form's answer would.
+    request.session[_NEW_TOKEN] = {"id": token.pk, "key": key}
+    return redirect(ACCOUNT)
 
 
 @login_required
