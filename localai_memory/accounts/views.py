@@ -42,13 +42,13 @@ def admin_password_change(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     same budget (a stolen staff session must not guess the password faster than the log-in page lets anyone)."""
     from django.contrib import admin
 
-    if request.method == "POST":
+    if request.method == "POST" and request.user.is_active and request.user.is_staff:
         wait = too_many_tries(request)
         if wait:
             response = HttpResponse(too_many_tries_sentence(wait), status=429, content_type="text/plain; charset=utf-8")
             response["Retry-After"] = str(wait)
             return response
-    return admin.site.password_change(request, **kwargs)
+    return admin.site.admin_view(admin.site.password_change)(request, **kwargs)  # staff only, as the admin's own
 
 
 class MemoryLoginView(LoginView):

@@ -59,8 +59,8 @@ _NEW_TOKEN = "account.new_token"
 @require_GET
 def account_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     made = request.session.pop(_NEW_TOKEN, None)  # a token made by the form just before: its key, this once
-    token = (account_selectors.token_list(user_id=request.user.pk).filter(pk=made.get("id")).first()
-             if isinstance(made, dict) else None)
+    token = (account_selectors.token_list(user_id=request.user.pk).filter(pk=made["id"]).first()
+             if isinstance(made, dict) and isinstance(made.get("id"), int) else None)
     return _account_page(request, new_token={"token": token, "key": made["key"]} if token is not None else None)
 
 
