@@ -227,7 +227,7 @@ def test_deleting_the_account_erases_everything_of_it_and_nothing_of_anyone_else
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post("/account/delete/", {"password": PASSWORD, "username": "alice"})
 
-    assert response.status_code == 302 and response["Location"] == "/login/"
+    assert response.status_code == 302 and response["Location"] == "/login/#main"
     login = client.get("/login/")
     assert "Your account and everything in it were deleted." in login.content.decode()
     assert not login.context["user"].is_authenticated

@@ -145,4 +145,4 @@ def account_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     if "failed" in answers:
         messages.warning(request, "Your memory add-on could not forget your notes: remove them in the add-on "
                                   "itself.")
-    return redirect(settings.LOGIN_URL)
+    return redirect(f"{settings.LOGIN_URL}#main")  # its own fragment: the form's #delete would carry over
