@@ -19,7 +19,8 @@ import pytest
 from localai_memory.core.management.commands.up import RestartBudget, Supervisor
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
+#: a child that runs until it is stopped (a stand-in for a server)
+RUNS = [sys.executable, "-c", "import signal; signal.pause()"]
 
 
 def free_port() -> int:
@@ -48,14 +49,14 @@ def supervise(children: dict[str, list[str]], port: int,
 
 def test_a_web_server_that_cannot_start_stops_everything_with_a_reason_and_never_says_running_at() -> None:
     reason, announced, said = supervise(
-        {"web": [sys.executable, "-c", "raise SystemExit(1)"], "worker": SLEEP}, free_port())
+        {"web": [sys.executable, "-c", "raise SystemExit(1)"], "worker": RUNS}, free_port())
     assert reason == "the web server could not start: it exited with 1; see its log above"
     assert announced == []
     assert said == ["web exited with 1; stopping everything."]
 
 
 def test_a_worker_that_keeps_dying_stops_everything_with_a_reason() -> None:
-    reason, _, said = supervise({"web": SLEEP, "worker": [sys.executable, "-c", "raise SystemExit(2)"]},
+    reason, _, said = supervise({"web": RUNS, "worker": [sys.executable, "-c", "raise SystemExit(2)"]},
                                 free_port(), budget=RestartBudget(limit=2, window=60))
     assert reason == "the worker kept exiting (last with 2; 2 restarts within 60 s); see its log above"
     assert said == ["worker exited with 2; starting it again."] * 2 + ["worker exited with 2; stopping everything."]
@@ -74,8 +75,8 @@ def test_running_at_is_said_once_the_web_server_answers() -> None:
 def test_ctrl_c_stops_everything_with_no_reason_and_gives_ctrl_c_back() -> None:
     before = signal.getsignal(signal.SIGINT)
     press_ctrl_c = [sys.executable, "-c",
-                    "import os, signal, time; os.kill(os.getppid(), signal.SIGINT); time.sleep(60)"]
-    reason, _, said = supervise({"web": press_ctrl_c, "worker": SLEEP}, free_port())
+                    "import os, signal; os.kill(os.getppid(), signal.SIGINT); signal.pause()"]
+    reason, _, said = supervise({"web": press_ctrl_c, "worker": RUNS}, free_port())
     assert reason is None and said == []
     assert signal.getsignal(signal.SIGINT) is before
 
