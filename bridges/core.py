@@ -548,7 +548,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             outcomes.append("You cannot confirm this note.")
         except Gone as exc:
             _close(notice)
-            if exc.code in ("agent_deleted", "bot_deleted", "forgotten", "chat_deleted", "admin_dropped"):
+            if exc.code in proposals_services.DROPPED_CODES:
                 lines.append(f"That note was not saved: {exc.message}")
             else:
                 lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -350,12 +351,33 @@ BOT_DELETED = "the bot was deleted"
 CHAT_DELETED = "the chat was deleted"
 #: ``decided_by`` of a suggestion an administrator ended (the admin's "Expire now").
 ADMIN_EXPIRED = "an administrator"
-#: What a dropped suggestion says, by its ``decided_by``: it did not expire, something ended it.
-DROPPED_BECAUSE = {FORGOTTEN: "Dropped: everything in memory was forgotten after it was suggested.",
-                   AGENT_DELETED: "Dropped: its agent was deleted.",
-                   BOT_DELETED: "Dropped: its bot was deleted.",
-                   CHAT_DELETED: "Dropped: its chat was deleted.",
-                   ADMIN_EXPIRED: "Dropped by an administrator."}
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A suggestion something ended before its time (it did not expire): what the inbox and the API say of it,
+    and the 410 an answer to it gets."""
+
+    listed: str
+    code: str
+    refusal: str
+
+
+#: Each way a suggestion is dropped, by its ``decided_by``.
+DROPPED = {
+    FORGOTTEN: Dropped("Dropped: everything in memory was forgotten after it was suggested.", "forgotten",
+                       "Everything in memory was forgotten after this was suggested, so it was dropped."),
+    AGENT_DELETED: Dropped("Dropped: its agent was deleted.", "agent_deleted",
+                           "Its agent was deleted, so this note can no longer be saved."),
+    BOT_DELETED: Dropped("Dropped: its bot was deleted.", "bot_deleted",
+                         "Its bot was deleted, so this note can no longer be saved."),
+    CHAT_DELETED: Dropped("Dropped: its chat was deleted.", "chat_deleted",
+                          "Its chat was deleted, so this note can no longer be saved."),
+    ADMIN_EXPIRED: Dropped("Dropped by an administrator.", "admin_dropped", "An administrator dropped this suggestion."),
+}
+DROPPED_BECAUSE = {decided_by: dropped.listed for decided_by, dropped in DROPPED.items()}
+#: The codes of the 410s of dropped suggestions (a bot says their refusal as it is).
+DROPPED_CODES = frozenset(dropped.code for dropped in DROPPED.values())
 
 
 def proposals_drop_for_forget(*, owner_id: int) -> int:
@@ -446,17 +468,9 @@ def _answerable(*, owner_id: int, proposal_id: object, sender: Sender | None, no
     # everywhere, so a confirm racing the model's proposal of the same note cannot deadlock.
     lock_owner(owner_id)
     proposal = _locked_pending(owner_id=owner_id, proposal_id=proposal_id)
-    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == AGENT_DELETED:
-        raise Gone("Its agent was deleted, so this note can no longer be saved.", code="agent_deleted")
-    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == BOT_DELETED:
-        raise Gone("Its bot was deleted, so this note can no longer be saved.", code="bot_deleted")
-    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == CHAT_DELETED:
-        raise Gone("Its chat was deleted, so this note can no longer be saved.", code="chat_deleted")
-    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == FORGOTTEN:
-        raise Gone("Everything in memory was forgotten after this was suggested, so it was dropped.",
-                   code="forgotten")
-    if proposal.status == Proposal.Status.EXPIRED and proposal.decided_by == ADMIN_EXPIRED:
-        raise Gone("An administrator dropped this suggestion.", code="admin_dropped")
+    dropped = DROPPED.get(proposal.decided_by) if proposal.status == Proposal.Status.EXPIRED else None
+    if dropped is not None:
+        raise Gone(dropped.refusal, code=dropped.code)
     if proposal.status == Proposal.Status.EXPIRED:
         return _EXPIRED
     if _is_expired(proposal, now):
