@@ -40,7 +40,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from localai_memory.agents.models import Agent
+from localai_memory.agents.selectors import agent_scope_gone
 from localai_memory.chats.models import Chat, Message, Origin, Role
 from localai_memory.chats.selectors import chat_scopes, read_memory_state, turn_facts
 from localai_memory.core.db import session_lock
@@ -364,8 +364,7 @@ def _scope_gone(work: _ChatWork) -> bool:
     if chat.origin == Origin.MESSAGING and (chat.binding_id is None
                                             or not Binding.objects.filter(pk=chat.binding_id).exists()):
         return True
-    return work.scope.kind == "agent" and not Agent.objects.filter(pk=int(work.scope.key),
-                                                                  owner_id=chat.owner_id).exists()
+    return agent_scope_gone(owner_id=chat.owner_id, scope=work.scope)
 
 
 def _chat_deleted(chat: Chat) -> bool:
