@@ -47,6 +47,11 @@ def agent_list(*, owner_id: int) -> QuerySet[Agent]:
     return Agent.objects.filter(owner_id=owner_id).order_by("name", "id")
 
 
+def agent_names(owner_id: int) -> dict[str, str]:
+    """The names of the owner's agents, by id (as their note folders name them)."""
+    return {str(pk): name for pk, name in agent_list(owner_id=owner_id).values_list("pk", "name")}
+
+
 def deleted_agent_names(owner_id: int) -> dict[str, str]:
     """The names the owner's deleted agents had, by id (as their note folders name them)."""
     return {str(agent_id): name for agent_id, name in

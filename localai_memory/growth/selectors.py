@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.apps import apps
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from localai_memory.agents.selectors import agent_names
 from localai_memory.core.errors import InvalidInput
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
@@ -57,14 +57,6 @@ def written_json(last: NoteWritten | None) -> dict[str, str | None]:
     return {"written_by": last.author if last else None, "written_at": last.at.isoformat() if last else None}
 
 
-def _agent_names(owner_id: int) -> dict[str, str]:
-    try:
-        agent_model = apps.get_model("agents", "Agent")
-    except LookupError:  # pragma: no cover - the agents app is always installed
-        return {}
-    return {str(pk): name for pk, name in agent_model.objects.filter(owner_id=owner_id).values_list("pk", "name")}
-
-
 def _scope_of_path(path: str) -> Scope:
     parts = path.split("/")
     if len(parts) == 2:
@@ -76,7 +68,7 @@ def owner_scopes(*, owner_id: int) -> list[Scope]:
     """Every scope of the owner that holds files, plus the user's own and each live agent's."""
     roots = {_scope_of_path(path) for path in NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/")
              .values_list("path", flat=True)}
-    roots |= {Scope.user()} | {Scope.agent(key) for key in _agent_names(owner_id)}
+    roots |= {Scope.user()} | {Scope.agent(key) for key in agent_names(owner_id)}
     order = {"user": 0, "agent": 1, "channel": 2}
     return sorted(roots, key=lambda s: (order[s.kind], len(s.key), s.key))
 
@@ -102,7 +94,7 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
     ``totals`` adds them up; the indexes of one turn together hold at most ``turn_max_bytes``.
     """
     state = state or memory_state(user_id=owner_id)
-    names = _agent_names(owner_id)
+    names = agent_names(owner_id)
     files = list(NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").only("path", "content"))
     now = timezone.now()
     pending = (Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, expires_at__gt=now)

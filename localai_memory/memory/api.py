@@ -134,9 +134,9 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
     live_agents: dict[str, str] = {}
     deleted_names: dict[str, str] = {}
     if apps.is_installed("localai_memory.agents"):
-        from localai_memory.agents.selectors import agent_list, deleted_agent_names
+        from localai_memory.agents.selectors import agent_names, deleted_agent_names
 
-        live_agents = {str(pk): name for pk, name in agent_list(owner_id=owner_id).values_list("pk", "name")}
+        live_agents = agent_names(owner_id)
         deleted_names = deleted_agent_names(owner_id)
     by_root: dict[str, list] = {}
     for note in files:

@@ -11,7 +11,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from localai_memory.agents.selectors import agent_list, deleted_agent_names
+from localai_memory.agents.selectors import agent_names, deleted_agent_names
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
 from localai_memory.memory.selectors import file_folder_owned
@@ -28,11 +28,6 @@ def _path_or_404(raw: str | None) -> str:
         return parse_path(raw).path
     except ApplicationError:
         raise Http404("not a note path") from None
-
-
-def agent_names(owner_id: int) -> dict[str, str]:
-    """Names of the owner's live agents by id (folders of deleted agents are labelled as such)."""
-    return {str(pk): name for pk, name in agent_list(owner_id=owner_id).values_list("pk", "name")}
 
 
 def deleted_agent_label(agent_id: str, deleted_names: dict[str, str]) -> str:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from bridges import selectors as bridge_selectors
+from localai_memory.agents.selectors import agent_names
 from localai_memory.core.errors import ApplicationError, NotFound
 from localai_memory.memory import policy
 from localai_memory.memory import proposals as proposal_services
@@ -26,7 +27,6 @@ from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 
 from .common import AuthenticatedHttpRequest, back, flash_error, int_or_404, is_htmx, not_found_as_404, page
-from .files import agent_names
 from .memory import conversation_titles
 
 EXPIRED_SHOWN = 20
