@@ -141,7 +141,12 @@ def stop_redis() -> bool:
     sock = redis_socket_path()
     if not _redis_answers(sock):
         return False
-    _redis_command(sock, b"SHUTDOWN NOSAVE\r\n")
+    # SAVE: what waits in Redis (queued tasks, the after-turn plan of consolidation passes) is there after a
+    # restart, not only what the last "save 60 1" point caught
+    _redis_command(sock, b"SHUTDOWN SAVE\r\n")
+    deadline = time.monotonic() + 10
+    while _redis_answers(sock) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return True
 
 

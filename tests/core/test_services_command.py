@@ -68,3 +68,14 @@ def test_start_then_stop_says_what_it_did_and_status_follows(empty_data_dir: Pat
     stopped = services("stop", empty_data_dir)
     assert stopped.stdout.splitlines() == ["Redis: stopped", "PostgreSQL: stopped"]
     assert services("status", empty_data_dir).returncode == 3
+
+
+def test_what_waits_in_the_embedded_redis_is_there_after_a_stop_and_start(empty_data_dir: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task queued a moment before ``services stop`` (sooner than Redis's own save point) is not lost."""
+    import redis
+
+    monkeypatch.setenv("LOCALAI_MEMORY_DATA_DIR", str(empty_data_dir))
+    redis.Redis.from_url(embedded.redis_url()).rpush("localai_memory", b"a queued task")
+    assert embedded.stop_redis() and embedded.running_redis_url() is None
+    assert redis.Redis.from_url(embedded.redis_url()).lrange("localai_memory", 0, -1) == [b"a queued task"]
