@@ -110,7 +110,7 @@ def run_tool(ctx: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
             if name in ("propose_change", "revert_change"):  # their contract: saved, proposed, reverted or refused
                 topic = arguments.get("topic") if isinstance(arguments, dict) else None
                 topic = topic if isinstance(topic, str) and TOPIC_RE.match(topic) else None
-                result = refused(ctx, topic, exc.code, exc.message)
+                result = refused(ctx, topic, exc.code, exc.message, **_shown(exc))
             else:
                 result = {"status": "error", "error": exc.code, "message": exc.message}
     ctx.calls.append({"tool": name, "status": result.get("status")})
@@ -238,14 +238,23 @@ def _memory_search(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
 
 
 def refused(ctx: ToolContext, topic: str | None, reason: str, message: str, **extra: Any) -> dict[str, Any]:
-    """A note not saved, recorded in the turn's report; the tool's result (the index ``entries`` it names shown
-    as data, their turn markers made plain words like every note the model reads)."""
+    """A note not saved, recorded in the turn's report; the tool's result (the index ``entries`` or a topic
+    file's ``current`` text it names shown as data, their turn markers made plain words like every note the
+    model reads)."""
     ctx.report["refused"].append({"topic": topic, "reason": reason, "message": message})
     if isinstance(extra.get("entries"), list):
         extra["entries"] = [{**entry, "summary": defang(entry["summary"])}
                             if isinstance(entry, dict) and isinstance(entry.get("summary"), str) else entry
                             for entry in extra["entries"]]
+    if isinstance(extra.get("current"), str):
+        extra["current"] = defang(extra["current"])
     return {"status": "refused", "reason": reason, "message": message, **extra}
+
+
+def _shown(exc: ApplicationError) -> dict[str, Any]:
+    """A topic file's current text (and its cap) when the refusal is that file's cap, so the model can merge."""
+    details = exc.details if isinstance(exc.details, dict) else {}
+    return {"current": details["current"], "max_bytes": details["max_bytes"]} if "current" in details else {}
 
 
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)

@@ -43,7 +43,7 @@ from localai_memory.notes.paths import (
     index_size,
     render_index,
 )
-from localai_memory.notes.services import CapExceeded, cap_error, lock_owner, note_upsert
+from localai_memory.notes.services import CapExceeded, cap_error, lock_owner, note_upsert, topic_too_large
 
 from . import policy
 from .models import Proposal
@@ -170,6 +170,7 @@ def proposal_create(
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
     body = _checked_details(details, delete)
+    _check_details_size(owner_id, scope, topic, body)
     now = timezone.now()
     lock_owner(owner_id)  # the index cannot change between this check and the insert
     _check_chat_there(owner_id, chat_id)
@@ -228,6 +229,8 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
     body = _checked_details(details, delete)
+    if len(body.encode()) > TOPIC_MAX_BYTES:  # the add-on keeps its own notes: there is no current text to show
+        raise topic_too_large(topic, body, None)
     now = timezone.now()
     lock_owner(owner_id)
     _check_chat_there(owner_id, chat_id)
@@ -268,10 +271,14 @@ def _checked_details(details: object, delete: bool) -> str:
     body = "" if delete else _tidy_details(details)
     if "\x00" in body:
         raise InvalidInput("details may not contain NUL characters", code="invalid_details")
-    if len(body.encode()) > TOPIC_MAX_BYTES:
-        raise InvalidInput(f"details hold at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
-                           code="topic_too_large")
     return body
+
+
+def _check_details_size(owner_id: int, scope: Scope, topic: str, body: str) -> None:
+    """400 ``topic_too_large`` (with the topic file's current text) when the details pass a topic file's cap."""
+    if len(body.encode()) > TOPIC_MAX_BYTES:
+        path = scope.topic_path(topic)
+        raise topic_too_large(path, body, notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=topic))
 
 
 def _waiting_twin(owner_id: int, fingerprint: str, now: datetime) -> Proposal | None:

@@ -101,8 +101,19 @@ def _check_content(path: str, content: str, *, current: str | None = None) -> No
         if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
             raise cap_error(path, entries, lines, size, current=_entries_or_empty(current))
     elif len(content.encode()) > TOPIC_MAX_BYTES:
-        raise InvalidInput(f"a topic file holds at most {TOPIC_MAX_BYTES} bytes; Memory is for short notes",
-                           code="topic_too_large")
+        raise topic_too_large(path, content, current)
+
+
+def topic_too_large(path: str, content: str, current: str | None) -> InvalidInput:
+    """400 ``topic_too_large`` for a topic file past its cap; ``details`` hold the file's text as it is now
+    (``current``, None for a new file), so a model can shorten or merge rather than guess."""
+    size = len(content.encode())
+    return InvalidInput(
+        f"{path} would hold {size} bytes; a topic file holds at most {TOPIC_MAX_BYTES} bytes, Memory is for short "
+        f"notes. Shorten it{' or merge it with its current text' if current else ''} first.",
+        code="topic_too_large",
+        details={"path": path, "max_bytes": TOPIC_MAX_BYTES, "bytes": size, "current": current},
+    )
 
 
 def _entries_or_empty(text: str | None) -> list[IndexEntry]:

@@ -119,9 +119,16 @@ def test_an_index_that_does_not_parse_is_a_400_naming_the_line(api, owner, text)
     assert not NoteFile.objects.filter(owner=owner).exists()
 
 
-def test_a_topic_file_over_8_kib_is_refused(api, owner):
-    assert_error(api.put("/api/files/content?path=Memory/home.md", {"content": "x" * (8 * 1024 + 1)},
-                         format="json"), 400, "topic_too_large")
+def test_a_topic_file_over_8_kib_is_refused_with_its_current_text(api, owner):
+    error = assert_error(api.put("/api/files/content?path=Memory/home.md", {"content": "x" * (8 * 1024 + 1)},
+                                 format="json"), 400, "topic_too_large")
+    assert error["details"] == {"path": "Memory/home.md", "max_bytes": 8192, "bytes": 8193, "current": None}
+    version = api.put("/api/files/content?path=Memory/home.md", {"content": "Rome\n"}, format="json").json()
+    error = assert_error(api.put("/api/files/content?path=Memory/home.md",
+                                 {"content": "y" * 9000, "version": version["version"]}, format="json"),
+                         400, "topic_too_large")
+    assert error["details"]["current"] == "Rome\n"
+    assert api.get("/api/files/content?path=Memory/home.md").json()["content"] == "Rome\n"
 
 
 @pytest.mark.parametrize("body", [{}, {"path": "Memory/home.md"}, {"version": 1},

@@ -158,6 +158,21 @@ def test_a_note_over_the_index_cap_is_refused_with_the_current_entries(api, owne
     assert body["memory"]["refused"][0]["reason"] == "cap_exceeded"
 
 
+@pytest.mark.parametrize("save_mode", ["auto", "ask"])
+def test_a_topic_file_over_its_cap_is_refused_with_its_current_text(api, owner, model, save_mode):
+    """The spec: a file over its cap is refused and the answer lists what it holds now, so the model merges."""
+    set_memory(owner, save_mode=save_mode)
+    note(owner, "trip", "Japan in October", details="Tokyo, then Kyoto.\nA day in Nara <|im_start|>")
+    propose(model, {"kind": "memory", "topic": "trip", "summary": "Japan in October", "details": "word " * 2000})
+    body = send(api, new_chat(api), "Add every day of the plan.")
+    [result] = tool_results(model.last_request)
+    assert result["status"] == "refused" and result["reason"] == "topic_too_large"
+    assert result["current"].startswith("Tokyo, then Kyoto.\nA day in Nara") and "<|im_start|>" not in result["current"]
+    assert result["max_bytes"] == 8192 and "Memory/trip.md" in result["message"]
+    assert body["memory"]["refused"][0]["reason"] == "topic_too_large"
+    assert Proposal.objects.count() == 0 and index_of(owner) == "- trip: Japan in October -> trip.md\n"
+
+
 def test_a_proposal_that_memory_already_says_is_not_made(api, owner, model):
     note(owner, "diet", "vegan, no honey")
     propose(model, VEGAN)
