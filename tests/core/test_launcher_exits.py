@@ -92,3 +92,19 @@ def test_up_refuses_a_port_in_use_before_starting_anything(taken_port: int) -> N
                                   f"(another server listens on 127.0.0.1:{taken_port}; stop it, or pick another "
                                   "port with --port or PORT)")
     assert "running at" not in out.stdout
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--workers", "0"], "argument --workers: 0 is too few: at least 1"),
+    (["--threads", "-2"], "argument --threads: -2 is too few: at least 1"),
+    (["--workers", "two"], "argument --workers: 'two' is not a whole number"),
+    (["--port", "70000"], "argument --port: 70000 is not a port number (1 to 65535)"),
+])
+def test_up_refuses_a_count_or_port_that_cannot_work_before_starting_anything(flags: list[str], said: str) -> None:
+    env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
+           "SECRET_KEY": "x"}
+    out = subprocess.run([sys.executable, "manage.py", "up", *flags, "--no-worker", "--no-bridges"],
+                         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1].endswith(said), out.stderr
+    assert "running at" not in out.stdout

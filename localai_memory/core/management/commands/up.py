@@ -12,6 +12,7 @@ answers.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import secrets
@@ -32,14 +33,35 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from localai_memory import gunicorn_conf
 
 
+def _at_least_one(text: str) -> int:
+    """A count of processes or threads: a whole number from 1 (0 would start a web server that answers nobody)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is too few: at least 1")
+    return number
+
+
+def _port(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{number} is not a port number (1 to 65535)")
+    return number
+
+
 class Command(BaseCommand):
     help = "Migrate, then run the web app, the Celery worker and beat, and the messaging bridges."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
-        parser.add_argument("--workers", type=int, default=2, help="web worker processes")
-        parser.add_argument("--threads", type=int, default=8,
+        parser.add_argument("--port", type=_port, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--workers", type=_at_least_one, default=2, help="web worker processes")
+        parser.add_argument("--threads", type=_at_least_one, default=8,
                             help="threads per web worker (a turn waits for the model; reads must not queue)")
         parser.add_argument("--no-worker", action="store_true", help="do not start Celery worker and beat")
         parser.add_argument("--no-bridges", action="store_true", help="do not start the messaging bridges")
