@@ -11,6 +11,7 @@ import math
 import os
 import secrets
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -123,8 +124,17 @@ if not SECRET_KEY:
 
         key_file = data_dir() / "secret_key"
         if not key_file.exists():
-            key_file.write_text(secrets.token_urlsafe(50))
-            key_file.chmod(0o600)
+            # written whole and readable by this user only (mkstemp's 0600) before it gets its name; of two
+            # processes starting at once, the first link wins and both read that key
+            fd, temp = tempfile.mkstemp(dir=key_file.parent, prefix=".secret_key.")
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(50))
+            try:
+                os.link(temp, key_file)
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(temp)
         SECRET_KEY = key_file.read_text().strip()
     else:
         SECRET_KEY = "insecure-development-key-" + "x" * 30
