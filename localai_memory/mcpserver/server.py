@@ -19,11 +19,14 @@ from typing import Any
 import anyio
 from asgiref.sync import async_to_sync, sync_to_async
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
 
-from localai_memory.core.errors import ApplicationError
+from localai_memory.core.errors import ApplicationError, InvalidInput
 
 from . import tools
 
@@ -38,11 +41,83 @@ INSTRUCTIONS = (
 )
 
 
+def _tool_error(exc: ApplicationError) -> str:
+    """How a tool's refusal reads to the client: the message, then the code in brackets."""
+    return f"{exc.message} ({exc.code})"
+
+
 async def _run(fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
     try:
         return await sync_to_async(fn, thread_sensitive=True)(**kwargs)
     except ApplicationError as exc:
-        raise ToolError(f"{exc.message} ({exc.code})") from None
+        raise ToolError(_tool_error(exc)) from None
+
+
+#: JSON Schema types as a sentence names them.
+_TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
+               "array": "a list", "object": "an object", "null": "null"}
+
+
+def _expected(schema: dict[str, Any]) -> str:
+    """What an argument's JSON schema accepts, in words: "an integer or null"."""
+    options = schema.get("anyOf") or [schema]
+    names = [_TYPE_NAMES.get(option.get("type", ""), option.get("type", "")) for option in options]
+    return " or ".join(name for name in names if name) or "another value"
+
+
+def _given(value: Any) -> str:
+    """The JSON type of what a client sent, in words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number with a fraction" if not value.is_integer() else "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"  # all that is left of JSON
+
+
+def _arguments_refused(exc: ValidationError, schema: dict[str, Any]) -> InvalidInput:
+    """The arguments a call got wrong, one short sentence each: which argument, and what it must be."""
+    properties = schema.get("properties", {})
+    problems = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "the arguments"
+        expected = _expected(properties.get(name, {}))
+        if error["type"] == "missing":
+            problems.append(f"{name} is required ({expected})")
+        elif name in properties:
+            problems.append(f"{name} must be {expected}, not {_given(error['input'])}")
+        else:
+            problems.append(f"{name}: {error['msg']}")
+    return InvalidInput("; ".join(problems), code="invalid_arguments")
+
+
+class MemoryServer(MCPServer[Any]):
+    """``MCPServer`` whose tools answer arguments of the wrong type as they answer any refusal.
+
+    The library reports them with pydantic's own text (the validation model's name, ``[type=int_parsing,
+    …]``, a link to pydantic's docs): noise to a client and to the model reading it. Here they read
+    "agent_id must be an integer or null, not a string (invalid_arguments)", after the same
+    ``Error executing tool <name>:`` the library puts before a tool's other errors.
+    """
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None,
+                        ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # Only a failed argument check carries the ValidationError itself; a crash is UnexpectedToolError.
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name), {})
+            refused = _arguments_refused(cause, schema)
+            # ``from cause``: the library logs the names of the arguments refused (never their values) from it.
+            raise ToolError(f"Error executing tool {name}: {_tool_error(refused)}") from cause
 
 
 @functools.cache
@@ -57,7 +132,7 @@ def _version() -> str:
 def build_server(*, owner_id: int, propose: bool) -> MCPServer:
     """The MCP server of ``owner_id``; ``memory_propose`` and ``memory_forget`` only when the user turned
     proposing on."""
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+    server = MemoryServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
 
     @server.tool(description="The user's saved notes relevant to a query, best first (empty when none "
                              "relate). agent_id reads as a chat of that saved agent would.")

@@ -78,6 +78,46 @@ def test_the_server_names_itself_and_its_version(mcp_session, owner):
     assert server.name and server.version == importlib.metadata.version("localai-memory")
 
 
+def test_arguments_of_the_wrong_type_are_refused_in_a_sentence_naming_the_argument(mcp_session, owner):
+    """Not pydantic's report (the validation model, ``[type=int_parsing, …]``, a link to its docs), but one
+    line per argument, shaped as the tools' other refusals are: ``Error executing tool <name>: … (<code>)``."""
+    async def work(client: Client) -> list[Any]:
+        return [await client.call_tool(name, arguments) for name, arguments in (
+            ("memory_recall", {"query": "Rome", "agent_id": "abc"}),
+            ("memory_recall", {"query": 5}),
+            ("memory_recall", {}),
+            ("memory_recent", {"limit": 2.5}),
+            ("memory_list", {"agent_id": [1], "category": 3}),
+            ("memory_list", {"category": "hobby"}),  # a refusal of the tool's own, for the shape
+        )]
+
+    *wrong, refused = mcp_session(owner, work)
+
+    assert all(result.is_error for result in wrong)
+    assert [result.content[0].text.removeprefix("Error executing tool ") for result in wrong] == [
+        "memory_recall: agent_id must be an integer or null, not a string (invalid_arguments)",
+        "memory_recall: query must be a string, not an integer (invalid_arguments)",
+        "memory_recall: query is required (a string) (invalid_arguments)",
+        "memory_recent: limit must be an integer, not a number with a fraction (invalid_arguments)",
+        ("memory_list: agent_id must be an integer or null, not a list; category must be a string or null, not an "
+         "integer (invalid_arguments)"),
+    ]
+    assert refused.is_error
+    assert refused.content[0].text.startswith("Error executing tool memory_list: category must be one of")
+    assert refused.content[0].text.endswith(" (invalid_category)")
+
+
+def test_a_proposal_with_a_delete_that_is_not_a_boolean_is_refused_and_nothing_is_proposed(mcp_session, owner):
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+
+    result = mcp_session(owner, call("memory_propose", {"topic": "units", "summary": "metric", "delete": "maybe"}))
+
+    assert result.is_error
+    assert result.content[0].text == ("Error executing tool memory_propose: delete must be true or false, not a "
+                                      "string (invalid_arguments)")
+    assert not Proposal.objects.filter(owner=owner).exists()
+
+
 def test_list_shows_every_note_with_who_wrote_it_and_recent_the_latest_first(mcp_session, owner, alices_notes):
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="units", summary="uses metric units",
                                source="model", actor="model")
