@@ -764,11 +764,10 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
         minted = tuple(replace(call, id=f"call_{secrets.token_hex(12)}") for call in calls)
         return replace(reply, tool_calls=minted, finish_reason="tool_calls")
 
-    def ask(tools: list[dict[str, Any]]) -> llm.ModelReply:
+    def ask(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None) -> llm.ModelReply:
         started = time.perf_counter()
         try:
-            reply = llm.chat_completion(messages=messages, tools=tools or None,
-                                        tool_choice=client.choice if client and theirs else None,
+            reply = llm.chat_completion(messages=messages, tools=tools or None, tool_choice=choice,
                                         parallel_tool_calls=client.parallel if client and theirs else None,
                                         options=options)
             _usage_add(spent, reply.usage)
@@ -776,9 +775,17 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
         finally:
             timings["model"] = timings.get("model", 0.0) + (time.perf_counter() - started) * 1000
 
+    # The client's tool_choice ("required", or one of its tools by name) goes with the first round only. A
+    # call of memory's meets "required" too, so forcing every round would push the model into calling memory's
+    # tools round after round, up to the limit: after memory's calls ran, the model chooses ("auto"). The call
+    # the client required is then asked for, if the model answered without one, with the client's tools alone.
+    required = client.choice if client is not None and theirs else None
+    choice = required
     for _ in range(MAX_TOOL_ROUNDS):
-        reply = ask(definitions + theirs)
+        reply = ask(definitions + theirs, choice)
         if not reply.tool_calls:
+            if required is not None and choice is None:
+                break  # words where the client required a call of its tools
             return reply
         for_client = tuple(call for call in reply.tool_calls if call.name in names)
         ran = _run_calls(ctx, [call for call in reply.tool_calls if call.name not in names])
@@ -786,8 +793,10 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
             return handed_back(reply, for_client)
         messages.append(reply.as_message())
         messages.extend(ran)
-    # Enough of memory's tools: the model answers from what it has (only the client's are offered now).
-    final = ask(theirs)
+        choice = None
+    # Enough of memory's tools (or the required call still to make): the model answers from what it has, with
+    # the client's tools only, under the client's tool_choice (a forced call can only be one of the client's).
+    final = ask(theirs, required)
     if for_client := tuple(call for call in final.tool_calls if call.name in names):
         return handed_back(final, for_client)
     if theirs and final.tool_calls and not (final.content or "").strip():

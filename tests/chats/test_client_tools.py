@@ -21,6 +21,7 @@ WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather now in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 CALL_ID = "call_8f3a2c91e07b"
+ASKED_HOME = {"role": "user", "content": "What is the weather where I live?"}
 
 
 def complete(client, messages, status=200, **body):
@@ -122,6 +123,50 @@ def test_tool_choice_and_parallel_tool_calls_reach_the_model(owner, client_for, 
     complete(client, asked, tools=[WEATHER], tool_choice="none")
     assert "get_weather" not in tools_of(model.last_request)  # not offered at all
     assert "context_read" in tools_of(model.last_request)  # memory's own still are
+
+
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("choice", ["required", NAMED], ids=["required", "named"])
+def test_a_forced_tool_choice_is_the_first_rounds_only_and_the_clients_call_still_reaches_it(owner, client_for,
+                                                                                            model, choice):
+    """Memory's call met the client's "required" in the first round (a named tool of the client's, too, when the
+    model server does not honour it): forcing the next round again would push the model into calling memory's
+    tools round after round, up to the limit. After memory's call the model chooses, and its call of the
+    client's tool goes back to the client as always."""
+    note(owner, "home", "lives in Rome")
+    model.script(tool_calls(("context_read", {"topic": "home"})), tool_calls(("get_weather", {"city": "Rome"})))
+
+    response = complete(bearer(client_for, owner), [ASKED_HOME], tools=[WEATHER], tool_choice=choice)
+
+    assert [request["tool_choice"] for request in model.requests] == [choice, "auto"]
+    assert {"context_read", "get_weather"} <= set(tools_of(model.requests[1]))  # the model may read on
+    answer = response.json()["choices"][0]
+    assert answer["finish_reason"] == "tool_calls"
+    assert [call["function"]["name"] for call in answer["message"]["tool_calls"]] == ["get_weather"]
+
+
+@pytest.mark.django_db
+def test_a_required_call_the_model_did_not_make_after_memorys_is_asked_for_with_the_clients_tools_alone(
+        owner, client_for, model):
+    """The client required a call of its tools; the model read a note, then answered in words. The words
+    are not what the client asked for: the model is asked again, offered the client's tools only, under the
+    client's tool_choice, and that call goes back to the client."""
+    note(owner, "home", "lives in Rome")
+    model.script(tool_calls(("context_read", {"topic": "home"})), reply("It is sunny in Rome."),
+                 tool_calls(("get_weather", {"city": "Rome"})))
+
+    response = complete(bearer(client_for, owner), [ASKED_HOME], tools=[WEATHER], tool_choice="required")
+
+    assert [request["tool_choice"] for request in model.requests] == ["required", "auto", "required"]
+    assert set(tools_of(model.last_request)) == {"get_weather"}
+    assert tool_results(model.last_request)[0]["topic"] == "home"  # what memory read is still in front of it
+    answer = response.json()["choices"][0]
+    assert answer["finish_reason"] == "tool_calls"
+    assert [call["function"]["name"] for call in answer["message"]["tool_calls"]] == ["get_weather"]
+    assert model.unused_script == 0
 
 
 @pytest.mark.django_db
