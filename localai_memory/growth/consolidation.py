@@ -294,15 +294,35 @@ def pass_skip_reason(*, owner_id: int, state: Any, trigger: str) -> str | None:
 def _pass_all_chats(*, owner_id: int) -> None:
     """Memory is off: mark every typed message as passed and its chat as never to be summarised, so turning
     memory on later never reads what was typed while it was off."""
-    latest = (Message.objects.filter(chat__owner_id=owner_id, role=Role.USER).values("chat_id")
-              .annotate(last=Max("id")))
     with transaction.atomic():
+        lock_owner(owner_id)  # the chats are listed under the lock a chat's delete holds (``_pass_chat``)
+        latest = (Message.objects.filter(chat__owner_id=owner_id, role=Role.USER).values("chat_id")
+                  .annotate(last=Max("id")))
         for row in latest:
-            mark, _ = ChatWatermark.objects.get_or_create(owner_id=owner_id, chat_id=row["chat_id"])
-            if mark.facts_through < row["last"] or not mark.private_seen:
-                mark.facts_through = max(mark.facts_through, row["last"])
-                mark.private_seen = True
-                mark.save(update_fields=["facts_through", "private_seen", "updated_at"])
+            _pass_chat(owner_id=owner_id, chat_id=row["chat_id"], through=row["last"], private=True)
+
+
+def _pass_chat(*, owner_id: int, chat_id: int, through: int, private: bool) -> None:
+    """Count the chat's messages up to ``through`` as read, with nothing suggested from them; ``private``: and
+    the chat as never to be summarised (memory is off for it). Only those fields are written, so what a
+    forget wrote meanwhile (``consolidation_forget_chats``) stays.
+
+    Call in a transaction under the owner's note lock, which ``chats.services.chat_delete`` holds: a chat
+    deleted since the pass listed it is gone by then (its watermark went with it) and gets none, rather than
+    a watermark that points at no chat (an IntegrityError that would end the pass); one deleted later waits
+    for this and takes the watermark with it."""
+    if not Chat.objects.filter(pk=chat_id, owner_id=owner_id).exists():
+        return
+    mark, _ = ChatWatermark.objects.select_for_update().get_or_create(owner_id=owner_id, chat_id=chat_id)
+    fields = []
+    if mark.facts_through < through:
+        mark.facts_through = through
+        fields.append("facts_through")
+    if private and not mark.private_seen:
+        mark.private_seen = True
+        fields.append("private_seen")
+    if fields:
+        mark.save(update_fields=[*fields, "updated_at"])
 
 
 #: ``summary_outcome`` of a chat that Forget everything (or the terminal's clear) found: never summarised.
@@ -418,8 +438,9 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
         if not decision.memory_on:
             # A private chat, or an agent that turns memory off: never read, now or later.
             if mark.facts_through < chat.last_typed or not mark.private_seen:
-                mark.facts_through, mark.private_seen = max(mark.facts_through, chat.last_typed), True
-                mark.save()
+                with transaction.atomic():
+                    lock_owner(owner_id)
+                    _pass_chat(owner_id=owner_id, chat_id=chat.pk, through=chat.last_typed, private=True)
             continue
         has_new = chat.last_typed > mark.facts_through
         scope = chat_scopes(chat=chat).get(decision.default_scope) if decision.default_scope else None
@@ -427,8 +448,9 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
             # Saving is off for this chat (Never, the agent's rule, no grant, a run that started by itself):
             # the assistant may not suggest notes from it, so nothing is read.
             if has_new:
-                mark.facts_through = chat.last_typed
-                mark.save()
+                with transaction.atomic():
+                    lock_owner(owner_id)
+                    _pass_chat(owner_id=owner_id, chat_id=chat.pk, through=chat.last_typed, private=False)
             continue
         finished = chat.last_at is not None and chat.last_at <= now - FINISHED_AFTER
         wants_summary = (finished and mark.summarised_at is None and not mark.private_seen

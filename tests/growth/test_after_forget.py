@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from bridges.models import Binding
 from localai_memory.agents.models import Agent
@@ -21,7 +21,7 @@ from localai_memory.growth.consolidation import EPISODES_TOPIC, consolidate_user
 from localai_memory.growth.models import ChatWatermark
 from localai_memory.growth.services import memory_clear
 from localai_memory.memory.models import Proposal
-from localai_memory.memory.services import memory_forget_all
+from localai_memory.memory.services import memory_forget_all, settings_update
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import TrashEntry
@@ -215,3 +215,83 @@ def test_a_chat_the_pass_read_just_before_it_was_deleted_gets_no_recent_chats_li
     [home, episodes] = sorted(waiting(owner), key=lambda p: p.topic)
     assert home.topic == "home" and episodes.topic == EPISODES_TOPIC
     assert "Moving to Lisbon" in episodes.details and "Porto" not in episodes.details
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("read_before", [False, True], ids=["new", "read-before"])
+@pytest.mark.parametrize("quiet", ["private", "saving_off"])
+def test_a_chat_deleted_while_the_pass_reads_another_one_is_passed_over_without_an_error(
+        owner, model, make_chat, quiet, read_before):
+    """A private chat (or one whose agent saves nothing) is counted as read without asking the model; deleted
+    while the pass waited for the model on a newer chat, it gets no watermark and the pass ends as usual."""
+    fields: dict[str, Any] = {"private": True}
+    if quiet == "saving_off":
+        fields = {"agent": Agent.objects.create(owner=owner, name="Chef", tools=["memory"], grants=["memory.write"],
+                                                memory="own", memory_save="never")}
+    gone = make_chat(owner, "Just between us: the spare key is under the blue pot.", ago=timedelta(hours=2),
+                     **fields)
+    if read_before:  # the pass counted it as read before; the owner typed more since
+        consolidate_user(owner_id=owner.pk)
+        assert ChatWatermark.objects.filter(chat=gone).exists()
+        add_messages(gone, "And the alarm code is written on the fridge.", ago=timedelta(hours=2))
+    make_chat(owner, LISBON, ago=timedelta(minutes=2))  # newer: read first, while the owner deletes the other
+    model.script(meanwhile(lambda: chat_delete(owner_id=owner.pk, chat_id=gone.pk), LISBON_FACTS))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert (result.status, result.model_calls) == ("done", 1)
+    assert sorted(p.topic for p in waiting(owner)) == ["diet", "home"]
+    assert not Chat.objects.filter(pk=gone.pk).exists() and not ChatWatermark.objects.filter(chat_id=gone.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_deleted_while_a_pass_with_memory_off_marks_it_read_is_passed_over_without_an_error(
+        owner, model, make_chat):
+    """Memory is off: the pass counts every chat as read without the model. A chat the owner is deleting at that
+    moment (its delete holds the owner's lock, not yet committed) is left to the delete."""
+    import threading
+
+    gone = make_chat(owner, LISBON, ago=timedelta(hours=1))
+    kept = make_chat(owner, "I am learning Portuguese.", ago=timedelta(hours=2))
+    settings_update(user_id=owner.pk, enabled=False)
+    deleting, may_commit = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def delete_the_chat() -> None:
+        try:
+            with transaction.atomic():
+                chat_delete(owner_id=owner.pk, chat_id=gone.pk)
+                deleting.set()
+                may_commit.wait(10)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def run_the_pass() -> None:
+        try:
+            result = consolidate_user(owner_id=owner.pk)
+            assert (result.status, result.reason) == ("skipped", "memory_off")
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    deleter = threading.Thread(target=delete_the_chat)
+    deleter.start()
+    assert deleting.wait(10)
+    passing = threading.Thread(target=run_the_pass)
+    passing.start()
+    with connection.cursor() as cursor:
+        for _ in range(2000):  # until the pass waits for a lock the delete holds (or has already gone by)
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            if cursor.fetchone()[0] or not passing.is_alive():
+                break
+            passing.join(0.005)
+    may_commit.set()
+    deleter.join(10)
+    passing.join(10)
+
+    assert errors == []
+    assert not Chat.objects.filter(pk=gone.pk).exists() and not ChatWatermark.objects.filter(chat_id=gone.pk).exists()
+    assert ChatWatermark.objects.get(chat=kept).private_seen  # the others are passed as before
