@@ -60,7 +60,10 @@ class ImportApi(ApiView):
         """Import an export zip (multipart ``file``) or a list of facts (``facts``: one a line).
 
         Into an account without notes a zip is written back exactly; otherwise topics are merged and every
-        difference waits as a proposal. Refused as a whole (422 with the current entries) past a cap.
+        difference waits as a proposal. Refused as a whole (422 with the current entries) past a cap. An
+        agent's or a conversation's folder goes to your agent (bot) of the name the export records
+        (``moved``), never to an id of another account; one with no such agent is listed under ``skipped``
+        with the reason, and not written.
         """
         upload = request.FILES.get("file") if hasattr(request, "FILES") else None
         data = request.data

@@ -10,6 +10,12 @@
   words and emoji, or near enough: ``ranking.is_duplicate``) is left ``unchanged``; a negation in any of the
   languages it knows, another number or other emoji makes it a new fact.
 
+An agent's or a conversation's folder goes to this account's agent or bot it belongs to, never to an id of
+another account: ids differ between accounts and servers, so one that is not this account's goes by the name
+the export records (``FOLDERS_FILE``) to this account's agent of that name (the bot of that name and
+platform), and is listed under ``moved``. A folder with no such place is not imported (no chat would read
+it): it is listed under ``skipped`` with the reason and what to do; the zip still holds it.
+
 An import never passes a cap: the whole import is checked first and refused with the current listing, and it
 runs in one transaction, so nothing is half-imported. The zip is read defensively: only ``Memory/…`` note
 paths, no traversal, no links, no encryption, bounded sizes, UTF-8 text.
@@ -50,6 +56,7 @@ from localai_memory.notes.paths import (
     render_index,
 )
 from localai_memory.notes.services import (
+    FOLDERS_FILE,
     IMPORTANCE_FILE,
     apply_changes,
     cap_error,
@@ -86,14 +93,15 @@ class ImportResult:
     proposals: list[int] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     waiting: list[int] = field(default_factory=list)  # suggestions made before that hold a fact already
-    skipped: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"}: a file, or a folder ("…/")
+    moved: list[dict[str, str]] = field(default_factory=list)  # {"from", "to", "name"}: a folder to its agent/bot
     change_id: int | None = None
     importances: int = 0  # notes given the importance the export recorded
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "written": self.written, "added": self.added,
                 "proposals": self.proposals, "unchanged": self.unchanged, "waiting": self.waiting,
-                "skipped": self.skipped,
+                "skipped": self.skipped, "moved": self.moved,
                 "change_id": self.change_id, "importances": self.importances}
 
 
@@ -126,6 +134,8 @@ def read_export_zip(data: bytes) -> dict[str, str]:
                 continue  # what a memory add-on exported beside the notes is the add-on's to import
             if name == IMPORTANCE_FILE:
                 continue  # read by ``read_export_importances``
+            if name == FOLDERS_FILE:
+                continue  # read by ``read_export_folders``
             if name.endswith("/"):
                 if name == ROOT + "/" or name.startswith(ROOT + "/") and ".." not in name.split("/"):
                     continue  # a folder entry of the export layout
@@ -172,22 +182,29 @@ def read_export_zip(data: bytes) -> dict[str, str]:
 IMPORTANCE_FILE_MAX_BYTES = 256 * 1024
 
 
+def _export_json(data: bytes, name: str) -> Any:
+    """The JSON file ``name`` Export writes beside the notes, or None when the zip has none; one larger than
+    ``IMPORTANCE_FILE_MAX_BYTES`` or not JSON is refused (413, 400)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:  # read_export_zip checked the zip already
+        try:
+            info = archive.getinfo(name)
+        except KeyError:
+            return None
+        if info.file_size > IMPORTANCE_FILE_MAX_BYTES:
+            raise TooLarge(f"{name} is larger than {IMPORTANCE_FILE_MAX_BYTES} bytes.", code="import_too_large")
+        try:
+            with archive.open(info) as member:
+                return json_loads(member.read(IMPORTANCE_FILE_MAX_BYTES + 1).decode("utf-8"))
+        except (ValueError, zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
+            raise _bad(f"{name} is not the JSON Export writes: {exc}", path=name) from None
+
+
 def read_export_importances(data: bytes) -> dict[tuple[Scope, str], float]:
     """The importances an export zip records (``IMPORTANCE_FILE``): ``(scope, topic)`` → 0..1; empty when
     the zip has none. A file that is not what Export writes is a 400 that says what is wrong."""
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:  # read_export_zip checked the zip already
-        try:
-            info = archive.getinfo(IMPORTANCE_FILE)
-        except KeyError:
-            return {}
-        if info.file_size > IMPORTANCE_FILE_MAX_BYTES:
-            raise TooLarge(f"{IMPORTANCE_FILE} is larger than {IMPORTANCE_FILE_MAX_BYTES} bytes.",
-                           code="import_too_large")
-        try:
-            with archive.open(info) as member:
-                body = json_loads(member.read(IMPORTANCE_FILE_MAX_BYTES + 1).decode("utf-8"))
-        except (ValueError, zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
-            raise _bad(f"{IMPORTANCE_FILE} is not the JSON Export writes: {exc}", path=IMPORTANCE_FILE) from None
+    body = _export_json(data, IMPORTANCE_FILE)
+    if body is None:
+        return {}
     entries = body.get("importance") if isinstance(body, dict) else None
     if not isinstance(entries, list):
         raise _bad(f'{IMPORTANCE_FILE} must hold {{"importance": [{{"scope", "topic", "importance"}}, …]}}.',
@@ -204,6 +221,199 @@ def read_export_importances(data: bytes) -> dict[tuple[Scope, str], float]:
         except InvalidInput as exc:
             raise _bad(f"{IMPORTANCE_FILE}, entry {number}: {exc.message}", path=IMPORTANCE_FILE) from None
     return weights
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Whose a folder was where the export was made (``FOLDERS_FILE``): an agent's name (``deleted``: only
+    its kept notes were left), or a bot's name and platform for a conversation's folder."""
+
+    name: str
+    platform: str = ""
+    deleted: bool = False
+
+
+#: The longest name a folder's record may give (an agent's and a bot's name hold 100 characters).
+HOLDER_NAME_MAX_CHARS = 100
+
+
+def read_export_folders(data: bytes) -> dict[Scope, Holder]:
+    """Whose each agent's and conversation's folder was, as the export records it (``FOLDERS_FILE``); empty
+    when the zip has no record (an older export). A record that is not what Export writes is a 400."""
+    body = _export_json(data, FOLDERS_FILE)
+    if body is None:
+        return {}
+    entries = body.get("folders") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        raise _bad(f'{FOLDERS_FILE} must hold {{"folders": [{{"folder", "agent"}} or {{"folder", "bot", '
+                   f'"platform"}}, …]}}.', path=FOLDERS_FILE)
+    holders: dict[Scope, Holder] = {}
+    for number, entry in enumerate(entries, start=1):
+        try:
+            if not isinstance(entry, dict):
+                raise InvalidInput("each entry must be an object with folder and agent, or folder, bot and "
+                                   "platform")
+            folder = entry.get("folder")
+            try:
+                scope = parse_path(f"{folder}/index.md").scope if isinstance(folder, str) else None
+            except InvalidInput:
+                scope = None
+            if scope is None or scope.kind == "user" or scope.root != folder:
+                raise InvalidInput("folder must be Memory/agents/<id> or Memory/channels/<key>")
+            name = entry.get("agent" if scope.kind == "agent" else "bot")
+            platform = entry.get("platform", "") if scope.kind == "channel" else ""
+            deleted = entry.get("deleted", False) if scope.kind == "agent" else False
+            if not isinstance(name, str) or not name.strip() or len(name) > HOLDER_NAME_MAX_CHARS:
+                raise InvalidInput(f"{'agent' if scope.kind == 'agent' else 'bot'} must be its name")
+            if not isinstance(platform, str) or (scope.kind == "channel" and not platform):
+                raise InvalidInput("platform must name the bot's platform")
+            if not isinstance(deleted, bool):
+                raise InvalidInput("deleted must be true or false")
+            holders[scope] = Holder(name=name, platform=platform, deleted=deleted)
+        except InvalidInput as exc:
+            raise _bad(f"{FOLDERS_FILE}, entry {number}: {exc.message}", path=FOLDERS_FILE) from None
+    return holders
+
+
+@dataclass
+class _Placement:
+    """Where the folders of a zip go in the importing account (see ``_place_folders``)."""
+
+    to: dict[Scope, Scope] = field(default_factory=dict)  # every folder imported, to where (often itself)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    moved: list[dict[str, str]] = field(default_factory=list)
+
+    def path(self, path: str) -> str | None:
+        """Where the zip's file ``path`` goes; None when its folder is not imported."""
+        scope = parse_path(path).scope
+        target = self.to.get(scope)
+        return None if target is None else target.root + path[len(scope.root):]
+
+
+def _place_folders(*, owner_id: int, scopes: set[Scope], holders: dict[Scope, Holder]) -> _Placement:
+    """Where each folder of the zip goes in the owner's account: their own notes stay theirs; an agent's
+    folder goes to the owner's agent it belongs to, a conversation's to the conversation of the owner's bot.
+    Call under the owner's note lock (deleting an agent holds it, so the answer stands for the write).
+
+    A folder whose id is one of the owner's agents (bots) stays where it is, and so does the kept folder of
+    one they deleted, unless the export names another agent (bot) for it. Otherwise the export's record of
+    its name decides: the owner's one agent of that name (bot of that name and platform) takes it, under its
+    own id. Anything else — an id of another account, of nobody, or a name none or several of the owner's
+    agents have — is skipped with the reason: no import writes into another account's ids, nor makes notes
+    no chat of the owner would read. Two folders that would land in one are not merged: the one already in
+    place (else the first) goes, the other is skipped."""
+    placement = _Placement()
+    placement.to.update({s: s for s in scopes if s.kind == "user"})
+    held = {path.split("/")[2] for path in NoteFile.objects.filter(
+        owner_id=owner_id, path__startswith=f"{ROOT}/").exclude(path__regex=r"^Memory/[^/]+$")
+        .values_list("path", flat=True).distinct()}  # the keys of the owner's agent and conversation folders
+    wanted: dict[Scope, Scope | str] = {}  # where a folder would go, or why it cannot
+    agents = sorted((s for s in scopes if s.kind == "agent"), key=lambda s: int(s.key))
+    if agents:
+        wanted.update(_place_agents(owner_id=owner_id, scopes=agents, holders=holders, held=held))
+    channels = sorted((s for s in scopes if s.kind == "channel"), key=lambda s: s.root)
+    if channels:
+        wanted.update(_place_channels(owner_id=owner_id, scopes=channels, holders=holders, held=held))
+    placement.skipped += [_skip(scope, reason) for scope, reason in wanted.items() if isinstance(reason, str)]
+    places = {scope: target for scope, target in wanted.items() if isinstance(target, Scope)}
+    taken: dict[Scope, Scope] = {}
+    for scope in sorted(places, key=lambda s: (places[s] != s, s.kind, len(s.key), s.key)):  # in place first
+        target = places[scope]
+        if target in taken:
+            placement.skipped.append(_skip(scope, (
+                f"another folder of the zip, {taken[target].root}/, goes to {target.root}/ already, and two "
+                "folders are not merged into one. Import this one on its own.")))
+            continue
+        taken[target] = scope
+        placement.to[scope] = target
+        if target != scope:
+            placement.moved.append({"from": f"{scope.root}/", "to": f"{target.root}/", "name": holders[scope].name})
+    return placement
+
+
+def _place_agents(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Holder], held: set[str]
+                  ) -> dict[Scope, Scope | str]:
+    """``_place_folders`` for agents' folders: each to an agent's folder of the owner, or why not."""
+    from localai_memory.agents.models import Agent, DeletedAgent
+    from localai_memory.agents.selectors import agent_names, deleted_agent_names
+
+    mine, deleted = agent_names(owner_id), deleted_agent_names(owner_id)
+    ids = [int(s.key) for s in scopes]
+    live = {str(pk) for pk in Agent.objects.filter(pk__in=ids).values_list("pk", flat=True)}
+    others = {str(pk) for pk in DeletedAgent.objects.filter(agent_id__in=ids).exclude(owner_id=owner_id)
+              .values_list("agent_id", flat=True)}
+    places: dict[Scope, Scope | str] = {}
+    for scope in scopes:
+        holder = holders.get(scope)
+        # the kept notes of an agent the owner deleted: no live agent's, nobody else's
+        kept = (scope.key in deleted or scope.key in held) and scope.key not in live | others
+        if holder is None:
+            places[scope] = scope if scope.key in mine or kept else (
+                f"agent {scope.key} is not one of your agents, and the export does not say which agent it was. "
+                "To bring these notes to one of your agents, rename the folder in the zip to "
+                "Memory/agents/<that agent's id>/ and import the zip again.")
+            continue
+        if holder.deleted:
+            places[scope] = scope if kept else (
+                f"these are the notes kept from “{holder.name}”, an agent deleted before the export, and no "
+                "agent of yours reads them.")
+            continue
+        same = sorted((key for key, name in mine.items() if name == holder.name), key=int)
+        if scope.key in same:
+            places[scope] = scope
+        elif len(same) == 1:
+            places[scope] = Scope.agent(same[0])
+        elif same:
+            places[scope] = (f"{len(same)} of your agents are named “{holder.name}”, so the import cannot tell "
+                             "which one these notes are for. Rename all but one of them, then import the zip again.")
+        elif kept and deleted.get(scope.key) == holder.name:
+            places[scope] = scope  # the agent was deleted here since: its kept folder takes them
+        else:
+            places[scope] = (f"none of your agents is named “{holder.name}”, whose notes these are. Make or "
+                             "import an agent of that name, then import the zip again.")
+    return places
+
+
+def _place_channels(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Holder], held: set[str]
+                    ) -> dict[Scope, Scope | str]:
+    """``_place_folders`` for conversations' folders: each to a conversation of a bot of the owner's (the
+    same conversation: its key keeps the hash of the platform's id), or why not."""
+    from bridges.models import Binding, Platform
+
+    bots = {str(pk): (platform, name) for pk, platform, name in
+            Binding.objects.filter(owner_id=owner_id).values_list("pk", "platform", "name")}
+    live = {str(pk) for pk in Binding.objects.filter(
+        pk__in=[int(s.key.split("-", 1)[0]) for s in scopes]).values_list("pk", flat=True)}
+    labels = dict(Platform.choices)
+    places: dict[Scope, Scope | str] = {}
+    for scope in scopes:
+        bot, digest = scope.key.split("-", 1)
+        holder = holders.get(scope)
+        kept = scope.key in held and bot not in live  # a conversation of a bot the owner removed
+        if holder is None:
+            places[scope] = scope if bot in bots or kept else (
+                f"the bot of this conversation ({bot}) is not one of your bots, and the export does not say "
+                "which bot it was.")
+            continue
+        same = sorted((key for key, found in bots.items() if found == (holder.platform, holder.name)), key=int)
+        what = f"{labels.get(holder.platform, holder.platform)} bot “{holder.name}”"
+        if bot in same:
+            places[scope] = scope
+        elif len(same) == 1:
+            places[scope] = Scope("channel", f"{same[0]}-{digest}")
+        elif same:
+            places[scope] = (f"{len(same)} of your bots are the {what}, so the import cannot tell which one this "
+                             "conversation is of. Rename all but one of them, then import the zip again.")
+        elif kept:
+            places[scope] = scope
+        else:
+            places[scope] = (f"none of your bots is the {what}, whose conversation these notes are of. Connect it, "
+                             "then import the zip again.")
+    return places
+
+
+def _skip(scope: Scope, reason: str) -> dict[str, str]:
+    return {"path": f"{scope.root}/", "reason": f"Not imported: {reason}"}
 
 
 def _give_importances(owner_id: int, weights: dict[tuple[Scope, str], float], topics: set[tuple[Scope, str]],
@@ -244,6 +454,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
     TooLarge (413), CapExceeded (422, with the current entries) when an index would pass its cap."""
     files = read_export_zip(data)
     weights = read_export_importances(data)
+    holders = read_export_folders(data)
     for path, text in files.items():
         if parse_path(path).is_index:
             try:
@@ -251,10 +462,16 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
             except InvalidInput as exc:
                 raise _bad(f"{path}: {exc.message}", path=path) from None
     lock_owner(owner_id)
+    placement = _place_folders(owner_id=owner_id, scopes={_scope_of(path) for path in files}, holders=holders)
+    files = {placed: text for path, text in files.items() if (placed := placement.path(path)) is not None}
+    weights = {(placement.to[scope], topic): value for (scope, topic), value in weights.items()
+               if scope in placement.to}
     if not NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").exists():
-        change = apply_changes(owner_id=owner_id, writes=dict(files), source=ChangeSet.Source.IMPORT,
-                        summary=f"Imported {len(files)} files", actor=actor)
-        result = ImportResult(kind="zip", mode="restored", written=sorted(files), change_id=change.pk)
+        result = ImportResult(kind="zip", mode="restored", written=sorted(files))
+        if files:
+            change = apply_changes(owner_id=owner_id, writes=dict(files), source=ChangeSet.Source.IMPORT,
+                                   summary=f"Imported {len(files)} files", actor=actor)
+            result.change_id = change.pk
         imported: set[tuple[Scope, str]] = set()
         for path, text in files.items():
             parsed = parse_path(path)
@@ -270,6 +487,8 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
 
         kept = notes(result.unchanged)
         imported = notes(result.added) | kept
+    result.skipped = [*placement.skipped, *result.skipped]
+    result.moved = placement.moved
     _give_importances(owner_id, weights, imported, kept, result, actor)
     return result
 

@@ -3,13 +3,15 @@ that a scope or a folder a person names is theirs to write (``owned_scope``, ``f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
 from localai_memory.notes.models import NoteFile
-from localai_memory.notes.paths import IndexEntry, Scope
+from localai_memory.notes.paths import ROOT, IndexEntry, Scope
 
 from .models import MemorySettings, MessagingSave, Proposal, SaveMode
 from .providers import BUILTIN, OFF, canonical, provider_state
@@ -129,6 +131,34 @@ def file_folder_owned(*, user_id: int, path: str) -> None:
     note = parse_path(path)
     if note.scope.kind != "user" and not NoteFile.objects.filter(owner_id=user_id, path=note.path).exists():
         owned_scope(user_id=user_id, raw=note.scope.name, writes_topic=note.topic or "")
+
+
+def folder_holders(*, owner_id: int, roots: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Whose each agent's and conversation's folder of ``roots`` (``Memory/agents/<id>``,
+    ``Memory/channels/<key>``) is in the owner's account, by root: ``{"agent": name}`` (with ``"deleted":
+    True`` for the notes kept from one they deleted) or ``{"bot": name, "platform": …}``. An export records it
+    beside the notes (``notes.services.FOLDERS_FILE``), since ids differ between accounts and servers: an
+    import finds the agent or bot of the same name there. A folder that names none of theirs is left out."""
+    from bridges.models import Binding
+    from localai_memory.agents.selectors import agent_names, deleted_agent_names
+
+    keys = {kind: {root.split("/")[2] for root in roots if root.startswith(f"{ROOT}/{kind}/")}
+            for kind in ("agents", "channels")}
+    holders: dict[str, dict[str, Any]] = {}
+    if keys["agents"]:
+        live, deleted = agent_names(owner_id), deleted_agent_names(owner_id)
+        for key in keys["agents"]:
+            if key in live:
+                holders[Scope.agent(key).root] = {"agent": live[key]}
+            elif key in deleted:
+                holders[Scope.agent(key).root] = {"agent": deleted[key], "deleted": True}
+    if keys["channels"]:
+        bots = {str(pk): {"bot": name, "platform": platform} for pk, name, platform in
+                Binding.objects.filter(owner_id=owner_id).values_list("pk", "name", "platform")}
+        for key in keys["channels"]:
+            if (bot := bots.get(key.split("-", 1)[0])) is not None:
+                holders[Scope("channel", key).root] = dict(bot)
+    return holders
 
 
 def topics_in_use(*, owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:

@@ -852,14 +852,22 @@ def note_upsert(
 #: The export's record of the importances the owner gave their notes, beside the ``Memory/`` folder:
 #: ``{"importance": [{"scope": "user", "topic": "home", "importance": 0.9}, …]}`` (only when there are some).
 IMPORTANCE_FILE = "importance.json"
+#: The export's record of whose each agent's and conversation's folder was (``memory.selectors
+#: .folder_holders``), beside the ``Memory/`` folder: ``{"folders": [{"folder": "Memory/agents/7", "agent":
+#: "Cook"}, {"folder": "Memory/channels/3-…", "bot": "Home", "platform": "telegram"}, …]}`` (only when it
+#: holds such folders). Ids differ between accounts and servers; an import goes by these names.
+FOLDERS_FILE = "folders.json"
 
 
 @transaction.atomic
 def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
-    """A zip of the owner's files under ``folder``, exactly as they are (works while memory is off), and
-    ``IMPORTANCE_FILE`` when the owner gave any of those notes an importance of their own. Read under the
-    owner's note lock, so the files and the importances are of one moment (a note saved or forgotten while
-    the zip is made is in both or in neither)."""
+    """A zip of the owner's files under ``folder``, exactly as they are (works while memory is off),
+    ``IMPORTANCE_FILE`` when the owner gave any of those notes an importance of their own, and
+    ``FOLDERS_FILE`` when it holds the folder of an agent or a conversation. Read under the owner's note lock,
+    so the files and the importances are of one moment (a note saved or forgotten while the zip is made is in
+    both or in neither; an agent is deleted before or after)."""
+    from localai_memory.memory.selectors import folder_holders
+
     prefix = folder.rstrip("/") + "/"
     lock_owner(owner_id)
     files = list(NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).order_by("path"))
@@ -889,5 +897,13 @@ def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
             info.external_attr = 0o644 << 16
             body = {"importance": [{"scope": scope.name, "topic": row.topic, "importance": row.importance}
                                    for scope, row in weights]}
+            archive.writestr(info, json.dumps(body, indent=1, ensure_ascii=False).encode())
+        roots = {note.path.rsplit("/", 1)[0] for note in files} - {ROOT}
+        holders = folder_holders(owner_id=owner_id, roots=roots) if roots else {}
+        if holders:
+            info = zipfile.ZipInfo(FOLDERS_FILE, date_time=max(note.updated_at for note in files).timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            body = {"folders": [{"folder": root, **holder} for root, holder in sorted(holders.items())]}
             archive.writestr(info, json.dumps(body, indent=1, ensure_ascii=False).encode())
     return buffer.getvalue()

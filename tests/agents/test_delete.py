@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import pytest
@@ -103,7 +104,11 @@ def test_export_answers_with_a_zip_of_the_notes_and_then_moves_them_to_the_trash
     assert response["Content-Type"] == "application/zip"
     assert response["Content-Disposition"] == f'attachment; filename="agent-{agent["id"]}-cook-notes.zip"'
     with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
-        assert {name: archive.read(name).decode() for name in archive.namelist()} == expected
+        files = {name: archive.read(name).decode() for name in archive.namelist()}
+    # the notes, and whose they were: an import of the zip finds the agent of that name
+    assert json.loads(files.pop("folders.json")) == {"folders": [{"folder": f"Memory/agents/{agent['id']}",
+                                                                  "agent": "Cook"}]}
+    assert files == expected
     assert agent_files(owner, agent["id"]) == []
     assert TrashEntry.objects.filter(owner=owner, kind="agent").count() == 1
     assert not Agent.objects.filter(pk=agent["id"]).exists()
@@ -119,7 +124,8 @@ def test_export_leaves_my_own_notes_out_of_the_zip_and_in_place(api, owner, make
     give_notes(owner, agent["id"], "diet")
     response = api.delete(f"{AGENTS}/{agent['id']}?memory=export")
     with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
-        assert all(name.startswith(f"Memory/agents/{agent['id']}/") for name in archive.namelist())
+        assert all(name.startswith(f"Memory/agents/{agent['id']}/") for name in archive.namelist()
+                   if name != "folders.json")
     assert NoteFile.objects.filter(owner=owner, path="Memory/index.md").exists()
 
 

@@ -8,6 +8,9 @@ import zipfile
 
 import pytest
 
+from bridges.models import Binding
+from localai_memory.agents.models import Agent
+from localai_memory.core.invariants import check_invariants
 from localai_memory.growth import importing
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import proposal_confirm
@@ -49,63 +52,228 @@ def _named(data: bytes, name: str) -> io.BytesIO:
     return stream
 
 
+def agent_and_bot(user, *, agent: str = "Cook", bot: str = "Home bot") -> tuple[Agent, Binding]:
+    """An agent and a Telegram bot of ``user``, by name (their ids differ from account to account)."""
+    return (Agent.objects.create(owner=user, name=agent, tools=["memory"], grants=["memory.write"], memory="own"),
+            Binding.objects.create(owner=user, platform="telegram", name=bot, mode="polling"))
+
+
+def folders(user) -> tuple[Scope, Scope]:
+    """The note folders of ``user``'s agent and bot (``agent_and_bot``)."""
+    agent, bot = Agent.objects.get(owner=user), Binding.objects.get(owner=user)
+    return Scope.agent(agent.pk), Scope.channel(bot.pk, "C123")
+
+
+def notes_of(owner, *, moved: dict[Scope, Scope] | None = None) -> dict[str, bytes]:
+    """The files of ``owner``'s export under ``Memory/``, their folders renamed as ``moved`` says."""
+    renamed = {f"{old.root}/": f"{new.root}/" for old, new in (moved or {}).items()}
+    found = {}
+    for path, content in files_of(owner).items():
+        if path.startswith("Memory/"):
+            prefix = next((old for old in renamed if path.startswith(old)), None)
+            found[renamed[prefix] + path[len(prefix):] if prefix else path] = content
+    return found
+
+
 @pytest.fixture
 def alices_memory(owner):
+    cook, bot = agent_and_bot(owner)
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
                                details="Moved to Rome in 2024.\nLikes the Trastevere area — ☀️\n", source="files",
                                actor="you")
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
                                source="files", actor="you")
-    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", summary="short answers",
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(cook.pk), topic="tone", summary="short answers",
                                source="files", actor="you")
-    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.channel(3, "C123"), topic="team",
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.channel(bot.pk, "C123"), topic="team",
                                summary="Friday demos", details="no trailing newline", source="files", actor="you")
     return notes_services.memory_export(owner_id=owner.pk)
 
 
 def test_the_export_imports_into_a_new_account_with_byte_identical_files(owner, make_user, alices_memory, client_for):
     newcomer = make_user("newcomer")
+    agent_and_bot(newcomer)  # the agent and the bot of the same names, under ids of the newcomer's
 
     response = upload(client_for(newcomer), alices_memory)
 
     assert response.status_code == 200, response.content
-    assert response.json()["mode"] == "restored"
-    assert files_of(newcomer) == files_of(owner)
+    assert response.json()["mode"] == "restored" and response.json()["skipped"] == []
+    (alices_agent, alices_bot), (agent, bot) = folders(owner), folders(newcomer)
+    assert response.json()["moved"] == [
+        {"from": f"{alices_agent.root}/", "to": f"{agent.root}/", "name": "Cook"},
+        {"from": f"{alices_bot.root}/", "to": f"{bot.root}/", "name": "Home bot"}]
+    assert notes_of(newcomer) == notes_of(owner, moved={alices_agent: agent, alices_bot: bot})
     assert ChangeSet.objects.get(owner=newcomer).source == "import"
 
 
-def test_the_importances_you_gave_travel_with_the_export(owner, make_user, client_for):
+def test_the_export_records_whose_agent_and_conversation_folders_are(owner, alices_memory):
+    from localai_memory.agents.services import agent_delete
+
+    cook, bot = folders(owner)
+    assert json.loads(files_of(owner)[notes_services.FOLDERS_FILE]) == {"folders": [
+        {"folder": cook.root, "agent": "Cook"},
+        {"folder": bot.root, "bot": "Home bot", "platform": "telegram"}]}
+
+    agent_delete(owner_id=owner.pk, agent_id=int(cook.key), memory="keep")
+
+    assert json.loads(files_of(owner)[notes_services.FOLDERS_FILE])["folders"][0] == {
+        "folder": cook.root, "agent": "Cook", "deleted": True}
+
+
+def test_an_export_of_your_own_notes_alone_has_no_folders_file(owner):
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
                                source="files", actor="you")
-    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", summary="short answers",
+
+    assert list(files_of(owner)) == ["Memory/index.md"]
+
+
+def test_the_importances_you_gave_travel_with_the_export(owner, make_user, client_for):
+    cook = Scope.agent(agent_and_bot(owner)[0].pk)
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=cook, topic="tone", summary="short answers",
                                source="files", actor="you")
     notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="home", importance=0.95)
-    notes_services.note_importance_set(owner_id=owner.pk, scope=Scope.agent(7), topic="tone", importance=0.2)
+    notes_services.note_importance_set(owner_id=owner.pk, scope=cook, topic="tone", importance=0.2)
     exported = notes_services.memory_export(owner_id=owner.pk)
     assert json.loads(files_of(owner)[notes_services.IMPORTANCE_FILE]) == {"importance": [
-        {"scope": "agent:7", "topic": "tone", "importance": 0.2},
+        {"scope": cook.name, "topic": "tone", "importance": 0.2},
         {"scope": "user", "topic": "home", "importance": 0.95}]}
 
     newcomer = make_user("newcomer")
+    newcomers_cook = agent_and_bot(newcomer)[0].pk
     response = upload(client_for(newcomer), exported)
     assert response.status_code == 200 and response.json()["importances"] == 2, response.content
     assert notes_selectors.note_importances(owner_id=newcomer.pk) == {
-        ("user", "", "home"): 0.95, ("agent", "7", "tone"): 0.2}
+        ("user", "", "home"): 0.95, ("agent", str(newcomers_cook), "tone"): 0.2}
 
     # Merged into an account that weighed "home" itself: its own weighing stays.
     other = make_user("other")
+    others_cook = agent_and_bot(other)[0].pk
     notes_services.note_upsert(owner_id=other.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
                                source="files", actor="you")
     notes_services.note_importance_set(owner_id=other.pk, scope=Scope.user(), topic="home", importance=0.5)
     result = importing.import_zip(owner_id=other.pk, data=exported)
     assert result.mode == "merged" and result.importances == 1
     assert notes_selectors.note_importances(owner_id=other.pk) == {
-        ("user", "", "home"): 0.5, ("agent", "7", "tone"): 0.2}
+        ("user", "", "home"): 0.5, ("agent", str(others_cook), "tone"): 0.2}
 
     # The import's Undo takes back the importances it gave with its notes.
     notes_services.change_undo(owner_id=newcomer.pk, change_id=response.json()["change_id"])
     assert notes_selectors.note_importances(owner_id=newcomer.pk) == {}
     assert not NoteFile.objects.filter(owner=newcomer).exists()
+
+
+def test_your_own_export_goes_to_the_agent_and_the_bot_you_made_again_after_deleting_them(owner, api, alices_memory):
+    from bridges.services import binding_delete
+    from localai_memory.agents.services import agent_delete
+
+    old_agent, old_bot = folders(owner)
+    agent_delete(owner_id=owner.pk, agent_id=int(old_agent.key), memory="delete")
+    binding_delete(binding=Binding.objects.get(owner=owner))  # its conversation's notes stay where they were
+    agent_and_bot(owner)  # made again: the same names, new ids
+    agent, bot = folders(owner)
+
+    body = upload(api, alices_memory).json()
+
+    assert body["mode"] == "merged" and body["skipped"] == [] and body["proposals"] == []
+    assert body["moved"] == [{"from": f"{old_agent.root}/", "to": f"{agent.root}/", "name": "Cook"},
+                             {"from": f"{old_bot.root}/", "to": f"{bot.root}/", "name": "Home bot"}]
+    assert sorted(body["added"]) == [f"{agent.root}/tone", f"{bot.root}/team"]
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=agent) == "- tone: short answers\n"
+    assert not NoteFile.objects.filter(owner=owner, path__startswith=f"{old_agent.root}/").exists()
+
+
+def test_an_export_that_does_not_name_its_folders_keeps_yours_and_skips_the_others(owner, outsider, api):
+    mine, theirs = agent_and_bot(owner)[0], agent_and_bot(outsider)[0]
+    zipped = a_zip({f"Memory/agents/{mine.pk}/index.md": "- tone: short answers\n",
+                    f"Memory/agents/{theirs.pk}/index.md": "- tone: long answers\n",
+                    "Memory/agents/999999/index.md": "- tone: no answers\n",
+                    "Memory/channels/999999-abcdef012345/index.md": "- team: Friday demos\n"})
+
+    body = upload(api, zipped).json()
+
+    assert body["written"] == [f"Memory/agents/{mine.pk}/index.md"]
+    assert [skip["path"] for skip in body["skipped"]] == [
+        f"Memory/agents/{theirs.pk}/", "Memory/agents/999999/", "Memory/channels/999999-abcdef012345/"]
+    assert "the export does not say which agent it was" in body["skipped"][0]["reason"]
+    assert "the export does not say which bot it was" in body["skipped"][2]["reason"]
+    # another account's agent reads as nobody's: the answer tells nothing about it
+    assert (body["skipped"][0]["reason"].replace(str(theirs.pk), "N")
+            == body["skipped"][1]["reason"].replace("999999", "N"))
+    assert not NoteFile.objects.filter(owner=owner, path__startswith=f"Memory/agents/{theirs.pk}/").exists()
+
+
+def test_a_name_two_of_your_agents_share_is_skipped_rather_than_guessed(owner, make_user, alices_memory):
+    other = make_user("other")
+    _, bot = agent_and_bot(other)
+    Agent.objects.create(owner=other, name="Cook")
+    cook, alices_bot = folders(owner)
+
+    result = importing.import_zip(owner_id=other.pk, data=alices_memory)
+
+    assert result.skipped == [{"path": f"{cook.root}/", "reason": (
+        "Not imported: 2 of your agents are named “Cook”, so the import cannot tell which one these notes are for. "
+        "Rename all but one of them, then import the zip again.")}]
+    assert result.moved == [{"from": f"{alices_bot.root}/", "to": f"{Scope.channel(bot.pk, 'C123').root}/",
+                             "name": "Home bot"}]
+    assert not NoteFile.objects.filter(owner=other, path__startswith="Memory/agents/").exists()
+
+
+def test_two_folders_of_the_zip_for_one_agent_are_not_merged(owner, make_user):
+    first = Agent.objects.create(owner=owner, name="Cook")
+    second = Agent.objects.create(owner=owner, name="Cook")
+    for agent, tone in ((first, "short answers"), (second, "long answers")):
+        notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="tone", summary=tone,
+                                   source="files", actor="you")
+    other = make_user("other")
+    cook = Scope.agent(Agent.objects.create(owner=other, name="Cook").pk)
+
+    result = importing.import_zip(owner_id=other.pk, data=notes_services.memory_export(owner_id=owner.pk))
+
+    assert result.moved == [{"from": f"Memory/agents/{first.pk}/", "to": f"{cook.root}/", "name": "Cook"}]
+    assert result.skipped == [{"path": f"Memory/agents/{second.pk}/", "reason": (
+        f"Not imported: another folder of the zip, Memory/agents/{first.pk}/, goes to {cook.root}/ already, and two "
+        "folders are not merged into one. Import this one on its own.")}]
+    assert notes_selectors.index_text(owner_id=other.pk, scope=cook) == "- tone: short answers\n"
+
+
+def test_the_kept_notes_of_a_deleted_agent_go_back_only_to_the_account_that_kept_them(owner, make_user,
+                                                                                       alices_memory):
+    from localai_memory.agents.services import agent_delete
+
+    cook, _ = folders(owner)
+    agent_delete(owner_id=owner.pk, agent_id=int(cook.key), memory="keep")
+    exported = notes_services.memory_export(owner_id=owner.pk)
+    other = make_user("other")
+    agent_and_bot(other)  # a "Cook" of their own does not take the notes kept from Alice's deleted one
+
+    result = importing.import_zip(owner_id=other.pk, data=exported)
+
+    assert result.skipped == [{"path": f"{cook.root}/", "reason": (
+        "Not imported: these are the notes kept from “Cook”, an agent deleted before the export, and no agent of "
+        "yours reads them.")}]
+    # Alice's own account takes them back to where she kept them (the Deleted agents tab)
+    notes_services.memory_forget(owner_id=owner.pk, actor="you")
+    mine = importing.import_zip(owner_id=owner.pk, data=exported)
+    assert mine.mode == "restored" and mine.skipped == [] and f"{cook.root}/index.md" in mine.written
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("not json", "not the JSON Export writes"),
+    ('{"folders": {}}', "must hold"),
+    ('{"folders": [{"folder": "Memory", "agent": "Cook"}]}', "entry 1"),
+    ('{"folders": [{"folder": "Memory/agents/7/", "agent": "Cook"}]}', "entry 1"),
+    ('{"folders": [{"folder": "Memory/agents/7", "agent": ""}]}', "entry 1"),
+    ('{"folders": [{"folder": "Memory/agents/7", "agent": "Cook", "deleted": "yes"}]}', "entry 1"),
+    ('{"folders": [{"folder": "Memory/channels/3-abcdef012345", "bot": "Home"}]}', "entry 1"),
+])
+def test_a_bad_folders_file_is_refused_and_nothing_is_written(owner, api, body, message):
+    response = upload(api, a_zip({"Memory/index.md": "- home: lives in Rome\n", "folders.json": body}))
+
+    error = assert_error(response, 400, "invalid_import")
+    assert message in error["message"]
+    assert not NoteFile.objects.filter(owner=owner).exists()
 
 
 def test_an_importance_left_from_a_forgotten_note_neither_travels_nor_blocks_the_exports(owner):
@@ -184,6 +352,7 @@ def test_importing_into_a_full_index_is_refused_with_the_listing_and_nothing_is_
 
 def test_a_merge_adds_new_topics_and_shows_differences_as_proposals(owner, make_user, alices_memory):
     other = make_user("other")
+    agent_and_bot(other)
     notes_services.note_upsert(owner_id=other.pk, scope=Scope.user(), topic="home", summary="lives in Oslo",
                                source="files", actor="you")
     notes_services.note_upsert(owner_id=other.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
@@ -192,7 +361,8 @@ def test_a_merge_adds_new_topics_and_shows_differences_as_proposals(owner, make_
     result = importing.import_zip(owner_id=other.pk, data=alices_memory)
 
     assert result.mode == "merged"
-    assert sorted(result.added) == ["Memory/agents/7/tone", f"Memory/channels/{Scope.channel(3, 'C123').key}/team"]
+    agent, bot = folders(other)
+    assert sorted(result.added) == [f"{agent.root}/tone", f"{bot.root}/team"]
     assert result.unchanged == ["Memory/diet"]
     [difference] = Proposal.objects.filter(owner=other)
     assert (difference.topic, difference.old_summary, difference.summary) == ("home", "lives in Oslo", "lives in Rome")
@@ -368,10 +538,20 @@ def test_a_body_that_is_neither_a_zip_nor_facts_is_a_clear_400(api):
 
 
 def test_an_outsiders_import_lands_only_in_their_own_account(owner, outsider, outsider_api, alices_memory):
-    upload(outsider_api, alices_memory)
+    body = upload(outsider_api, alices_memory).json()
 
-    assert files_of(outsider) == files_of(owner)  # their own copy…
+    assert notes_of(outsider) == {path: content for path, content in notes_of(owner).items()
+                                  if path.count("/") == 1}  # their own copy of Alice's own notes…
     assert ChangeSet.objects.filter(owner=owner, source="import").count() == 0  # …Alice's account untouched
+    # …and nothing in the folders of Alice's agent and bot, whose ids are hers: said why, not written
+    cook, bot = folders(owner)
+    assert body["skipped"] == [
+        {"path": f"{cook.root}/", "reason": "Not imported: none of your agents is named “Cook”, whose notes these "
+                                            "are. Make or import an agent of that name, then import the zip again."},
+        {"path": f"{bot.root}/", "reason": "Not imported: none of your bots is the Telegram bot “Home bot”, whose "
+                                           "conversation these notes are of. Connect it, then import the zip "
+                                           "again."}]
+    assert body["moved"] == [] and check_invariants() == []
 
 
 def test_import_needs_a_login(anon_api):

@@ -482,9 +482,30 @@ def test_json_stays_json_when_asked_to_confirm(owner, notes):
 def test_import_counts_notes_and_names_a_zip_given_as_facts(owner, outsider, notes, tmp_path):
     export = tmp_path / "alice.zip"
     memory("export", "--user", "alice", "-o", str(export))
-    assert "2 note(s) added" in memory("import", "--user", "mallory", str(export))
+    out = memory("import", "--user", "mallory", str(export))
+    assert "1 note(s) added" in out and "1 skipped" in out
+    assert ("Skipped Memory/agents/7/: Not imported: agent 7 is not one of your agents, and the export does not say "
+            "which agent it was.") in out  # not one of Mallory's: nothing is written under its id
+    assert not NoteFile.objects.filter(owner=outsider, path__startswith="Memory/agents/").exists()
     with pytest.raises(CommandError, match="is a zip"):
         memory("import", "--user", "mallory", "--facts", str(export))
+
+
+def test_import_says_which_agent_a_folder_went_to(owner, outsider, tmp_path):
+    from localai_memory.agents.models import Agent
+
+    alices, mallorys = (Agent.objects.create(owner=user, name="Cook") for user in (owner, outsider))
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(alices.pk), topic="tone",
+                               summary="short answers", source="files", actor="you")
+    export = tmp_path / "alice.zip"
+    memory("export", "--user", "alice", "-o", str(export))
+
+    out = memory("import", "--user", "mallory", str(export))
+
+    assert f"Memory/agents/{alices.pk}/ → Memory/agents/{mallorys.pk}/ (“Cook”)" in out
+    assert index(outsider, Scope.agent(mallorys.pk)) == "- tone: short answers\n"
+    moved = json.loads(memory("import", "--user", "mallory", "--json", str(export)))["moved"]
+    assert moved == [{"from": f"Memory/agents/{alices.pk}/", "to": f"Memory/agents/{mallorys.pk}/", "name": "Cook"}]
 
 
 def test_a_fact_that_looks_like_a_password_does_not_name_its_topic(owner, tmp_path):

@@ -147,7 +147,7 @@ def test_deleting_an_agent_with_notes_asks_keep_export_or_delete(web):
     download = info.value
     assert download.suggested_filename.endswith("-exporter-notes.zip")
     with zipfile.ZipFile(io.BytesIO(Path(download.path()).read_bytes())) as archive:
-        assert [name.rsplit("/", 1)[-1] for name in archive.namelist()] == ["index.md"]
+        assert [name.rsplit("/", 1)[-1] for name in archive.namelist()] == ["index.md", "folders.json"]
         assert b"exporter answers briefly" in archive.read(archive.namelist()[0])
     expect(page.get_by_text("The agent is deleted and its notes are in the Trash")).to_be_visible()
 

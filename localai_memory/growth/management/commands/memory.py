@@ -430,6 +430,9 @@ class Command(BaseCommand):
         summary = (f"Imported: {added} note(s) added, {len(result.proposals)} waiting "
                    f"for your answer, {len(result.unchanged)} unchanged, {len(result.skipped)} skipped."
                    + (f" {len(result.waiting)} were suggested before and still wait." if result.waiting else ""))
+        # where an agent's or a conversation's folder went, and why one was not imported
+        summary += "".join(f"\n{move['from']} → {move['to']} (“{move['name']}”)" for move in result.moved)
+        summary += "".join(f"\nSkipped {skip['path']}: {skip['reason']}" for skip in result.skipped)
         self.emit(result.as_dict(), summary)
 
     def do_clear(self, *, yes: bool = False, **options: Any) -> None:
