@@ -11,6 +11,8 @@ from rest_framework.response import Response
 from localai_memory.core.api import ApiView, StrictBooleanField, validated
 from localai_memory.core.errors import InvalidInput
 from localai_memory.core.parsers import JSONParser
+from localai_memory.memory.selectors import MemoryState, memory_state
+from localai_memory.memory.services import settings_update
 
 from . import importing
 from .consolidation import consolidate_user
@@ -37,6 +39,31 @@ class ConsolidateApi(ApiView):
             return Response({"status": "queued"}, status=202)
         result = consolidate_user(owner_id=request.user.pk, trigger=ConsolidationRun.Trigger.MANUAL)
         return Response(result.as_dict())
+
+
+class GrowingApi(ApiView):
+    """How memory grows besides the model's proposals: suggestions from chats (the consolidation passes) and
+    notes proposed by MCP clients. The Memory tab's "Growing" section, over the API."""
+
+    class InputSerializer(serializers.Serializer):
+        consolidation_enabled = StrictBooleanField(required=False)
+        mcp_propose_enabled = StrictBooleanField(required=False)
+
+    @staticmethod
+    def _answer(state: MemoryState) -> dict[str, bool]:
+        return {"consolidation_enabled": state.consolidation_enabled,
+                "mcp_propose_enabled": state.mcp_propose_enabled}
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """Whether passes over your chats suggest notes, and whether MCP clients may propose notes."""
+        return Response(self._answer(memory_state(user_id=request.user.pk)))
+
+    @extend_schema(request=InputSerializer, responses={200: OpenApiTypes.OBJECT})
+    def put(self, request):
+        """Change either; a field left out stays as it is."""
+        data = validated(self.InputSerializer, request.data)
+        return Response(self._answer(settings_update(user_id=request.user.pk, **data)))
 
 
 class StatsApi(ApiView):

@@ -1,4 +1,4 @@
-"""Routes of memory growth: Synthesize now, the stats, import."""
+"""Routes of memory growth: Synthesize now, its switches, the stats, import."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from . import api
 
 urlpatterns = [
     path("api/chats/memory/consolidate", api.ConsolidateApi.as_view(), name="memory-consolidate"),
+    path("api/chats/memory/growing", api.GrowingApi.as_view(), name="memory-growing"),
     path("api/chats/memory/stats", api.StatsApi.as_view(), name="memory-stats"),
     path("api/chats/memory/import", api.ImportApi.as_view(), name="memory-import"),
 ]
