@@ -12,6 +12,7 @@ from django.apps import apps
 from django.db import models, transaction
 
 from localai_memory.memory.models import Proposal
+from localai_memory.memory.services import settings_mark_forgotten
 from localai_memory.notes.models import (
     ChangeSet,
     FileChange,
@@ -69,7 +70,9 @@ def memory_clear(*, owner_id: int) -> dict[str, int]:
     Not undoable: there is nothing left to undo from. The owner's settings, agents and chats stay (the chats'
     messages as written, without the record of what memory did in them); so do the consolidation watermarks
     (ids only), moved to each chat's last message (``consolidation_forget_chats``), so nothing said before is
-    suggested afterwards, not even by a pass that was running. Returns what was deleted or wiped, per kind.
+    suggested afterwards, not even by a pass that was running; and the time is recorded as for Forget
+    everything (``memory.services.settings_mark_forgotten``), so a chat turn still answering saves and
+    suggests nothing it read before. Returns what was deleted or wiped, per kind.
     """
     lock_owner(owner_id)
     deleted: dict[str, int] = {}
@@ -80,4 +83,5 @@ def memory_clear(*, owner_id: int) -> dict[str, int]:
         deleted[copies.name] = copies.wipe(copies.rows(owner_id))
     deleted.update(memory_erase(owner_id=owner_id))
     consolidation_forget_chats(owner_id=owner_id)
+    settings_mark_forgotten(user_id=owner_id)
     return deleted

@@ -34,6 +34,9 @@ class MemorySettings(models.Model):
         default=False, help_text="The user had disabled the old Memory add-on to stop memory and never chose since.")
     consolidation_enabled = models.BooleanField(default=True)
     mcp_propose_enabled = models.BooleanField(default=False)
+    forgot_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the user last forgot everything (Forget everything, the terminal's "
+                                         "clear): what a chat turn read before it is neither saved nor suggested.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

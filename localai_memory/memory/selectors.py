@@ -1,10 +1,12 @@
-"""Reads of memory settings (what a user chose, with the defaults for a user who never chose), and the checks
-that a scope or a folder a person names is theirs to write (``owned_scope``, ``file_folder_owned``)."""
+"""Reads of memory settings (what a user chose, with the defaults for a user who never chose; when they last
+forgot everything, ``forgotten_after``), and the checks that a scope or a folder a person names is theirs to
+write (``owned_scope``, ``file_folder_owned``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,9 @@ from localai_memory.notes.paths import ROOT, IndexEntry, Scope
 
 from .models import MemorySettings, MessagingSave, Proposal, SaveMode
 from .providers import BUILTIN, OFF, canonical, provider_state
+
+#: ``MemoryState.forgot_at`` of a user who never forgot everything: earlier than any forget.
+NEVER_FORGOT = datetime(1, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,8 @@ class MemoryState:
     server_files_on: bool
     consolidation_enabled: bool
     mcp_propose_enabled: bool
+    #: when the user last forgot everything (``NEVER_FORGOT``: never)
+    forgot_at: datetime = NEVER_FORGOT
 
     @property
     def available(self) -> bool:
@@ -81,7 +88,16 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
         server_files_on=bool(settings.FILES_ENABLED),
         consolidation_enabled=row.consolidation_enabled,
         mcp_propose_enabled=row.mcp_propose_enabled,
+        forgot_at=row.forgot_at or NEVER_FORGOT,
     )
+
+
+def forgotten_after(*, owner_id: int, moment: datetime) -> bool:
+    """Whether the owner forgot everything (Forget everything, the terminal's clear) after ``moment``: what was
+    read or said before it may become neither a note nor a suggestion. Ask under the owner's note lock
+    (``notes.services.lock_owner``), which the forget holds while it records the time
+    (``memory.services.settings_mark_forgotten``): a forget that committed is seen, and a later one waits."""
+    return MemorySettings.objects.filter(user_id=owner_id, forgot_at__gt=moment).exists()
 
 
 def owned_scope(*, user_id: int, raw: object, writes_topic: str | None = None) -> Scope:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from localai_memory.core.errors import InvalidInput
 
@@ -67,6 +69,22 @@ def provider_pick(*, user_id: int, provider: str) -> MemoryState:
     return memory_state(user_id=user_id)
 
 
+def settings_mark_forgotten(*, user_id: int) -> datetime:
+    """Record that the user forgot everything now (``MemorySettings.forgot_at``), and return the time: a chat
+    turn that read before it saves and suggests nothing afterwards (``selectors.forgotten_after``). Call inside
+    the forget's transaction, under the owner's note lock, where the turn's write checks.
+
+    Each forget is recorded later than the one before, even from a frontend whose clock is behind: a turn
+    compares the time it read with this one."""
+    row = _row_for_update(user_id)
+    now = timezone.now()
+    if row.forgot_at is not None and row.forgot_at >= now:
+        now = row.forgot_at + timedelta(microseconds=1)
+    row.forgot_at = now
+    row.save(update_fields=["forgot_at"])  # not a change of the settings: updated_at stays
+    return now
+
+
 def memory_export_all(*, user_id: int) -> bytes:
     """Export: the zip of every Memory file, with the serving add-on's own export beside them (``addons/``)."""
     import io
@@ -89,10 +107,11 @@ def memory_export_all(*, user_id: int) -> bytes:
 
 def memory_forget_all(*, user_id: int) -> tuple[Any, str | None]:
     """Forget everything: every note to the Trash (``notes.services.memory_forget``), the suggestions still
-    waiting dropped and every chat marked as read for suggestions (``growth.consolidation
+    waiting dropped, every chat marked as read for suggestions (``growth.consolidation
     .consolidation_forget_chats``: nothing said before is suggested afterwards, not even by a pass that was
-    running), in one transaction; and the serving add-on asked to forget its own (``"forgot"``, ``"failed"``
-    or None)."""
+    running) and the time recorded (``settings_mark_forgotten``: a chat turn still answering suggests and
+    saves nothing it read before), in one transaction; and the serving add-on asked to forget its own
+    (``"forgot"``, ``"failed"`` or None)."""
     from localai_memory.growth.consolidation import consolidation_forget_chats
     from localai_memory.notes.services import memory_forget
 
@@ -102,6 +121,7 @@ def memory_forget_all(*, user_id: int) -> tuple[Any, str | None]:
         entry = memory_forget(owner_id=user_id, actor="you")  # holds the owner's note lock to the commit
         proposals_drop_for_forget(owner_id=user_id)
         consolidation_forget_chats(owner_id=user_id)
+        settings_mark_forgotten(user_id=user_id)
     state = memory_state(user_id=user_id)
     addon = addon_forget(state.provider_choice, user_id=user_id) if state.provider_state == "addon" else None
     return entry, addon
