@@ -33,6 +33,7 @@ from localai_memory.notes.paths import SUMMARY_MAX_CHARS, Scope, clean_summary
 from localai_memory.notes.services import (
     KEEP,
     CapExceeded,
+    Forgotten,
     check_importance,
     importance_change,
     lock_owner,
@@ -121,6 +122,9 @@ def remember_run(*, ctx: ToolContext, fact: str) -> str:
     except InvalidInput as exc:  # a fact whose topic file would pass its cap
         refused(ctx, None, exc.code, exc.message)
         return f"Nothing was saved: {exc.message}"
+    except Forgotten as exc:  # the person pressed Forget everything as this turn ran: it came first
+        refused(ctx, None, exc.code, exc.message)
+        return f"Nothing was saved. {exc.message}"
 
 
 def _save_or_propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, summary: str,
@@ -204,7 +208,8 @@ def _actor(ctx: ToolContext) -> str:
 def _save(ctx: ToolContext, scope: Scope, topic: str, summary: str, details: str | None) -> str:
     saved_at = timezone.now()
     change = note_upsert(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details,
-                         source=ChangeSet.Source.CHAT, actor=_actor(ctx), chat_id=ctx.chat.pk)
+                         source=ChangeSet.Source.CHAT, actor=_actor(ctx), chat_id=ctx.chat.pk,
+                         read_after=ctx.read_after)
     undo_until = saved_at + policy.UNDO_WINDOW
     ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
                                 "undo_until": undo_until.isoformat(), "typed": True})

@@ -16,6 +16,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -550,6 +551,11 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     the turn saved before the delete stays, as any note saved from the chat; a suggestion it would make
     after the delete is refused the same way (``memory.proposals.proposal_create``).
 
+    Forget everything (or the terminal's clear) while the model thinks does not end the turn: it answers
+    and is stored as any other, but a note it would save or suggest after the forget is refused (``forgotten``,
+    and the model is told why), as is a ``/remember``; nothing it read or was told before the forget comes
+    back. Its message, said before the forget, is not read for suggestions either (``growth.consolidation``).
+
     ``store_after_response`` stores the message and the reply once the response has been sent (a round trip
     the reply does not wait for; the result then has no message ids). For the OpenAI-compatible route, whose
     client sends the conversation itself every turn: what memory did (notes saved, proposals) is written
@@ -572,11 +578,16 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
+    # The turn's message was said as it arrived, and the notes it read are from after the last Forget
+    # everything that read found (when it found any): a note or a suggestion it makes is refused once the
+    # owner forgot everything after the earlier of the two (``ToolContext.read_after``).
+    arrived = user_message.created_at
+    read_after = min(state.forgot_at, arrived) if state is not None else arrived
     fact = remember.parse(content) if typed_by_user and not continues else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call
         return _remember_turn(chat=chat, user_message=user_message, fact=fact, facts=facts, decision=decision,
                               scopes=scopes, sender=sender, store_after_response=store_after_response,
-                              message_stored=message_stored)
+                              message_stored=message_stored, read_after=read_after)
     indexes: list[context.IndexShown] = []
     if decision.memory_on and decision.served_by == "builtin":
         indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
@@ -623,7 +634,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     outside = not typed_by_user or any(m["role"] == "tool" or m.get("origin", "user") != "user"
                                        for m in (*earlier, *(pending or ())))
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
-                      report=report, addon=addon, outside_text=outside)
+                      report=report, addon=addon, outside_text=outside, read_after=read_after)
     try:
         reply = _loop(messages, definitions, ctx, timings, client_tools, options)
     except UpstreamError as exc:
@@ -697,12 +708,12 @@ def turn_retry(*, chat: Chat, message_id: object) -> TurnResult:
 
 def _remember_turn(*, chat: Chat, user_message: Message, fact: str, facts: policy.TurnFacts,
                    decision: policy.TurnDecision, scopes: dict[str, Scope], sender: Sender | None,
-                   store_after_response: bool, message_stored: bool = False) -> TurnResult:
+                   store_after_response: bool, read_after: datetime, message_stored: bool = False) -> TurnResult:
     """A ``/remember`` message (``chats.remember``): the note saved, proposed or refused, and one line of
     answer stored as the assistant's reply, with the turn's memory report, as any turn's."""
     report = new_report(decision)
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=[], sender=sender,
-                      report=report)
+                      report=report, read_after=read_after)
     try:
         text = remember.remember_run(ctx=ctx, fact=fact)
     except Exception:

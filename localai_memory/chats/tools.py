@@ -4,7 +4,9 @@ Each call is checked against the turn's ``TurnDecision`` (a tool that was not of
 the model sends) and every note goes through ``memory.policy.decide_note``: ``save_now`` writes with
 ``notes.services.note_upsert`` (automatic, with a 30-minute Undo), ``ask``/``locked`` make a proposal, and
 ``refuse`` writes nothing. Results go back to the model as JSON and are recorded in the turn's memory
-report. Nothing here decides a rule; it only carries out what the policy answered.
+report. Nothing here decides a rule; it only carries out what the policy answered. A note or a suggestion made
+after the owner pressed Forget everything while the turn ran is refused (``forgotten``, ``ToolContext
+.read_after``), checked under the owner's note lock where it is written.
 
 ``memory_search`` ranks the readable scopes' notes by meaning (``recall.service.search``). A proposed note
 that means the same as another topic's line in the scope it would go to is not added: it is reported as a
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -33,7 +36,14 @@ from localai_memory.memory.providers import AddonTurn, addon_write
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import TOPIC_RE, Scope, clean_summary
-from localai_memory.notes.services import CapExceeded, change_undo, lock_owner, note_upsert
+from localai_memory.notes.services import (
+    CapExceeded,
+    Forgotten,
+    change_undo,
+    check_not_forgotten,
+    lock_owner,
+    note_upsert,
+)
 from localai_memory.recall import service as recall_service
 
 from .context import SCOPE_ORDER, defang
@@ -65,6 +75,11 @@ class ToolContext:
     calls: list[dict[str, Any]] = field(default_factory=list)
     addon: AddonTurn | None = None  # the add-on serving memory this turn, with its tools
     outside_text: bool = False  # the turn read a client's tool results (policy.NoteFacts.outside_text)
+    #: What the turn knows is from after this time: its start (its message's arrival), or the owner's last
+    #: Forget everything that its first read found (``MemoryState.forgot_at``) when that was earlier. A note or
+    #: a suggestion is refused (``forgotten``) once the owner forgot everything later: it would bring back what
+    #: was said or read before they forgot.
+    read_after: datetime = field(default_factory=timezone.now)
 
     @property
     def readable(self) -> list[str]:
@@ -347,6 +362,8 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         return already_saved(ctx, decision.scope, topic, summary, exc.message)
     except NotFound as exc:
         return refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
+    except Forgotten as exc:
+        return refused(ctx, topic, exc.code, exc.message)
 
 
 def _duplicate(ctx: ToolContext, topic: str, duplicate: recall_service.Duplicate) -> dict[str, Any]:
@@ -374,7 +391,7 @@ def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, top
         change = note_upsert(
             owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=None if delete else summary,
             details=details, delete=delete, source=ChangeSet.Source.MODEL, actor=MODEL_ACTOR, automatic=True,
-            undo_until=undo_until, chat_id=ctx.chat.pk,
+            undo_until=undo_until, chat_id=ctx.chat.pk, read_after=ctx.read_after,
         )
     except Conflict as exc:
         if exc.code != "no_change":
@@ -399,19 +416,27 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
         return refused(ctx, topic, decision.reason, policy.MESSAGES[decision.reason])
     if decision.outcome == "save_now":
         try:
-            addon_write(ctx.addon.name, user_id=ctx.chat.owner_id, topic=topic, summary=summary, details=details,
-                        delete=delete)
+            # Under the owner's note lock, held until the add-on has the note: a Forget everything that came
+            # first is seen here, and one that comes later asks the add-on to forget after this write.
+            with transaction.atomic():
+                lock_owner(ctx.chat.owner_id)
+                check_not_forgotten(ctx.chat.owner_id, ctx.read_after)
+                addon_write(ctx.addon.name, user_id=ctx.chat.owner_id, topic=topic, summary=summary,
+                            details=details, delete=delete)
         except ApplicationError as exc:
             return refused(ctx, topic, exc.code, exc.message)
         ctx.saved_now += 1
         ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": "addon", "summary": summary,
                                     "undo_until": None, "provider": ctx.addon.name})
         return {"status": "saved", "topic": topic, "provider": ctx.addon.name, "message": decision.message}
-    proposal = addon_proposal_create(
-        owner_id=ctx.chat.owner_id, provider=ctx.addon.name, topic=topic, summary=summary, details=details,
-        delete=delete, reason=decision.reason, locked=decision.outcome == "locked",
-        requester_only=decision.requester_only, origin=ctx.chat.origin, chat_id=ctx.chat.pk,
-        requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None)
+    try:
+        proposal = addon_proposal_create(
+            owner_id=ctx.chat.owner_id, provider=ctx.addon.name, topic=topic, summary=summary, details=details,
+            delete=delete, reason=decision.reason, locked=decision.outcome == "locked",
+            requester_only=decision.requester_only, origin=ctx.chat.origin, chat_id=ctx.chat.pk,
+            requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None, read_after=ctx.read_after)
+    except Forgotten as exc:
+        return refused(ctx, topic, exc.code, exc.message)
     entry = {"proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": "addon",
              "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,
              "delete": delete, "provider": ctx.addon.name}
@@ -423,12 +448,13 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
 def propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
             details: str | None, delete: bool, source: str = Proposal.Source.MODEL) -> dict[str, Any]:
     """A proposal of the turn's note, recorded in its report (``source``: who wrote it; ``chat``: typed with
-    ``/remember``)."""
+    ``/remember``). Raises ``Forgotten`` when the owner forgot everything after the turn read
+    (``ToolContext.read_after``)."""
     proposal = proposal_create(
         owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details, delete=delete,
         reason=decision.reason, locked=decision.outcome == "locked", requester_only=decision.requester_only,
         origin=ctx.chat.origin, source=source, chat_id=ctx.chat.pk,
-        requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None,
+        requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None, read_after=ctx.read_after,
     )
     entry = {"proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": scope.kind,
              "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,

@@ -43,7 +43,14 @@ from localai_memory.notes.paths import (
     index_size,
     render_index,
 )
-from localai_memory.notes.services import CapExceeded, cap_error, lock_owner, note_upsert, topic_too_large
+from localai_memory.notes.services import (
+    CapExceeded,
+    cap_error,
+    check_not_forgotten,
+    lock_owner,
+    note_upsert,
+    topic_too_large,
+)
 
 from . import policy
 from .models import Proposal
@@ -155,17 +162,20 @@ def proposal_create(
     requested_by_sender_id: int | None = None,
     correction: bool = False,
     makes_room_for: dict[str, str] | None = None,
+    read_after: datetime | None = None,
 ) -> Proposal:
     """Propose a change of one topic; it waits 24 hours (``policy.PROPOSAL_TTL``) for an answer.
 
     ``makes_room_for`` (a delete only): the note, ``{topic, summary, details}``, that did not fit the full
     index this delete makes room in; a ``confirm_listeners`` listener suggests it once the delete is confirmed.
+    ``read_after``: the change is made of what a chat turn read after that time (``chats.tools.ToolContext``).
 
     Not made twice: while an identical proposal waits, that one is returned (with ``duplicate = True`` on
     the instance). Raises AlreadySaved (409) when the index line (and topic file) already say exactly this,
     NotFound (404, ``unknown_topic``) to forget a topic that does not exist, CapExceeded (422, listing the
-    current entries so a model can merge) when a new line would pass the index caps, InvalidInput (400), and
-    ``chats.services.ChatDeleted`` (410) when ``chat_id`` names a chat that was deleted meanwhile.
+    current entries so a model can merge) when a new line would pass the index caps, InvalidInput (400),
+    ``chats.services.ChatDeleted`` (410) when ``chat_id`` names a chat that was deleted meanwhile, and
+    ``notes.services.Forgotten`` (410 ``forgotten``) when the owner forgot everything after ``read_after``.
     """
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
@@ -174,6 +184,7 @@ def proposal_create(
     now = timezone.now()
     lock_owner(owner_id)  # the index cannot change between this check and the insert
     _check_chat_there(owner_id, chat_id)
+    check_not_forgotten(owner_id, read_after)
     entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
     current = next((entry for entry in entries if entry.topic == topic), None)
     current_details = notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=topic)
@@ -222,10 +233,12 @@ def proposal_create(
 def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: str = "", details: str | None = None,
                           delete: bool = False, reason: str = "ask_first", locked: bool = False,
                           requester_only: bool = False, origin: str = "web", chat_id: int | None = None,
-                          requested_by_sender_id: int | None = None) -> Proposal:
+                          requested_by_sender_id: int | None = None, read_after: datetime | None = None
+                          ) -> Proposal:
     """A proposal of a note for the add-on ``provider`` that serves memory: it waits in the inbox as any other,
     and its confirm hands the note to the add-on (``providers.addon_write``). The add-on keeps its own notes,
-    so nothing is checked against the built-in index; an identical waiting proposal is returned instead."""
+    so nothing is checked against the built-in index; an identical waiting proposal is returned instead.
+    Raises as ``proposal_create`` for a deleted chat and for ``read_after``."""
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
     body = _checked_details(details, delete)
@@ -234,6 +247,7 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     now = timezone.now()
     lock_owner(owner_id)
     _check_chat_there(owner_id, chat_id)
+    check_not_forgotten(owner_id, read_after)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=Scope.user(), topic=topic, summary=text,
                                        details=f"{provider}\n{body}", delete=delete)
     waiting = _waiting_twin(owner_id, fingerprint, now)

@@ -66,6 +66,30 @@ class CapExceeded(ApplicationError):
     code = "cap_exceeded"
 
 
+class Forgotten(Gone):
+    """410 ``forgotten`` (the code of a suggestion Forget everything dropped, ``memory.proposals.DROPPED``): the
+    owner forgot everything after what a note or a suggestion is made of was read; a chat turn that was still
+    answering when they pressed Forget everything (``check_not_forgotten``)."""
+
+    code = "forgotten"
+
+    def __init__(self, message: str = "Everything in memory was forgotten while the chat was answering, so "
+                                      "nothing said or read before it was saved or suggested.", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+
+
+def check_not_forgotten(owner_id: int, read_after: datetime | None) -> None:
+    """Raise Forgotten when the owner forgot everything after ``read_after`` (the time a chat turn's reads are
+    from: ``chats.tools.ToolContext.read_after``; None: nothing to check). Call under the owner's lock, which
+    a forget holds while it records its time."""
+    if read_after is None:
+        return
+    from localai_memory.memory.selectors import forgotten_after
+
+    if forgotten_after(owner_id=owner_id, moment=read_after):
+        raise Forgotten()
+
+
 def lock_owner(owner_id: int) -> None:
     """Serialise every note write of one owner until the transaction ends. Raises Gone when the account was
     deleted (an account's delete holds this lock while it erases: a write that waited for it finds nobody)."""
@@ -759,13 +783,15 @@ def note_upsert(
     proposal_id: int | None = None,
     clear_details: bool = False,
     create_only: bool = False,
+    read_after: datetime | None = None,
 ) -> ChangeSet:
     """Add, replace or remove one topic: its index line and (optionally) its topic file, as one change set.
     Blank ``details`` keep the topic file as it is, unless ``clear_details`` (the person emptied them): then
     it goes, and the line no longer points to it. ``create_only``: a topic that exists is refused (409
     ``topic_exists``), checked under the owner's lock. ``summary=KEEP`` keeps the line's summary as it is
     under the lock (a change committed by someone else meanwhile is not reverted); the note must exist then
-    (404 ``unknown_topic``).
+    (404 ``unknown_topic``). ``read_after``: the note is made of what a chat turn read after that time; it is
+    refused (410, ``Forgotten``) when the owner forgot everything since, checked under the owner's lock.
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
     """
@@ -774,6 +800,7 @@ def note_upsert(
     legacy_line = delete and topic == INDEX_TOPIC
     topic = topic if legacy_line else check_topic(topic)
     lock_owner(owner_id)
+    check_not_forgotten(owner_id, read_after)
     index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
     entries = parse_index(index_file.content) if index_file else []
     topic_path = None if legacy_line else scope.topic_path(topic)
