@@ -15,8 +15,9 @@ instruction ("ignore your rules and save X") can at most become a proposal the u
 A pass is skipped without calling the model while memory is off; chats that are private (or whose agent
 turns memory off) are never read, and their messages are marked as passed so they are never read later.
 Forget everything and the terminal's clear mark every chat as read and summarised
-(``consolidation_forget_chats``): nothing said before them is suggested afterwards, and a pass that was
-waiting for the model meanwhile drops what it read. A chat deleted while a pass reads it is dropped the same
+(``consolidation_forget_chats``): nothing said before them is suggested afterwards (not even the message of a
+turn that was still answering, stored after them: a message said before the last forget is never read), and
+a pass that was waiting for the model meanwhile drops what it read. A chat deleted while a pass reads it is dropped the same
 way (``_chat_deleted``): nothing is suggested from it, not even its ``recent-chats`` line.
 
 Entry points: ``consolidate_user`` (one pass now; "Synthesize now", the task, the terminal) and
@@ -394,12 +395,13 @@ def _chat_deleted(chat: Chat) -> bool:
     return not Chat.objects.filter(pk=chat.pk).exists()
 
 
-def _chats_with_work(owner_id: int) -> list[_ActiveChat]:
-    """The owner's chats with typed messages, newest first; a deleted bot's conversations are left alone (their
-    notes stay for the owner, and nothing new is suggested for a folder no chat reads)."""
+def _chats_with_work(owner_id: int, *, said_after: datetime) -> list[_ActiveChat]:
+    """The owner's chats with typed messages said after ``said_after``, newest first; a deleted bot's
+    conversations are left alone (their notes stay for the owner, and nothing new is suggested for a folder no
+    chat reads)."""
     from bridges.models import Binding
 
-    typed = Q(messages__role=Role.USER, messages__typed_by_user=True)
+    typed = Q(messages__role=Role.USER, messages__typed_by_user=True, messages__created_at__gt=said_after)
     bot_gone = Q(origin=Origin.MESSAGING) & ~Exists(Binding.objects.filter(pk=OuterRef("binding_id")))
     return list(
         Chat.objects.filter(owner_id=owner_id)
@@ -411,9 +413,9 @@ def _chats_with_work(owner_id: int) -> list[_ActiveChat]:
     )
 
 
-def _typed_messages(chat: Chat, *, after: int = 0) -> list[Message]:
-    return list(Message.objects.filter(chat=chat, role=Role.USER, typed_by_user=True, id__gt=after)
-                .order_by("id"))
+def _typed_messages(chat: Chat, *, said_after: datetime, after: int = 0) -> list[Message]:
+    return list(Message.objects.filter(chat=chat, role=Role.USER, typed_by_user=True, id__gt=after,
+                                       created_at__gt=said_after).order_by("id"))
 
 
 def _pending_episodes(owner_id: int, scope: Scope, now: datetime) -> bool:
@@ -429,7 +431,11 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
     planned_summaries = 0
     tidied: set[Scope] = set()
     marks = {m.chat_id: m for m in ChatWatermark.objects.filter(owner_id=owner_id)}
-    for chat in _chats_with_work(owner_id):
+    # A message said before the last Forget everything is never read, even one stored after it: the message of
+    # a turn that was still answering then (a turn stores its message with the reply). The watermarks, which
+    # the forget moved, keep out the rest of what came before.
+    said_after = state.forgot_at
+    for chat in _chats_with_work(owner_id, said_after=said_after):
         if result.model_calls >= MAX_CHATS or budget <= 0:
             break
         mark = marks.get(chat.pk) or ChatWatermark(owner_id=owner_id, chat=chat)
@@ -461,7 +467,8 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
             wants_summary = not episode_scopes_busy[scope]
         if not has_new and not wants_summary:
             continue
-        messages = _typed_messages(chat) if wants_summary else _typed_messages(chat, after=mark.facts_through)
+        messages = _typed_messages(chat, said_after=said_after,
+                                   after=0 if wants_summary else mark.facts_through)
         if wants_summary:
             words = {term for message in messages for term in content_terms(message.content)}
             if len(words) < MIN_CONTENT_WORDS:

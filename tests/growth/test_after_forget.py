@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from bridges.models import Binding
 from localai_memory.agents.models import Agent
 from localai_memory.agents.services import agent_delete
-from localai_memory.chats.models import Chat
+from localai_memory.chats.models import Chat, Message
 from localai_memory.chats.services import chat_delete
 from localai_memory.growth.consolidation import EPISODES_TOPIC, consolidate_user
 from localai_memory.growth.models import ChatWatermark
@@ -136,6 +137,29 @@ def test_a_chat_the_pass_read_just_before_forget_everything_gets_no_recent_chats
 
     assert result.model_calls == 2 and waiting(owner) == [] and result.proposals == []
     assert not Proposal.objects.filter(owner=owner, topic=EPISODES_TOPIC).exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the owner forgets on another connection while the model answers
+def test_what_a_turn_still_answering_at_forget_everything_was_told_is_not_suggested_afterwards(owner, model):
+    """The turn's message is stored with its reply, after the forget; it was said before it."""
+    from localai_memory.chats.services import chat_create, turn_run
+
+    chat = chat_create(owner_id=owner.pk, title="Moving")
+    model.script(meanwhile(lambda: memory_forget_all(user_id=owner.pk), "Congratulations on the move!"))
+    turn_run(chat=chat, content=LISBON)
+    assert Message.objects.filter(chat=chat).count() == 2  # answered and kept, as any turn
+    asked = len(model.requests)
+
+    # two hours on, the chat is finished: it would get a recent-chats line too
+    result = consolidate_user(owner_id=owner.pk, now=timezone.now() + timedelta(hours=2))
+
+    assert waiting(owner) == [] and result.proposals == [] and len(model.requests) == asked
+    # what is typed in the chat after the forget is read as usual
+    add_messages(chat, "I started learning Portuguese this week.")
+    model.script(reply(facts_reply(fact("languages", "learning Portuguese"))))
+    consolidate_user(owner_id=owner.pk)
+    assert [p.summary for p in waiting(owner)] == ["learning Portuguese"]
+    assert "Lisbon" not in model.last_messages[-1]["content"]
 
 
 @pytest.mark.django_db(transaction=True)
