@@ -174,6 +174,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # a session that ended moves the whole page to the log-in page, back to the page the form was on
+    "localai_memory.web.middleware.LoginRedirectMiddleware",
+    "localai_memory.web.middleware.PostOnlyPageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "localai_memory.core.middleware.ServiceUnavailableMiddleware",
 ]

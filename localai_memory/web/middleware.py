@@ -1,0 +1,120 @@
+"""Where the browser goes when a page's request cannot be answered as asked: a session that ended, or a
+POST-only address opened with GET.
+
+``login_required`` answers a refused request with a redirect to the log-in page whose ``next`` is the refused
+address. For the web app's forms that is wrong twice: htmx follows the redirect itself and swaps the log-in page
+into the part of the page it meant to replace (a page inside the page, the typed text gone with the part), and
+a form's address is its POST-only action, which the browser would GET after logging in (a blank 405). So a
+refused htmx request moves the whole page to the log-in page (``HX-Redirect``), and a refused form comes back,
+after logging in, to the page it was on. A POST-only address of the web app opened with GET (such a ``next``
+from before, a bookmark) goes to its page.
+
+This middleware only changes those answers: never what a view decided otherwise, never the API's (its clients
+log in with tokens; ``login_required`` is not theirs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import parse_qs, urlsplit
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import resolve_url
+from django.urls import Resolver404, ResolverMatch, resolve
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from .views.common import is_htmx
+
+#: The views of the web app's pages (the only ones this middleware answers for).
+WEB_VIEWS = "localai_memory.web.views."
+
+
+def _is_web_view(match: ResolverMatch | None) -> bool:
+    return match is not None and getattr(match.func, "__module__", "").startswith(WEB_VIEWS)
+
+
+def page_of(path: str) -> str:
+    """The page an address of the web app belongs to: its nearest parent that is a page of the web app
+    ("/chats/7/send/" → "/chats/7/", "/inbox/3/confirm/" → "/inbox/", "/changes/5/undo/" → "/")."""
+    parts = [part for part in path.split("/") if part]
+    while parts:
+        parts.pop()
+        candidate = "/" + "".join(f"{part}/" for part in parts)
+        try:
+            if _is_web_view(resolve(candidate)):
+                return candidate
+        except Resolver404:
+            continue
+    return "/"
+
+
+def _local(request: HttpRequest, url: str | None) -> str | None:
+    """``url`` as a path of this site (with its query and fragment), or None when it is not one of ours or is
+    the log-in page itself."""
+    if not url or not url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()},
+                                                      require_https=request.is_secure()):
+        return None
+    parts = urlsplit(url)
+    if not parts.path.startswith("/") or parts.path.startswith("//") or parts.path == resolve_url(settings.LOGIN_URL):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+
+
+def page_of_request(request: HttpRequest) -> str:
+    """The page a person sent this request from: the page htmx says it is on, the form's page (Referer), the
+    page the form names as its ``next``; else the page of the address (``page_of``)."""
+    candidates = [request.headers.get("HX-Current-URL"), request.headers.get("Referer")]
+    if request.method == "POST":
+        candidates.append(request.POST.get("next"))
+    for candidate in candidates:
+        local = _local(request, candidate)
+        if local is not None:
+            return local
+    return page_of(request.path)
+
+
+def _is_login_redirect(response: HttpResponse) -> bool:
+    """Is this ``login_required``'s answer: a redirect to the log-in page with a ``next``?"""
+    if response.status_code != 302:
+        return False
+    target = urlsplit(response.get("Location", ""))
+    return target.path == resolve_url(settings.LOGIN_URL) and "next" in parse_qs(target.query)
+
+
+class LoginRedirectMiddleware:
+    """A request refused because the session ended goes to the log-in page as a whole page, and comes back to
+    the page it was sent from (never to a POST-only address)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not _is_login_redirect(response) or request.user.is_authenticated:
+            return response
+        if request.method in ("GET", "HEAD") and not is_htmx(request):
+            return response  # a page opened: it is where the person comes back to
+        login = redirect_to_login(page_of_request(request))
+        if is_htmx(request):
+            # htmx would follow a 302 and swap the log-in page into the page: the browser moves instead
+            return HttpResponse("Your session has ended; log in again.", status=401,
+                                content_type="text/plain; charset=utf-8", headers={"HX-Redirect": login.url})
+        return login
+
+
+class PostOnlyPageMiddleware:
+    """A POST-only address of the web app opened with GET by a person logged in goes to its page, not to a
+    blank 405 (``login_required`` sends a person who is not logged in to the log-in page first)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (response.status_code == 405 and request.method in ("GET", "HEAD")
+                and _is_web_view(request.resolver_match) and request.user.is_authenticated):
+            query = request.META.get("QUERY_STRING", "")
+            return HttpResponseRedirect(page_of(request.path) + (f"?{query}" if query else ""))
+        return response
