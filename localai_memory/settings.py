@@ -271,6 +271,8 @@ X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# A form of a page made stale (a log-in in another tab changes the token): a page of the app, not Django's
+CSRF_FAILURE_VIEW = "localai_memory.core.views.csrf_failure"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 1024 * 1024)
 
 # --- REST API ---------------------------------------------------------------------------------------------
