@@ -1,6 +1,8 @@
 // Keyboard users keep their place when htmx replaces what they acted on (a suggestion card after Save or
 // Don't save, an Undo): focus moves into the new content (its first control, or the content itself), not
-// back to the top of the page. The chat's own swap is left to its composer's autofocus.
+// back to the top of the page. The chat's composer is outside the conversation htmx replaces: after a reply
+// it keeps the focus, or gets it back when it was lost (on the Send button, disabled while the model answered),
+// and stays in view under the reply.
 (function () {
   "use strict";
   let refocus = null;
@@ -18,6 +20,15 @@
   document.addEventListener("htmx:afterRequest", function (event) {
     const status = event.detail.xhr ? event.detail.xhr.status : 0;
     if (status === 0 || status === 204) { refocus = null; }
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    const box = document.getElementById("id_content");
+    if (!box || !event.detail.target || event.detail.target.id !== "conversation") { return; }
+    const active = document.activeElement;
+    if (!active || active === document.body || active === box) {
+      box.focus({ preventScroll: true });
+      box.form.scrollIntoView({ block: "nearest" });
+    }
   });
   // One response settles several swaps (the card, the inbox count): focus once the last one is done.
   document.addEventListener("htmx:afterSettle", function () {

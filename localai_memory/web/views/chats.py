@@ -42,6 +42,9 @@ BLOCKED = {
     "provider": ("Memory is off because your memory add-on is not running", "/settings/memory/",
                  "Open Your settings → Memory"),
 }
+#: The event (HX-Trigger) telling the composer the server has its message, so drafts.js lets it go; without it
+#: (a refusal, a message not sent) the text stays in the box and in the tab's draft.
+TAKEN = "draft-taken"
 SCOPE_WORDS = {"user": "Your notes", "agent": "The agent's notes", "channel": "This conversation's notes"}
 #: What the chip says when recall could not rank by meaning (``report["recall"]["degraded"]``).
 RECALL_DEGRADED = {
@@ -233,7 +236,7 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     content = request.POST.get("content", "").replace("\r\n", "\n")
     if content.strip().lower() == "/memory":  # the chat's shortcut to the memory manager
         if is_htmx(request):
-            return HttpResponse(status=204, headers={"HX-Redirect": MEMORY_TAB})
+            return HttpResponse(status=204, headers={"HX-Redirect": MEMORY_TAB, "HX-Trigger": TAKEN})
         return redirect(MEMORY_TAB)
     error = None
     status = 200
@@ -260,7 +263,10 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     draft = content if error and not kept and not retry else ""
     context = _chat_context(request, chat, error=error, draft=draft, kept_message=kept)
     if is_htmx(request):
-        return page(request, "web/_conversation.html", {**context, "oob": True}, section="chats")
+        response = page(request, "web/_conversation.html", {**context, "oob": True}, section="chats")
+        if not draft:  # the chat has the message (answered, or kept to ask again): the box lets it go
+            response["HX-Trigger"] = TAKEN
+        return response
     if error:
         return page(request, "web/chat.html", context, section="chats", status=status)
     return redirect(f"/chats/{chat.pk}/#composer")
