@@ -187,6 +187,9 @@ def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -
     fix_url = blocked[1]
     if fix_url == "agent" and chat.agent_id:
         fix_url = f"/agents/{chat.agent_id}/"
+    # A turn stores the message with its reply, so a last message without one is a turn that failed (the model,
+    # the page closed meanwhile): "Ask again" sends it without a copy, after a reload too (``turn_retry``).
+    last = rows[-1] if rows else None
     context = {
         "chat": chat,
         "views": message_views(request.user.pk, rows),
@@ -196,6 +199,7 @@ def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -
         "fix_label": blocked[2],
         "error": None,
         "draft": "",
+        "kept_message": last.pk if last is not None and last.role == Role.USER and chat.origin == "web" else None,
     }
     context.update(extra)
     return context
@@ -240,7 +244,7 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         return redirect(MEMORY_TAB)
     error = None
     status = 200
-    kept = None  # the message the failed model left unanswered: "Ask again" sends it without a copy
+    kept = None  # the message the failed model left unanswered (the page offers "Ask again" for it)
     retry = request.POST.get("retry")
     try:
         if retry:
@@ -261,7 +265,7 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         return _chat_gone(request, str(chat))
     # A message the chat kept is not put back in the box (sent again, it would be there twice).
     draft = content if error and not kept and not retry else ""
-    context = _chat_context(request, chat, error=error, draft=draft, kept_message=kept)
+    context = _chat_context(request, chat, error=error, draft=draft)
     if is_htmx(request):
         response = page(request, "web/_conversation.html", {**context, "oob": True}, section="chats")
         if not draft:  # the chat has the message (answered, or kept to ask again): the box lets it go
