@@ -111,6 +111,7 @@ def test_a_chat_deleted_in_another_tab_while_the_model_answers_goes_back_to_the_
         assert response.status_code == 302 and response["Location"] == "/chats/"
     listed = client.get("/chats/").content.decode()
     assert "The chat “Dinner” was deleted while the model was answering" in listed
+    assert ">What should I cook?</textarea>" in listed  # offered back, for a new chat
     assert not Chat.objects.exists() and not Message.objects.exists()
 
 
@@ -140,3 +141,21 @@ def test_sending_in_a_tab_whose_chat_was_deleted_goes_back_to_the_list(owner):
 
     assert response.status_code == 204 and response["HX-Redirect"] == "/chats/"
     assert "That chat was deleted" in client.get("/chats/").content.decode()
+
+
+def test_a_message_sent_to_a_chat_deleted_in_another_tab_is_offered_back_for_a_new_chat(owner):
+    chat = chat_create(owner_id=owner.pk, title="Dinner")
+    client = signed_in(owner)
+    chat_delete(owner_id=owner.pk, chat_id=chat.pk)
+
+    response = client.post(f"/chats/{chat.pk}/send/", {"content": "Are you there?\r\nStill?"}, HTTP_HX_REQUEST="true")
+
+    assert response["HX-Trigger"] == "draft-taken"  # the session has it: the old chat's composer lets it go
+    listed = client.get("/chats/").content.decode()
+    assert "your message was not sent. It is below, to put in a new chat." in listed
+    assert '<textarea id="id_unsent" name="content" rows="3">Are you there?\nStill?</textarea>' in listed
+    new = client.post("/chats/new/", {"content": "Are you there?\r\nStill?"})
+    shown = client.get(new["Location"]).content.decode()
+    assert re.search(r'<textarea id="id_content"[^>]*>Are you there\?\nStill\?</textarea>', shown)
+    assert "Your message that was not sent" not in client.get("/chats/").content.decode()  # used: offered once
+    assert Chat.objects.count() == 1 and not Message.objects.exists()  # in the box, not sent by itself

@@ -212,3 +212,34 @@ def test_what_is_typed_while_the_model_answers_stays_in_the_box(web, model):
     expect(box).to_be_focused()
     page.reload()  # not sent yet: still the tab's draft
     expect(box).to_have_value("The next question, typed while the model answered")
+
+
+def test_a_message_sent_to_a_chat_deleted_in_another_tab_is_offered_back_in_a_new_chat(web, model):
+    from localai_memory.chats.models import Chat
+    from localai_memory.chats.services import chat_delete
+
+    web.register("alice")
+    page = web.page
+    new_chat(web)
+    chat = Chat.objects.get()
+    chat_delete(owner_id=chat.owner_id, chat_id=chat.pk)  # in another tab
+    page.get_by_role("textbox", name="Message").fill(TYPED)
+
+    page.get_by_role("button", name="Send").click()
+
+    expect(page).to_have_url(web.base_url + "/chats/")
+    expect(page.get_by_text("your message was not sent. It is below, to put in a new chat.")).to_be_visible()
+    offered = page.get_by_role("textbox", name="Your message that was not sent")
+    expect(offered).to_have_value(TYPED)
+    web.accessible("chat list offering an unsent message")
+    web.screenshot("offered")
+    page.get_by_role("button", name="Put it in a new chat").click()
+    box = page.get_by_role("textbox", name="Message")
+    expect(box).to_have_value(TYPED)
+    page.reload()  # not sent yet: the tab keeps it
+    expect(box).to_have_value(TYPED)
+    model.script(reply("Here now."))
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".msg.assistant")).to_contain_text("Here now.")
+    expect(page.locator(".msg.user")).to_contain_text(TYPED)
+    expect(box).to_have_value("")

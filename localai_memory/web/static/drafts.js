@@ -1,6 +1,7 @@
 // What a person types in a form marked data-draft="<key>" (the chat's message box, Add a note) is kept in this
 // tab (sessionStorage) until the server has it: a session that ended, a page made stale by a log-in in another
-// tab, a reload or a failed send do not lose it. It is filled in again when its form is shown empty.
+// tab, a reload or a failed send do not lose it. It is filled in again when its form is shown empty; a form the
+// page fills in itself (what it refused, a message offered back) makes that the draft.
 //
 // A form htmx sends is cleared when the answer says the server took the text (the "draft-taken" event of
 // HX-Trigger), and only in the fields that still hold what was sent: what was typed while the answer was on
@@ -48,10 +49,13 @@
   }
   function restore(form) {
     const draft = read(form.dataset.draft);
-    if (!draft || !draft.fields) { return; }
-    if (draft.sent) { forget(form.dataset.draft); return; }  // sent and not refused: the server had it
+    if (draft && draft.sent) { forget(form.dataset.draft); }  // sent and not refused: the server had it
     const fields = fieldsOf(form);
-    if (fields.some(function (el) { return el.value.trim(); })) { return; }  // the page filled it in itself
+    if (fields.some(function (el) { return el.value.trim(); })) {
+      keep(form, false);  // the page filled it in itself (what it refused, a message offered back): the draft now
+      return;
+    }
+    if (!draft || draft.sent || !draft.fields) { return; }
     fields.forEach(function (el) {
       if (typeof draft.fields[el.name] === "string") { el.value = draft.fields[el.name]; }
     });

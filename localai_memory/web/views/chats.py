@@ -45,6 +45,9 @@ BLOCKED = {
 #: The event (HX-Trigger) telling the composer the server has its message, so drafts.js lets it go; without it
 #: (a refusal, a message not sent) the text stays in the box and in the tab's draft.
 TAKEN = "draft-taken"
+#: The session key of a message sent to a chat deleted meanwhile: the chat list offers it for a new chat, whose
+#: composer gets it (``UNSENT`` + ":<chat id>") once.
+UNSENT = "chat_unsent"
 SCOPE_WORDS = {"user": "Your notes", "agent": "The agent's notes", "channel": "This conversation's notes"}
 #: What the chip says when recall could not rank by meaning (``report["recall"]["degraded"]``).
 RECALL_DEGRADED = {
@@ -160,7 +163,8 @@ def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
 def chat_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     chats = list(chat_selectors.chat_list(owner_id=request.user.pk)[:200])
     agents = list(agent_selectors.agent_list(owner_id=request.user.pk))
-    return page(request, "web/chats.html", {"chats": chats, "agents": agents}, section="chats")
+    return page(request, "web/chats.html", {"chats": chats, "agents": agents,
+                                            "unsent": request.session.get(UNSENT, "")}, section="chats")
 
 
 @login_required
@@ -176,6 +180,9 @@ def chat_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     except ApplicationError as exc:
         messages.error(request, exc.message)
         return redirect("/chats/")
+    if "content" in request.POST:  # the message a deleted chat did not take, put in this one's composer
+        request.session.pop(UNSENT, None)
+        request.session[f"{UNSENT}:{chat.pk}"] = request.POST["content"].replace("\r\n", "\n")
     return redirect(f"/chats/{chat.pk}/")
 
 
@@ -210,17 +217,22 @@ def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -
 @require_GET
 def chat_page(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     chat = chat_selectors.access_chat(request.user.pk, chat_id)
-    return page(request, "web/chat.html", _chat_context(request, chat), section="chats")
+    draft = request.session.pop(f"{UNSENT}:{chat.pk}", "")
+    return page(request, "web/chat.html", _chat_context(request, chat, draft=draft), section="chats")
 
 
-def _chat_gone(request: AuthenticatedHttpRequest, title: str | None) -> HttpResponse:
-    """Back to the chat list, saying so: the chat was deleted (in another tab, with its account) while the
-    model answered (``title``), or before this page sent (None)."""
+def _chat_gone(request: AuthenticatedHttpRequest, title: str | None, content: str) -> HttpResponse:
+    """Back to the chat list, saying so and offering the message (``content``) for a new chat: the chat was
+    deleted (in another tab, with its account) while the model answered (``title``), or before this page sent
+    (None)."""
+    offered = " It is below, to put in a new chat." if content.strip() else ""
+    if offered:
+        request.session[UNSENT] = content
     messages.info(request, f"The chat “{title}” was deleted while the model was answering; neither your message "
-                           "nor the reply was kept." if title is not None
-                  else "That chat was deleted (in another tab?); your message was not sent.")
-    if is_htmx(request):
-        return HttpResponse(status=204, headers={"HX-Redirect": "/chats/"})
+                           f"nor the reply was kept.{offered}" if title is not None
+                  else f"That chat was deleted (in another tab?); your message was not sent.{offered}")
+    if is_htmx(request):  # the session has the message now: the old chat's composer lets it go
+        return HttpResponse(status=204, headers={"HX-Redirect": "/chats/", "HX-Trigger": TAKEN})
     return redirect("/chats/")
 
 
@@ -232,7 +244,7 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         chat = chat_selectors.access_chat(request.user.pk, chat_id)
     except NotFound:
         if is_htmx(request):  # a page still open on a chat deleted since: not a 404 page inside this one
-            return _chat_gone(request, None)
+            return _chat_gone(request, None, request.POST.get("content", "").replace("\r\n", "\n"))
         raise
     if chat.origin != "web":
         messages.error(request, "This conversation comes from a messaging app or a run; answer it there.")
@@ -252,7 +264,7 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         else:
             chat_services.turn_run(chat=chat, content=content)
     except chat_services.ChatDeleted:  # deleted in another tab while the model answered: it stays deleted
-        return _chat_gone(request, str(chat))
+        return _chat_gone(request, str(chat), content)
     except UpstreamError as exc:
         error = f"The model did not answer: {exc.message}"
         kept = (exc.details.get("user_message_id") if isinstance(exc.details, dict) else None) or retry or None
@@ -262,7 +274,7 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     try:
         chat.refresh_from_db()
     except Chat.DoesNotExist:  # gone with its account (410 account_deleted) while the model answered
-        return _chat_gone(request, str(chat))
+        return _chat_gone(request, str(chat), content)
     # A message the chat kept is not put back in the box (sent again, it would be there twice).
     draft = content if error and not kept and not retry else ""
     context = _chat_context(request, chat, error=error, draft=draft)
