@@ -18,6 +18,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.text import Truncator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from localai_memory.agents import selectors as agent_selectors
@@ -158,6 +159,24 @@ def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
     return views
 
 
+def reply_announcement(views: list[MessageView]) -> str:
+    """What the page's live region says when an answer arrives (the conversation it replaces is no live region):
+    the reply, shortened, and what memory did on its turn."""
+    if not views or views[-1].is_user:
+        return ""
+    last = views[-1]
+    said = [f"The assistant answered: {Truncator(last.message.content).chars(300)}"]
+    said += [f"Saved to memory: {s.topic}." for s in last.saved if not s.already_saved]
+    for p in last.proposals:
+        topic = p.proposal.topic
+        said.append(f"It proposes to forget the note “{topic}”: Forget it or Keep it." if p.proposal.is_delete
+                    else f"It proposes a note to save, “{topic}”: Save or Don't save.")
+    for refused in last.refused:
+        topic = f" ({refused['topic']})" if refused.get("topic") else ""
+        said.append(f"Not saved{topic}: {refused.get('message', '')}")
+    return " ".join(said)
+
+
 @login_required
 @require_GET
 def chat_list(request: AuthenticatedHttpRequest) -> HttpResponse:
@@ -279,7 +298,8 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     draft = content if error and not kept and not retry else ""
     context = _chat_context(request, chat, error=error, draft=draft)
     if is_htmx(request):
-        response = page(request, "web/_conversation.html", {**context, "oob": True}, section="chats")
+        response = page(request, "web/_conversation.html",
+                        {**context, "oob": True, "announce": reply_announcement(context["views"])}, section="chats")
         if not draft:  # the chat has the message (answered, or kept to ask again): the box lets it go
             response["HX-Trigger"] = TAKEN
         return response

@@ -151,7 +151,7 @@ def _card(request: AuthenticatedHttpRequest, proposal_id: int, *, status: int = 
     return render(request, "web/_proposal_card.html",
                   {"p": view, "card_error": error, "next": following,
                    "hlevel": 2 if following.startswith("/chats/") else 3, "in_chat": following.startswith("/chats/"),
-                   "oob": True, "nav_pending": inbox_pending_count(request.user.pk),
+                   "oob": True, "answered": True, "nav_pending": inbox_pending_count(request.user.pk),
                    "nav_section": "chats" if following.startswith("/chats/") else "inbox"}, status=status)
 
 
