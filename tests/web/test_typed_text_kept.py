@@ -66,6 +66,7 @@ def test_sending_after_the_session_ended_moves_to_the_login_page_and_the_message
     page.get_by_role("button", name="Send").click()
     expect(page.locator(".msg.assistant")).to_contain_text("Welcome back.")
     expect(box).to_have_value("")
+    expect(box).to_be_focused()  # the Send button was disabled while the model answered: back to the box
     page.reload()  # sent: the tab's draft is gone with it
     expect(page.locator(".msg.user")).to_have_count(1)
     expect(box).to_have_value("")
