@@ -354,3 +354,52 @@ def test_a_note_with_a_suggestion_waiting_says_so_and_links_to_the_inbox(web):
     web.accessible("memory tab with suggestions waiting")
     notes.filter(has_text="diet — vegetarian").get_by_role("link", name="A suggestion to forget it").click()
     expect(page.get_by_role("article", name="Forget the note “diet”?")).to_be_visible()
+
+
+def fill_the_index(username: str, lines: int = 40) -> None:
+    """``lines`` notes in the person's own index (40: full), written as the Add form would."""
+    from django.contrib.auth import get_user_model
+
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    owner = get_user_model().objects.get(username=username)
+    for number in range(lines):
+        note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=f"t{number:02}", summary=f"fact number {number}",
+                    source="files", actor="you")
+
+
+def test_each_forms_message_is_shown_in_view_where_its_redirect_lands(web):
+    """A form of the Memory tab comes back to its own part of the page (#saving, a note's row, the Add form):
+    its message is drawn there and focused, not at the top of the page, a screen or more above."""
+    web.register("alice")
+    page = web.page
+    page.set_viewport_size({"width": 1200, "height": 700})
+    fill_the_index("alice")
+    page.reload()
+    for button, text in [("Save how notes are saved", "Saved: Ask me first."),
+                         ("Save for messaging apps", "Saved for messaging apps: Ask me first."),
+                         ("Save these choices", "Saved your choices for suggestions and other assistants.")]:
+        page.get_by_role("button", name=button).click()
+        message = page.get_by_role("status").filter(has_text=text)
+        expect(message).to_be_in_viewport()
+        expect(message).to_be_focused()
+    # A note's importance, far down a full index: the message is in that note's row.
+    row = page.locator(".notes-list li").filter(has_text="t39 — fact number 39")
+    row.locator("summary", has_text="Importance").click()
+    row.get_by_label("How much recall weighs the note t39").fill("0.5")
+    row.get_by_role("button", name="Save importance").click()
+    message = page.get_by_role("status").filter(has_text="The note “t39” now has importance 0.5.")
+    expect(message).to_be_in_viewport()
+    expect(page.locator(".notes-list li").filter(has_text="t39 — fact number 39")).to_contain_text(
+        "now has importance 0.5")
+    # Adding a 41st note is refused: the form opens again with the text, and the reason is beside it, in view.
+    page.get_by_text("Add a note", exact=True).click()
+    page.get_by_label("What to remember (one line)").fill("one more fact")
+    page.get_by_role("button", name="Save note").click()
+    expect(page.get_by_label("What to remember (one line)")).to_have_value("one more fact")
+    refusal = page.locator(".flash .notice.error")
+    expect(refusal).to_have_count(1)
+    expect(refusal).to_be_in_viewport()
+    expect(page.get_by_label("What to remember (one line)")).to_be_in_viewport()
+    web.accessible("memory tab, a note refused beside its form")

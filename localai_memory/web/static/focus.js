@@ -2,9 +2,18 @@
 // Don't save, an Undo): focus moves into the new content (its first control, or the content itself), not
 // back to the top of the page. The chat's composer is outside the conversation htmx replaces: after a reply
 // it keeps the focus, or gets it back when it was lost (on the Send button, disabled while the model answered),
-// and stays in view under the reply.
+// and stays in view under the reply. After a form's redirect, the message shown where it landed gets the focus.
 (function () {
   "use strict";
+  // A message shown where a form's redirect landed (a section of the Memory tab, say): focused, so it is in
+  // view and read out, and the next Tab goes on from the part of the page the person was in. Once the page
+  // has loaded: the browser's own move to the #fragment would take the focus back to the page.
+  window.addEventListener("load", function () {
+    setTimeout(function () {
+      const here = document.querySelector("[data-flash-here]");
+      if (here && here.isConnected) { here.focus(); }
+    }, 0);
+  });
   let refocus = null;
   let timer = null;
   document.addEventListener("htmx:beforeRequest", function (event) {

@@ -11,6 +11,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
+from django.contrib.messages.storage.base import Message
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -73,8 +74,31 @@ def not_found_as_404(view: Callable[..., HttpResponse]) -> Callable[..., HttpRes
     return wrapped
 
 
-def flash_error(request: HttpRequest, exc: ApplicationError) -> None:
-    messages.error(request, exc.message)
+def landing(request: HttpRequest) -> str:
+    """The part of the page a form's redirect lands on: the fragment of its ``next`` ("" for none)."""
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    return target.partition("#")[2][:100]
+
+
+def flash(request: HttpRequest, level: int, text: str, *, at: str | None = None) -> None:
+    """Tell the person ``text`` on the page the view redirects to. ``at`` is the id of the part of that page
+    the redirect lands on (by default the fragment of the form's ``next``): a page that knows that part shows
+    the message there, where the person is (``flash_places``), rather than at the top of the page, maybe a
+    screen or more above; any other page shows it at the top."""
+    messages.add_message(request, level, text, extra_tags=landing(request) if at is None else at)
+
+
+def flash_error(request: HttpRequest, exc: ApplicationError, *, at: str | None = None) -> None:
+    flash(request, messages.ERROR, exc.message, at=at)
+
+
+def flash_places(request: HttpRequest) -> dict[str, list[Message]]:
+    """The messages waiting for this page by the part they belong to (``flash``'s ``at``; "" for the top),
+    each list in the order they were said. Reading them uses them up, as showing them in a template does."""
+    places: dict[str, list[Message]] = {}
+    for message in messages.get_messages(request):
+        places.setdefault(message.extra_tags or "", []).append(message)
+    return places
 
 
 def int_or_404(raw: object) -> int:

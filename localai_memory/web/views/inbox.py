@@ -26,7 +26,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 
-from .common import AuthenticatedHttpRequest, back, flash_error, int_or_404, is_htmx, not_found_as_404, page
+from .common import AuthenticatedHttpRequest, back, flash, flash_error, int_or_404, is_htmx, not_found_as_404, page
 from .memory import conversation_titles
 
 EXPIRED_SHOWN = 20
@@ -205,7 +205,7 @@ def change_undo(request: AuthenticatedHttpRequest, change_id: int) -> HttpRespon
         return render(request, "web/_undo_result.html", {"change": change, "error": error},
                       status=200)
     if error:
-        messages.error(request, error)
+        flash(request, messages.ERROR, error)
     else:
-        messages.success(request, f"Undid \u201c{change.summary}\u201d: memory is as it was before it.")
+        flash(request, messages.SUCCESS, f"Undid \u201c{change.summary}\u201d: memory is as it was before it.")
     return back(request, "/inbox/")

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.messages.storage.base import Message
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -32,7 +33,7 @@ from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, parse_path
 from localai_memory.recall.service import notes_activity
 
-from .common import AuthenticatedHttpRequest, back, flash_error, not_found_as_404, page
+from .common import AuthenticatedHttpRequest, back, flash, flash_error, flash_places, not_found_as_404, page
 from .files import deleted_agent_label, deleted_while_edited, editor_context, save_file
 
 MEMORY_TAB = "/settings/memory/"
@@ -195,6 +196,7 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         name = "user" if scope["kind"] == "user" else f"{scope['kind']}:{scope['key']}"
         scope["draft"] = draft if isinstance(draft, dict) and draft.get("scope") == name else None
     level, sentence = status_line(state, labels)
+    placed = _place_messages(request, current)
     return page(request, "web/memory_tab.html", {
         "deleted": _deleted_note(request),
         "state": state,
@@ -208,7 +210,26 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "tab": current,
         "last_pass": _last_pass(request.user.pk),
         "profile": glance,
+        "flash": placed,
     }, section="memory")
+
+
+#: The parts of the tab a form lands on (the fragment of its redirect), where its message is shown.
+SECTIONS = ("saving", "messaging", "growing", "notes")
+
+
+def _place_messages(request: AuthenticatedHttpRequest, tab: Tab) -> dict[str, list[Message]]:
+    """The messages for this page where the person is: each in the part its form's redirect lands on (a
+    section, the Add form of a scope ``add-<n>``, a note's row ``note-<n>-<topic>``), so it is in view and not
+    a screen or more above at the top of the page; a message for no part of this tab shows at the top."""
+    places = flash_places(request)
+    placed = {name: places.pop(name, []) for name in SECTIONS}
+    for number, scope in enumerate(tab.scopes, start=1):
+        scope["flash"] = places.pop(f"add-{number}", [])
+        for entry in scope["index"]:
+            entry["flash"] = places.pop(f"note-{number}-{entry['topic']}", [])
+    placed["top"] = [message for here in places.values() for message in here]
+    return placed
 
 
 def _last_pass(owner_id: int) -> dict | None:
@@ -249,14 +270,14 @@ def memory_provider(request: AuthenticatedHttpRequest) -> HttpResponse:
 def memory_saving(request: AuthenticatedHttpRequest) -> HttpResponse:
     save_mode = request.POST.get("save_mode")
     if save_mode is None:
-        messages.error(request, "Choose how a note is saved.")
-        return redirect(MEMORY_TAB)
+        flash(request, messages.ERROR, "Choose how a note is saved.", at="saving")
+        return redirect(MEMORY_TAB + "#saving")
     try:
         state = memory_services.settings_update(user_id=request.user.pk, save_mode=save_mode)
     except ApplicationError as exc:
-        flash_error(request, exc)
+        flash_error(request, exc, at="saving")
     else:
-        messages.success(request, f"Saved: {SaveMode(state.save_mode).label}.")
+        flash(request, messages.SUCCESS, f"Saved: {SaveMode(state.save_mode).label}.", at="saving")
     return redirect(MEMORY_TAB + "#saving")
 
 
@@ -265,14 +286,15 @@ def memory_saving(request: AuthenticatedHttpRequest) -> HttpResponse:
 def memory_messaging(request: AuthenticatedHttpRequest) -> HttpResponse:
     choice = request.POST.get("messaging_save")
     if choice is None:
-        messages.error(request, "Choose how a note from a messaging app is saved.")
-        return redirect(MEMORY_TAB)
+        flash(request, messages.ERROR, "Choose how a note from a messaging app is saved.", at="messaging")
+        return redirect(MEMORY_TAB + "#messaging")
     try:
         state = memory_services.settings_update(user_id=request.user.pk, messaging_save=choice)
     except ApplicationError as exc:
-        flash_error(request, exc)
+        flash_error(request, exc, at="messaging")
     else:
-        messages.success(request, f"Saved for messaging apps: {MessagingSave(state.messaging_save).label}.")
+        flash(request, messages.SUCCESS, f"Saved for messaging apps: {MessagingSave(state.messaging_save).label}.",
+              at="messaging")
     return redirect(MEMORY_TAB + "#messaging")
 
 
@@ -283,7 +305,7 @@ def memory_growing(request: AuthenticatedHttpRequest) -> HttpResponse:
     memory_services.settings_update(user_id=request.user.pk,
                                     consolidation_enabled="consolidation_enabled" in request.POST,
                                     mcp_propose_enabled="mcp_propose_enabled" in request.POST)
-    messages.success(request, "Saved your choices for suggestions and other assistants.")
+    flash(request, messages.SUCCESS, "Saved your choices for suggestions and other assistants.", at="growing")
     return redirect(MEMORY_TAB + "#growing")
 
 
@@ -306,15 +328,16 @@ def memory_synthesize(request: AuthenticatedHttpRequest) -> HttpResponse:
     skip = pass_skip_reason(owner_id=request.user.pk, state=memory_state(user_id=request.user.pk),
                             trigger=ConsolidationRun.Trigger.MANUAL)
     if skip in NOTHING_TO_SYNTHESIZE:
-        messages.error(request, NOTHING_TO_SYNTHESIZE[skip])
+        flash(request, messages.ERROR, NOTHING_TO_SYNTHESIZE[skip], at="growing")
         return redirect(MEMORY_TAB + "#growing")
     try:
         consolidate_user_task.delay(owner_id=request.user.pk, trigger=ConsolidationRun.Trigger.MANUAL)
     except Exception:  # the queue is down: say so rather than pretend
         log.warning("synthesize now could not be queued for user %s", request.user.pk, exc_info=True)
-        messages.error(request, "Could not start it now; try again in a moment.")
+        flash(request, messages.ERROR, "Could not start it now; try again in a moment.", at="growing")
     else:
-        messages.success(request, "Looking through your recent chats. Suggestions will wait in your inbox.")
+        flash(request, messages.SUCCESS, "Looking through your recent chats. Suggestions will wait in your inbox.",
+              at="growing")
     return redirect(MEMORY_TAB + "#growing")
 
 
@@ -375,19 +398,19 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
             change = added is not None
     except Conflict as exc:
         if exc.code != "topic_exists":
-            messages.info(request, exc.message)
+            flash(request, messages.INFO, exc.message)
         else:
-            messages.error(request, f"A note “{topic}” exists already: open it to change it, or pick another "
-                                    "topic. Nothing was replaced.")
+            flash(request, messages.ERROR, f"A note “{topic}” exists already: open it to change it, or pick "
+                                           "another topic. Nothing was replaced.")
             request.session[NOTE_DRAFT] = typed
     except ApplicationError as exc:
         flash_error(request, exc)
         request.session[NOTE_DRAFT] = typed
     else:
         if change:
-            messages.success(request, f"Saved the note “{topic}”.")
+            flash(request, messages.SUCCESS, f"Saved the note “{topic}”.")
         else:
-            messages.info(request, f"That is already in memory, as the note “{topic}”.")
+            flash(request, messages.INFO, f"That is already in memory, as the note “{topic}”.")
     return back(request, MEMORY_TAB)
 
 
@@ -411,8 +434,8 @@ def memory_note_importance(request: AuthenticatedHttpRequest) -> HttpResponse:
     except ApplicationError as exc:
         flash_error(request, exc)
     else:
-        messages.success(request, f"The note “{topic}” now has importance {value:g}." if value is not None
-                         else f"The note “{topic}” has its writer's importance again.")
+        flash(request, messages.SUCCESS, f"The note “{topic}” now has importance {value:g}." if value is not None
+              else f"The note “{topic}” has its writer's importance again.")
     return back(request, MEMORY_TAB)
 
 
@@ -501,8 +524,8 @@ def memory_folder_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
              else f"Notes of the conversation {scope.key}")
     entry = notes_services.folder_trash(owner_id=request.user.pk, folder=scope.root, label=label)
     if entry is None:
-        messages.info(request, "There were no notes there.")
+        flash(request, messages.INFO, "There were no notes there.")
     else:
-        messages.success(request, f"Moved the {label[0].lower()}{label[1:]} to the Trash. You can restore them from "
-                                  "Files → Trash.")
+        flash(request, messages.SUCCESS, f"Moved the {label[0].lower()}{label[1:]} to the Trash. You can restore "
+                                         "them from Files → Trash.")
     return back(request, MEMORY_TAB)
