@@ -253,3 +253,29 @@ def test_slash_memory_in_the_chat_opens_the_memory_tab(web, model):
     page.get_by_role("button", name="Send").click()
     expect(page).to_have_url(web.base_url + "/settings/memory/")
     assert model.requests == [] and not Message.objects.exists()  # a shortcut, not a message
+
+
+@pytest.mark.parametrize("viewport", [{"width": 320, "height": 450}, {"width": 375, "height": 700},
+                                      {"width": 1200, "height": 900}], ids=["320-or-640-at-200pc", "375", "1200"])
+def test_the_tools_panel_stays_inside_the_page_and_closes_on_esc_or_a_click_outside(new_web, model, viewport):
+    web = new_web(viewport=viewport)
+    web.register("alice")
+    page = web.page
+    new_chat(web)
+    tools = page.locator("#tools > summary")
+    panel = page.locator(".tools-panel")
+    tools.click()
+    expect(panel).to_be_visible()
+    box = panel.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], (box, viewport)
+    # Esc closes it from inside, and the focus goes back to its button.
+    page.get_by_role("switch", name="Memory").focus()
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(tools).to_be_focused()
+    # A click outside it closes it too; a click inside does not.
+    tools.click()
+    page.locator("#chat-memory-line").click()
+    expect(panel).to_be_visible()
+    page.get_by_role("heading", level=1).click()
+    expect(panel).to_be_hidden()
