@@ -279,3 +279,35 @@ def test_the_tools_panel_stays_inside_the_page_and_closes_on_esc_or_a_click_outs
     expect(panel).to_be_visible()
     page.get_by_role("heading", level=1).click()
     expect(panel).to_be_hidden()
+
+
+#: The words of the visible buttons (and the "Thinking…" line) that the browser broke over two lines.
+WORDS_BROKEN = """() => {
+  const broken = [];
+  for (const el of document.querySelectorAll("button, .button, .busy")) {
+    if (!el.getClientRects().length) { continue; }
+    const texts = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      if (node.parentElement.closest(".visually-hidden")) { continue; }
+      for (const word of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        if ([...range.getClientRects()].filter(r => r.width > 0).length > 1) { broken.push(word[0]); }
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.parametrize("width", [320, 375, 1200])
+def test_no_button_breaks_inside_a_word_send_and_thinking_included(new_web, model, width):
+    web = new_web(viewport={"width": width, "height": 800})
+    web.register("alice")
+    page = web.page
+    assert page.evaluate(WORDS_BROKEN) == [], "the Memory tab"
+    new_chat(web)
+    page.locator("#composer").evaluate("form => form.classList.add('htmx-request')")  # as while the model thinks
+    expect(page.get_by_text("Thinking…")).to_be_visible()
+    assert page.evaluate(WORDS_BROKEN) == [], "the chat"
