@@ -49,6 +49,10 @@ TAKEN = "draft-taken"
 #: The session key of a message sent to a chat deleted meanwhile: the chat list offers it for a new chat, whose
 #: composer gets it (``UNSENT`` + ":<chat id>") once.
 UNSENT = "chat_unsent"
+
+#: The codes whose fix (``policy.MESSAGES``) opens with a sentence that says again what the line's title says
+#: ("Memory is off in your settings. Turn it on …"): the line gives only the rest, what to do.
+FIX_REPEATS_TITLE = frozenset({"user_off", "private_chat", "memory_provider_unavailable"})
 SCOPE_WORDS = {"user": "Your notes", "agent": "The agent's notes", "channel": "This conversation's notes"}
 #: What the chip says when recall could not rank by meaning (``report["recall"]["degraded"]``).
 RECALL_DEGRADED = {
@@ -205,6 +209,15 @@ def chat_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     return redirect(f"/chats/{chat.pk}/")
 
 
+def _off_fix(code: str | None, fix: str) -> str:
+    """What the "memory is off" line says after its title: the policy's fix, without a first sentence that
+    only repeats the title."""
+    if code in FIX_REPEATS_TITLE:
+        rest = fix.partition(". ")[2]
+        return rest or fix
+    return fix
+
+
 def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -> dict[str, Any]:
     rows = list(chat_selectors.chat_messages(chat=chat))
     status = chat_selectors.memory_status(chat=chat)
@@ -221,6 +234,7 @@ def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -
         "views": message_views(request.user.pk, rows),
         "status": status,
         "off_title": blocked[0],
+        "off_fix": _off_fix(memory.get("code"), memory.get("fix") or ""),
         "fix_url": fix_url if fix_url != "agent" else None,
         "fix_label": blocked[2],
         "error": None,
