@@ -104,7 +104,11 @@ def test_save_it_and_tell_me_shows_saved_to_memory_with_an_undo(web, model):
     expect(page.get_by_role("article")).to_have_count(0)  # no confirmation card
     web.accessible("chat with an automatic note")
     line.get_by_role("button", name="Undo saving home").click()
-    expect(line).to_contain_text("Undone — memory is as it was before this change.")
+    # The whole line reads as it does after a reload, not "Saved to memory … Undone" at once.
+    expect(line).to_have_text("Undone: home is as it was before.")
+    expect(line).to_be_focused()
+    page.reload()
+    expect(page.get_by_test_id("saved-line")).to_have_text("Undone: home is as it was before.")
     web.go("/settings/memory/")
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
 
@@ -240,7 +244,7 @@ def test_remember_in_the_chat_saves_the_note_at_once_with_an_undo_and_no_model_c
     assert model.requests == []
     web.accessible("chat with a note typed with /remember")
     line.get_by_role("button", name="Undo saving live-rome").click()
-    expect(line).to_contain_text("Undone — memory is as it was before this change.")
+    expect(line).to_have_text("Undone: live-rome is as it was before.")
     web.go("/settings/memory/")
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
 
@@ -311,3 +315,20 @@ def test_no_button_breaks_inside_a_word_send_and_thinking_included(new_web, mode
     page.locator("#composer").evaluate("form => form.classList.add('htmx-request')")  # as while the model thinks
     expect(page.get_by_text("Thinking…")).to_be_visible()
     assert page.evaluate(WORDS_BROKEN) == [], "the chat"
+
+
+def test_the_undo_of_a_saved_card_turns_the_whole_card_into_what_a_reload_shows(web, model):
+    web.register("alice")
+    page = web.page
+    model.script(tool_calls(PROPOSE_HOME), reply("I can keep that note once you confirm it."))
+    new_chat(web)
+    send(web, "Remember that I live in Rome.")
+    card = page.get_by_role("article", name="Save to memory: “home”")
+    card.get_by_role("button", name="Save", exact=True).click()
+    expect(card.locator(".saved-line")).to_have_text(re.compile(r"^\s*Saved to memory\.\s*Undo"))
+    card.get_by_role("button", name="Undo").click()
+    expect(card.locator(".saved-line")).to_have_text("Saved, then undone: the note is as it was.")
+    expect(card).not_to_contain_text("Undone —")
+    swapped = card.inner_text()
+    page.reload()
+    expect(page.get_by_role("article", name="Save to memory: “home”")).to_have_text(swapped)

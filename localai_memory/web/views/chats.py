@@ -28,6 +28,7 @@ from localai_memory.chats.models import Chat, Message, Role
 from localai_memory.core.errors import ApplicationError, NotFound, UpstreamError
 from localai_memory.memory import proposals as proposal_services
 from localai_memory.notes import selectors as notes_selectors
+from localai_memory.notes.models import ChangeSet
 
 from .common import AuthenticatedHttpRequest, int_or_404, is_htmx, not_found_as_404, page
 from .inbox import ProposalView, proposal_views
@@ -179,6 +180,24 @@ def reply_announcement(views: list[MessageView]) -> str:
         topic = f" ({refused['topic']})" if refused.get("topic") else ""
         said.append(f"Not saved{topic}: {refused.get('message', '')}")
     return " ".join(said)
+
+
+def saved_line(*, owner_id: int, change: ChangeSet) -> tuple[Chat, SavedView] | None:
+    """The "Saved to memory" line of the note a turn saved at once with ``change``, as the chat shows it now
+    (after its Undo: "Undone: …"), with its chat; None when no turn of the owner's chats reported it."""
+    if change.chat_id is None:
+        return None
+    try:
+        chat = chat_selectors.access_chat(owner_id, change.chat_id)
+    except NotFound:
+        return None
+    rows = list(chat_selectors.chat_messages(chat=chat).filter(
+        role=Role.ASSISTANT, memory__saved__contains=[{"change_id": change.pk}]))
+    for view in message_views(owner_id, rows):
+        for line in view.saved:
+            if line.change_id == change.pk:
+                return chat, line
+    return None
 
 
 @login_required

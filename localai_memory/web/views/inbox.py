@@ -191,7 +191,9 @@ def proposal_reject(request: AuthenticatedHttpRequest, proposal_id: int) -> Http
 @not_found_as_404
 @require_POST
 def change_undo(request: AuthenticatedHttpRequest, change_id: int) -> HttpResponse:
-    """Undo a change set: an automatic note within its 30 minutes, or a note you confirmed."""
+    """Undo a change set: an automatic note within its 30 minutes, or a note you confirmed. From a page, the
+    card or the "Saved to memory" line it was on comes back whole (``swap``), so it reads as after a reload."""
+    from .chats import saved_line  # chats imports this module
     change = notes_selectors.access_change(owner_id=request.user.pk, change_id=int_or_404(change_id))
     error = None
     try:
@@ -201,7 +203,13 @@ def change_undo(request: AuthenticatedHttpRequest, change_id: int) -> HttpRespon
         raise
     except ApplicationError as exc:
         error = exc.message
-    if is_htmx(request):
+    if is_htmx(request):  # the card or the line the Undo was on, whole, as a reload shows it
+        swap = request.POST.get("swap", "")
+        if change.proposal_id is not None and swap == f"proposal-{change.proposal_id}":
+            return _card(request, change.proposal_id, error=error)
+        if swap == "saved-line" and (found := saved_line(owner_id=request.user.pk, change=change)) is not None:
+            chat, line = found
+            return render(request, "web/_saved_line.html", {"s": line, "chat": chat, "line_error": error})
         return render(request, "web/_undo_result.html", {"change": change, "error": error},
                       status=200)
     if error:
