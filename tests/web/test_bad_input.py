@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from localai_memory.agents.services import agent_create
@@ -75,7 +77,8 @@ def test_the_files_page_deletes_an_index_with_its_topic_files_and_says_so(alice_
 
     note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", details="Monti.",
                 source="files", actor="you")
-    page = alice_client.post("/files/delete/", {"path": "Memory/index.md", "version": "1"}, follow=True)
+    page = alice_client.post("/files/delete/", {"path": "Memory/index.md", "version": "1", "confirm": "yes"},
+                             follow=True)
     assert "Moved Memory/index.md and its 1 topic file to the Trash." in page.content.decode()
     assert not NoteFile.objects.filter(owner=owner).exists()
 
@@ -172,7 +175,7 @@ def test_a_next_that_is_not_a_path_of_this_site_goes_back_to_the_page_of_the_for
 
     file_write(owner_id=owner.pk, path="Memory/zz.md", content="to delete\n", version=None)
     response = alice_client.post("/files/delete/", {"path": "Memory/zz.md", "next": target})
-    assert response.status_code == 302 and response["Location"] == "/files/"
+    assert response.status_code == 302 and re.fullmatch(r"/files/\?trashed=\d+", response["Location"])
 
 
 def test_an_agent_file_nested_too_deep_is_a_message_not_an_error_page(alice_client):

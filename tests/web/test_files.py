@@ -127,3 +127,49 @@ def test_an_index_that_is_not_an_index_is_refused_with_the_text_kept(web):
     page.get_by_role("button", name="Save").click()
     expect(page.get_by_role("alert")).to_contain_text("line 1 is not an index entry")
     expect(page.get_by_label("Index of Yours")).to_have_value("this is not an index line\n")
+
+
+def test_moving_an_index_to_the_trash_asks_first_says_how_many_notes_go_and_offers_an_undo(web):
+    from django.contrib.auth import get_user_model
+
+    from localai_memory.notes.models import NoteFile
+
+    from .conftest import signed_in
+    from .test_memory_tab import add_note
+
+    web.register("alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome", "Trastevere.")
+    add_note(web, "diet", "vegetarian")
+    add_note(web, "work", "nurse")
+    alice = get_user_model().objects.get(username="alice")
+    # A form that posts without the confirmation (an old page, a script) gets the question too, not a delete.
+    asked = signed_in(alice).post("/files/delete/", {"path": "Memory/index.md"})
+    assert asked.status_code == 200 and "all 3 notes of this index" in asked.content.decode()
+    assert NoteFile.objects.filter(owner=alice, path="Memory/index.md").exists()
+
+    web.go("/files/open/?path=Memory/index.md")
+    page.get_by_role("link", name="Move to Trash…").click()
+    expect(page.get_by_role("heading", name="Move this index and all its notes to the Trash?")).to_be_visible()
+    what = page.get_by_test_id("what-goes")
+    expect(what).to_contain_text("and with it all 3 notes of this index:")
+    for topic in ("home", "diet", "work"):
+        expect(what).to_contain_text(topic)
+    expect(what).to_contain_text("The 1 topic file beside it goes too.")
+    web.accessible("move an index to the trash")
+    page.get_by_role("link", name="Cancel").click()
+    expect(page.get_by_role("heading", name="Memory/index.md")).to_be_visible()
+    assert NoteFile.objects.filter(owner=alice).count() == 2  # nothing moved
+
+    page.get_by_role("link", name="Move to Trash…").click()
+    page.get_by_role("button", name="Move the index and its 3 notes to the Trash").click()
+    notice = page.get_by_test_id("trashed")
+    expect(notice).to_contain_text("Moved Memory/index.md and its 1 topic file to the Trash.")
+    assert not NoteFile.objects.filter(owner=alice).exists()
+    web.accessible("files after moving the index to the trash")
+    notice.get_by_role("button", name="Undo moving Memory/index.md and its 1 topic file to the Trash").click()
+    expect(page.get_by_text("Restored Memory/index.md and its 1 topic file from the Trash.")).to_be_visible()
+    expect(page.get_by_test_id("trashed")).to_have_count(0)
+    web.go("/settings/memory/")
+    for line in ("home — lives in Rome", "diet — vegetarian", "work — nurse"):
+        expect(page.locator(".notes-list")).to_contain_text(line)

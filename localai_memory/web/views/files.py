@@ -18,7 +18,7 @@ from localai_memory.memory.selectors import file_folder_owned
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import NoteFile
-from localai_memory.notes.paths import ROOT, parse_path
+from localai_memory.notes.paths import ROOT, parse_index, parse_path
 
 from .common import AuthenticatedHttpRequest, back, flash_error, int_or_404, not_found_as_404, page
 
@@ -149,9 +149,23 @@ def files_page(request: AuthenticatedHttpRequest, *, new_path: str = "", new_con
     tree = build_tree(files, agent_names(request.user.pk), deleted_agent_names(request.user.pk))
     trash_count = notes_selectors.trash_list(owner_id=request.user.pk).count()
     return page(request, "web/files.html", {"tree": tree, "file_count": len(files), "trash_count": trash_count,
+                                            "trashed": _trashed(request),
                                             "new_open": bool(new_error), "new_path": new_path,
                                             "new_content": new_content, "new_error": new_error},
                 section="files", status=status)
+
+
+def _trashed(request: AuthenticatedHttpRequest) -> Any:
+    """The Trash entry a delete just made (``?trashed=<id>``), while it is still in the Trash, for the notice
+    and its Undo; None if it is not the user's or was restored since."""
+    number = whole_number(request.GET.get("trashed", ""))
+    if not number:
+        return None
+    try:
+        entry = notes_selectors.access_trash(owner_id=request.user.pk, entry_id=number)
+    except NotFound:
+        return None
+    return entry if entry.restored_at is None else None
 
 
 @login_required
@@ -227,9 +241,14 @@ def file_restore_version(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @login_required
 @not_found_as_404
-@require_POST
+@require_http_methods(["GET", "POST"])
 def file_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
-    path = _path_or_404(request.POST.get("path"))
+    """Move a file to the Trash; the Files page then says so with an Undo. An index takes every note of its
+    folder with it, so it asks first, on a page that says how many (GET, or a POST without ``confirm``), as
+    Forget everything and Delete chat do."""
+    path = _path_or_404(request.POST.get("path") if request.method == "POST" else request.GET.get("path"))
+    if request.method == "GET" or (parse_path(path).is_index and request.POST.get("confirm") != "yes"):
+        return _delete_confirm(request, path)
     raw_version = request.POST.get("version", "")
     version = whole_number(raw_version)
     try:
@@ -240,8 +259,29 @@ def file_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     except (Conflict, InvalidInput) as exc:
         flash_error(request, exc)
         return redirect(f"/files/open/?path={path}")
-    messages.success(request, f"Moved {entry.label} to the Trash. You can restore it from the Trash.")
-    return back(request, "/files/")
+    return back(request, f"/files/?trashed={entry.pk}")  # the Files page, with the notice and its Undo
+
+
+def _delete_confirm(request: AuthenticatedHttpRequest, path: str) -> HttpResponse:
+    """"Move … to the Trash?": what goes with the file (for an index: its notes, by topic, and the topic files
+    beside it) and that the Trash gives it back."""
+    parsed = parse_path(path)
+    note = notes_selectors.access_file(owner_id=request.user.pk, path=path)
+    topics: list[str] | None = []
+    topic_files = 0
+    if parsed.is_index:
+        try:
+            topics = [entry.topic for entry in parse_index(note.content)]
+        except ApplicationError:
+            topics = None  # an index edited into a shape the parser refuses: its notes cannot be counted
+        folder = parsed.scope.root + "/"
+        topic_files = sum(1 for other in notes_selectors.file_list(owner_id=request.user.pk,
+                                                                   folder=parsed.scope.root)
+                          .values_list("path", flat=True) if other != path and "/" not in other[len(folder):])
+    version = request.POST.get("version") or note.version
+    return page(request, "web/file_delete.html", {"path": path, "version": version, "is_index": parsed.is_index,
+                                                  "topics": topics, "topic_files": topic_files},
+                section="files")
 
 
 @login_required
@@ -262,4 +302,4 @@ def trash_restore(request: AuthenticatedHttpRequest, entry_id: int) -> HttpRespo
         flash_error(request, exc)
     else:
         messages.success(request, f"{change.summary}.")
-    return redirect("/files/trash/")
+    return back(request, "/files/trash/")
