@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from bridges import selectors as bridge_selectors
 from localai_memory.agents.selectors import agent_names
 from localai_memory.core.errors import ApplicationError, NotFound
+from localai_memory.growth.consolidation import REPLACED_BY_NEWER
 from localai_memory.memory import policy
 from localai_memory.memory import proposals as proposal_services
 from localai_memory.memory.models import Proposal
@@ -61,6 +62,11 @@ class ProposalView:
     def dropped(self) -> str:
         """Why it ended before its time (everything forgotten, its agent or bot deleted), else ""."""
         return proposal_services.DROPPED_BECAUSE.get(self.proposal.decided_by, "")
+
+    @property
+    def replaced(self) -> bool:
+        """Whether a newer suggestion that holds its lines too took its place."""
+        return self.status == "expired" and self.proposal.decided_by == REPLACED_BY_NEWER
 
 
 def scope_label(kind: str, key: str, names: dict[str, str], conversations: dict[str, str] | None = None) -> str:
@@ -135,11 +141,15 @@ def proposal_views(owner_id: int, proposals: list[Proposal]) -> list[ProposalVie
 def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
     pending = list(proposal_services.proposal_list(owner_id=request.user.pk, status="pending")
                    .select_related("change_set").order_by("expires_at", "id"))
-    expired = list(proposal_services.proposal_list(owner_id=request.user.pk, status="expired")
-                   .order_by("-expires_at", "-id")[:EXPIRED_SHOWN])
+    ended = proposal_views(request.user.pk, list(
+        proposal_services.proposal_list(owner_id=request.user.pk, status="expired")
+        .order_by("-expires_at", "-id")[:EXPIRED_SHOWN]))
     return page(request, "web/inbox.html", {
         "pending": proposal_views(request.user.pk, pending),
-        "expired": proposal_views(request.user.pk, expired),
+        # Ended before their time (everything forgotten, their agent, bot or chat deleted, a newer suggestion):
+        # not "expired", which says the 24 hours ran out.
+        "dropped": [view for view in ended if view.dropped or view.replaced],
+        "expired": [view for view in ended if not (view.dropped or view.replaced)],
     }, section="inbox")
 
 
