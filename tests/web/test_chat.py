@@ -57,12 +57,12 @@ def test_a_proposal_is_confirmed_on_its_card_in_the_chat(web, model):
     expect(card.locator("ins")).to_have_text("lives in Rome")
     expect(card).to_contain_text("(no note yet)")
     expect(card).to_contain_text("Expires in 23")
-    expect(card.get_by_role("button", name="Don't save")).to_be_visible()
+    expect(card.get_by_role("button", name="Don't save the note home")).to_be_visible()
     web.accessible("chat with a proposal card")
-    card.get_by_role("button", name="Save", exact=True).focus()
+    card.get_by_role("button", name="Save the note home", exact=True).focus()
     page.keyboard.press("Enter")  # by keyboard: the focus stays in the card, on its Undo
     expect(card).to_contain_text("Saved to memory.")
-    expect(card.get_by_role("button", name="Undo")).to_be_focused()
+    expect(card.get_by_role("button", name="Undo saving home")).to_be_focused()
     # The model saw the memory tools, and the note is on the Memory tab now.
     names = [tool["function"]["name"] for tool in model.requests[0]["tools"]]
     assert "propose_change" in names
@@ -81,7 +81,7 @@ def test_dont_save_drops_the_proposal(web, model):
     new_chat(web)
     send(web, "I live in Rome.")
     card = page.get_by_role("article", name="Save to memory: “home”")
-    card.get_by_role("button", name="Don't save").click()
+    card.get_by_role("button", name="Don't save the note home").click()
     expect(card).to_contain_text("Not saved.")
     web.go("/settings/memory/")
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
@@ -324,9 +324,9 @@ def test_the_undo_of_a_saved_card_turns_the_whole_card_into_what_a_reload_shows(
     new_chat(web)
     send(web, "Remember that I live in Rome.")
     card = page.get_by_role("article", name="Save to memory: “home”")
-    card.get_by_role("button", name="Save", exact=True).click()
+    card.get_by_role("button", name="Save the note home", exact=True).click()
     expect(card.locator(".saved-line")).to_have_text(re.compile(r"^\s*Saved to memory\.\s*Undo"))
-    card.get_by_role("button", name="Undo").click()
+    card.get_by_role("button", name="Undo saving home").click()
     expect(card.locator(".saved-line")).to_have_text("Saved, then undone: the note is as it was.")
     expect(card).not_to_contain_text("Undone —")
     swapped = card.inner_text()

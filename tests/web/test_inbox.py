@@ -46,7 +46,7 @@ def test_a_proposal_is_confirmed_from_the_inbox_with_the_old_text_struck_through
     expect(card.locator("ins")).to_have_text("lives in Milan")
     expect(card).to_contain_text("Expires in 23")
     web.accessible("inbox with a proposal")
-    card.get_by_role("button", name="Save", exact=True).click()
+    card.get_by_role("button", name="Save the note home", exact=True).click()
     expect(card).to_contain_text("Saved to memory.")
     expect(page.get_by_role("heading", name="Waiting for you", exact=True)).to_be_visible()  # counted down
     web.go("/settings/memory/")
@@ -63,7 +63,7 @@ def test_a_proposal_can_be_rejected_from_the_inbox(web, model):
     propose_in_a_chat(web, model, "diet", "vegetarian", "I don't eat meat.")
     web.go("/inbox/")
     card = page.get_by_role("article", name="Save to memory: “diet”")
-    card.get_by_role("button", name="Don't save").click()
+    card.get_by_role("button", name="Don't save the note diet").click()
     expect(card).to_contain_text("Not saved.")
     page.reload()
     expect(page.get_by_text("No proposals waiting")).to_be_visible()
@@ -80,7 +80,7 @@ def test_an_expired_proposal_is_greyed_and_cannot_be_saved(web, model):
         card = page.get_by_role("article", name="Save to memory: “diet”")
         expect(card).to_have_class("proposal-card expired")
         expect(card).to_contain_text("nothing was saved")
-        expect(card.get_by_role("button", name="Save", exact=True)).to_have_count(0)
+        expect(card.get_by_role("button", name=re.compile("^Save"))).to_have_count(0)
         web.accessible("inbox with an expired proposal")
         # In the chat it is greyed the same way.
         web.go("/chats/")
@@ -118,7 +118,7 @@ def test_a_note_proposed_in_a_messaging_app_waits_in_the_inbox_with_where_it_cam
     expect(page.get_by_text("This conversation comes from a messaging app; answer it there.")).to_be_visible()
     expect(page.get_by_role("textbox", name="Message")).to_have_count(0)
     card = page.get_by_role("article", name="Save to memory: “dinner”")
-    card.get_by_role("button", name="Save", exact=True).click()
+    card.get_by_role("button", name="Save the note dinner", exact=True).click()
     expect(card).to_contain_text("Saved to memory.")
     web.go("/settings/memory/?tab=conversations")
     expect(page.locator(".notes-list")).to_contain_text("dinner — family dinner on Sundays")
@@ -140,14 +140,48 @@ def test_a_note_to_forget_says_forget_it_or_keep_it(web, model):
         expect(page.get_by_role("article", name=f"Forget the note “{topic}”?")).to_be_visible()
     web.go("/inbox/")
     home = page.get_by_role("article", name="Forget the note “home”?")
-    expect(home.get_by_role("button", name="Save", exact=True)).to_have_count(0)
+    expect(home.get_by_role("button", name=re.compile("^Save"))).to_have_count(0)
     web.accessible("inbox with a note to forget")
-    home.get_by_role("button", name="Forget it").click()
+    home.get_by_role("button", name="Forget it (the note home)").click()
     expect(home).to_contain_text("Forgotten.")
     diet = page.get_by_role("article", name="Forget the note “diet”?")
-    diet.get_by_role("button", name="Keep it").click()
+    diet.get_by_role("button", name="Keep it (the note diet)").click()
     expect(diet).to_contain_text("Kept.")
     web.go("/settings/memory/")
     notes = page.locator(".notes-list")
     expect(notes).to_contain_text("diet — vegetarian")
     expect(notes).not_to_contain_text("home — lives in Rome")
+
+
+def test_each_cards_buttons_name_their_note_and_a_decided_card_says_before_not_now(web):
+    from django.contrib.auth import get_user_model
+
+    from localai_memory.memory.proposals import proposal_create
+    from localai_memory.notes.paths import Scope
+
+    web.register("alice")
+    page = web.page
+    owner = get_user_model().objects.get(username="alice")
+    for topic, summary in (("home", "lives in Rome"), ("diet", "vegetarian"), ("work", "nurse")):
+        proposal_create(owner_id=owner.pk, scope=Scope.user(), topic=topic, summary=summary)
+
+    def button_names() -> list[str]:
+        return re.findall(r'button "([^"]+)"', page.locator("main").aria_snapshot())
+
+    web.go("/inbox/")
+    assert sorted(button_names()) == sorted(f"{verb} the note {topic}" for verb in ("Save", "Don't save")
+                                            for topic in ("home", "diet", "work"))
+    home = page.get_by_role("article", name="Save to memory: “home”")
+    expect(home).to_contain_text(re.compile(r"Now\s*\(no note yet\)"))
+    home.get_by_role("button", name="Save the note home", exact=True).click()
+    expect(home).to_contain_text("Saved to memory.")
+    diet = page.get_by_role("article", name="Save to memory: “diet”")
+    diet.get_by_role("button", name="Save the note diet", exact=True).click()
+    expect(page.get_by_role("button", name="Undo saving diet")).to_be_visible()
+    names = button_names()
+    assert len(names) == len(set(names)) and {"Undo saving home", "Undo saving diet"} <= set(names), names
+    # Decided, the card says what the note was before, not what it is "now" (it has a note now).
+    expect(home).to_contain_text(re.compile(r"Before\s*\(no note\)\s*Saved\s*(New text: )?lives in Rome"))
+    expect(home).not_to_contain_text("Now")
+    expect(home).not_to_contain_text("no note yet")
+    web.accessible("inbox with decided cards")
