@@ -403,3 +403,15 @@ def test_each_forms_message_is_shown_in_view_where_its_redirect_lands(web):
     expect(refusal).to_be_in_viewport()
     expect(page.get_by_label("What to remember (one line)")).to_be_in_viewport()
     web.accessible("memory tab, a note refused beside its form")
+
+
+def test_export_with_no_notes_yet_says_there_is_nothing_to_export_rather_than_an_empty_zip(web):
+    web.register("alice")
+    page = web.page
+    downloads: list = []
+    page.on("download", lambda download: downloads.append(download))
+    page.get_by_role("link", name="Export").click()
+    message = page.locator("#notes").get_by_role("status").filter(has_text="There is nothing to export yet")
+    expect(message).to_be_in_viewport()
+    assert downloads == []
+    web.accessible("memory tab, nothing to export")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import logging
+import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
@@ -344,7 +346,15 @@ def memory_synthesize(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def memory_export(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Export: the zip of the notes. With no note yet the tab says so instead of handing over an empty zip
+    (which Import would refuse back: "The zip holds no notes"). The API still answers with the empty zip."""
     body = memory_services.memory_export_all(user_id=request.user.pk)
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        empty = not archive.namelist()
+    if empty:
+        flash(request, messages.INFO, "There is nothing to export yet: you have no notes. Once you have some, "
+                                      "Export downloads them as a zip file.", at="notes")
+        return redirect(MEMORY_TAB + "#notes")
     response = HttpResponse(body, content_type="application/zip")
     stamp = timezone.now().strftime("%Y-%m-%d")
     response["Content-Disposition"] = f'attachment; filename="memory-export-{stamp}.zip"'
