@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from localai_memory.agents.selectors import access_agent
@@ -299,6 +300,21 @@ def chat_create(*, owner_id: int, agent_id: int | None = None, origin: str = "we
     return Chat.objects.create(owner_id=owner_id, agent=agent, origin=origin, binding_id=binding_id,
                                conversation_key=conversation_key or "", one_to_one=one_to_one,
                                title=_clean_title(title))
+
+
+def chat_start(*, owner_id: int, agent_id: int | None = None) -> Chat:
+    """The chat the page's New chat opens: the owner's newest web chat with this agent (or none) that holds no
+    message yet, no title and is not private, moved to the top of the list; else a new one. So New chat clicked
+    again and again, with nothing sent, does not pile up empty chats. ``agent_id`` as for ``chat_create``."""
+    agent = access_agent(owner_id, agent_id) if agent_id is not None else None
+    empty = (Chat.objects.filter(owner_id=owner_id, origin=Origin.WEB, agent=agent, private=False, title="",
+                                 thread_key="")
+             .exclude(Exists(Message.objects.filter(chat=OuterRef("pk"))))
+             .order_by("-updated_at", "-id").first())
+    if empty is None:
+        return chat_create(owner_id=owner_id, agent_id=agent_id)
+    empty.save(update_fields=["updated_at"])  # the newest again, first in the list
+    return empty
 
 
 def _clean_title(title: object) -> str:

@@ -213,10 +213,11 @@ def chat_list(request: AuthenticatedHttpRequest) -> HttpResponse:
 @not_found_as_404
 @require_POST
 def chat_new(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """New chat: the newest chat with nothing in it yet, or a new one (``chat_start``)."""
     raw = request.POST.get("agent", "")
     agent_id = int_or_404(raw) if raw else None
     try:
-        chat = chat_services.chat_create(owner_id=request.user.pk, agent_id=agent_id)
+        chat = chat_services.chat_start(owner_id=request.user.pk, agent_id=agent_id)
     except NotFound:
         raise
     except ApplicationError as exc:
