@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def off_line(page: str) -> str:
     """The text of the chat's "memory is off" line, tags and runs of spaces taken out."""
-    found = re.search(r'data-testid="memory-off-line">(.*?)</div>', page, re.S)
+    found = re.search(r'data-testid="memory-off-line">(.*?)</div>', page, re.DOTALL)
     assert found, "no memory-off line"
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", found.group(1))).split())
 

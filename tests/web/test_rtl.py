@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
 
 from tests.fakes.openai_server import reply, tool_calls
 

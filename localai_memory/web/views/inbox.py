@@ -27,7 +27,16 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
 
-from .common import AuthenticatedHttpRequest, back, flash, flash_error, int_or_404, is_htmx, not_found_as_404, page
+from .common import (
+    AuthenticatedHttpRequest,
+    back,
+    flash,
+    flash_error,
+    int_or_404,
+    is_htmx,
+    not_found_as_404,
+    page,
+)
 from .memory import conversation_titles
 
 EXPIRED_SHOWN = 20
