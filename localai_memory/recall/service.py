@@ -487,7 +487,10 @@ TURN_READ = "recall.notes"
 
 def turn_recall(request: RecallRequest) -> RecallContribution | None:
     """The recall hook of a chat turn: the best topics of the allowed scopes as fenced data, and the report.
-    The notes it shows the model are marked used once the response is sent (``notes_used``)."""
+    Every note it brings into the chat (the report's ``count``, the "used N memories" chip and ``X-Memory``)
+    is marked used once the response is sent (``notes_used``): one whose details the block shows, and one
+    the block adds nothing for because its index line, with no topic file, is the whole note and already in
+    the prompt."""
     from localai_memory.chats.services import RecallContribution
     from localai_memory.core.after_response import after_response
 
@@ -498,9 +501,9 @@ def turn_recall(request: RecallRequest) -> RecallContribution | None:
     text, report, _ = recall_contribution(owner_id=owner_id, scopes=scopes,
                                           query=build_recall_query(query_messages(request)),
                                           notes=request.prefetched.get(TURN_READ))
-    shown = [(note["scope"], note["key"], note["topic"]) for note in report["notes"] if note["shown"]]
-    if shown:
-        after_response(functools.partial(notes_used, owner_id=owner_id, notes=shown))
+    used = [(note["scope"], note["key"], note["topic"]) for note in report["notes"]]
+    if used:
+        after_response(functools.partial(notes_used, owner_id=owner_id, notes=used))
     return RecallContribution(text=text, report=report)
 
 

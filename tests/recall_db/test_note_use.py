@@ -63,3 +63,29 @@ def test_a_rewritten_note_waits_for_a_turn_to_use_its_new_text(owner):
     note(owner, "tea", "drinks black tea", details="Sencha, mornings.")  # the line changes, the file does not
     rows = dict(NoteVector.objects.filter(owner=owner, topic="tea").values_list("kind", "used_at"))
     assert rows["line"] is None and rows["details"] is not None
+
+
+def test_a_recalled_note_without_details_is_marked_used_and_not_offered_for_forgetting(api, owner, model):
+    """Its index line is the whole note and the memory block has it already, so the recall block adds nothing
+    for it (``shown`` is false); the turn still brought it into the chat, so it counts as used."""
+    from localai_memory.growth.consolidation import consolidate_user
+    from localai_memory.memory.models import Proposal
+    from tests.fakes.openai_server import reply
+    from tests.growth.conftest import facts_reply
+
+    with time_machine.travel(timezone.now() - timedelta(days=100), tick=False):
+        note(owner, "work", "software engineer at a bank", source="model")
+        note(owner, "boots", "hiking boots are size 44", source="model")
+    with time_machine.travel("2026-12-01 09:00:00+00:00", tick=False):
+        body = send(api, new_chat(api), "Which bank do I work at as a software engineer?")
+    recall = body["memory"]["recall"]
+    [work] = [n for n in recall["notes"] if n["topic"] == "work"]
+    assert work["shown"] is False and "work" in recall["topics"] and recall["count"] >= 1
+    assert used(owner, "work").isoformat() == "2026-12-01T09:00:00+00:00"
+    assert "boots" not in recall["topics"] and used(owner, "boots") is None
+
+    with time_machine.travel("2026-12-02 09:00:00+00:00", tick=False):
+        model.script(reply(facts_reply()))
+        consolidate_user(owner_id=owner.pk)
+    unused = Proposal.objects.filter(owner=owner, reason="unused")
+    assert [p.topic for p in unused] == ["boots"]  # the note nobody needed, not the one the turn used
