@@ -30,10 +30,12 @@ from localai_memory.notes.paths import (
     index_size,
     parse_index,
 )
+from localai_memory.notes.selectors import note_writers
 
 from .models import ConsolidationRun
 
-#: A note's author as trust is concerned: a person (typed, accepted, restored), the model on its own, an import.
+#: A note's author as trust is concerned: a person (typed, accepted), the model on its own, an import. A
+#: restore or an Undo keeps the author of the text it gives back.
 Author = str  # "user" | "model" | "import"
 
 
@@ -42,7 +44,8 @@ class NoteWritten:
     """Who last changed a note, its index line or its topic file, and when (``line_writers``).
 
     ``model_only``: the lookback shows who wrote the line, and every change it shows of the line or the file
-    is the model's own; a note a person typed, imported, confirmed or restored, even only its details, is not.
+    is the model's own; a note a person typed, imported or confirmed, even only its details, is not. A restore
+    or an Undo gives back the note as it was, its author included: a model's note restored stays the model's.
     """
 
     author: Author
@@ -199,7 +202,8 @@ def pass_sentence(run: ConsolidationRun) -> str:
 
 def note_author(*, owner_id: int, scope: Scope, topic: str, lookback: int = 200) -> Author | None:
     """Who last wrote ``topic`` (its index line or its topic file): ``model`` (saved by the model on its own),
-    ``import`` or ``user`` (typed, accepted from a proposal, restored). None when no change set shows it (yet)."""
+    ``import`` or ``user`` (typed, accepted from a proposal); a restore or an Undo keeps the author of the text
+    it gives back. None when no change set shows it (yet)."""
     written = line_writers(owner_id=owner_id, scope=scope, topics=[topic], lookback=lookback).get(topic)
     return written.author if written else None
 
@@ -208,94 +212,15 @@ def line_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: in
                  ) -> dict[str, NoteWritten]:
     """Who last changed each of ``topics`` and when: its index line or its topic file, whichever changed
     later, from the last ``lookback`` changes of the scope's index and the last ``lookback`` changes of these
-    topics' files (a topic none of them shows is left out: unknown).
-
-    At most three queries whatever the number of topics: the index's changes, the files' changes (without
-    their text) and the sources of the proposals whose confirmation wrote any of them.
-    """
-    if not topics:
-        return {}
-    columns = ("change_set_id", "change_set__created_at", "change_set__source", "change_set__proposal_id")
-    changes = FileChange.objects.filter(change_set__owner_id=owner_id).order_by("-change_set__created_at",
-                                                                                 "-change_set_id")
-    index_rows = list(changes.filter(path=scope.index_path).values_list("before", "after", *columns)[:lookback])
-    topic_of = {path: topic for topic in topics if (path := _topic_path(scope, topic))}
-    file_rows = list(changes.filter(path__in=list(topic_of)).values_list("path", *columns)[:lookback])
-    proposal_ids = {proposal_id for *_, source, proposal_id in [*index_rows, *file_rows]
-                    if source == ChangeSet.Source.PROPOSAL and proposal_id}
-    came_from: dict[int, str] = dict(
-        Proposal.objects.filter(owner_id=owner_id, pk__in=proposal_ids).values_list("pk", "source")
-    ) if proposal_ids else {}
-
-    latest: dict[str, tuple[datetime, int, Author]] = {}
-    first_line_change: dict[str, tuple[datetime, int]] = {}
-    people: set[str] = set()
-
-    def saw(topic: str, change_id: int, at: datetime, source: str, proposal_id: int | None) -> None:
-        author = _author_of(source, came_from.get(proposal_id) if proposal_id else None)
-        if topic not in latest or (at, change_id) > latest[topic][:2]:
-            latest[topic] = (at, change_id, author)
-        if author != "model":
-            people.add(topic)
-
-    wanted = set(topics)
-    parsed: dict[str, dict[str, str]] = {}  # one change's "before" is usually the next older one's "after"
-    for before, after, *change in index_rows:
-        old, new = _lines_of(before, parsed), _lines_of(after, parsed)
-        for topic in wanted & (old.keys() | new.keys()):
-            if old.get(topic) != new.get(topic):
-                saw(topic, *change)
-                first_line_change[topic] = (change[1], change[0])  # the rows come newest first
-    for path, *change in file_rows:
-        saw(topic_of[path], *change)
-    # The files' history was cut at ``lookback``: for a line first seen before that cut, a person's earlier
-    # edit of its file could be out of sight, so it is not known to be the model's alone.
-    files_from = (file_rows[-1][2], file_rows[-1][1]) if len(file_rows) == lookback else None
-
-    def model_only(topic: str) -> bool:
-        first = first_line_change.get(topic)
-        return (first is not None and topic not in people
-                and (files_from is None or first >= files_from))
-
-    return {topic: NoteWritten(author=author, at=at, model_only=model_only(topic), change_id=change_id)
-            for topic, (at, change_id, author) in latest.items()}
-
-
-def _topic_path(scope: Scope, topic: str) -> str | None:
-    try:
-        return scope.topic_path(topic)
-    except InvalidInput:
-        return None
-
-
-def _author_of(source: str, proposal_source: str | None) -> Author:
-    """``proposal_source``: where the proposal came from, for a change set that confirmed one."""
-    if source == ChangeSet.Source.PROPOSAL and proposal_source:
-        # An accepted suggestion: the user approved it, but typed it only if it came from their chat.
-        source = {"consolidation": "model", "import": "import"}.get(proposal_source, source)
-    if source == ChangeSet.Source.MODEL:
-        return "model"
-    if source == ChangeSet.Source.IMPORT:
-        return "import"
-    return "user"
-
-
-def _lines_of(text: str | None, parsed: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
-    """Each topic's line in an index text (``- topic: …``), to tell which lines a change touched. A quick
-    split, not ``parse_index``: the index was valid when it was written, and this runs over hundreds of
-    them; a line that is not an entry is skipped."""
-    if not text:
-        return {}
-    if parsed is not None and text in parsed:
-        return parsed[text]
-    lines: dict[str, str] = {}
-    for line in text.splitlines():
-        colon = line.find(":")
-        if line.startswith("- ") and colon > 2:
-            lines.setdefault(line[2:colon].strip(), line.rstrip())
-    if parsed is not None:
-        parsed[text] = lines
-    return lines
+    topics' files (a topic none of them shows is left out: unknown). A restore or an Undo is dated by
+    itself but keeps the author of the text it gives back (``notes.selectors.note_writers``)."""
+    found: dict[str, NoteWritten] = {}
+    for topic, writers in note_writers(owner_id=owner_id, scope=scope, topics=topics, lookback=lookback).items():
+        last = writers.last
+        if last is not None:
+            found[topic] = NoteWritten(author=last.author, at=last.at, model_only=writers.model_only,
+                                       change_id=last.change_id)
+    return found
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import connection
 from django.db.models import Q, QuerySet
+from django.db.models.functions import MD5
 
 from localai_memory.core.access import owned_or_404
-from localai_memory.core.errors import NotFound
+from localai_memory.core.errors import InvalidInput, NotFound
 
-from .models import ChangeSet, FileVersion, NoteFile, NoteImportance, TrashEntry
+from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry
 from .paths import INDEX_NAME, IndexEntry, Scope, parse_folder, parse_index, parse_path
 
 
@@ -126,3 +129,167 @@ def note_importances(*, owner_id: int) -> dict[tuple[str, str, str], float]:
     rows = NoteImportance.objects.filter(owner_id=owner_id).values_list("scope_kind", "scope_key", "topic",
                                                                         "importance")
     return {(kind, key, topic): importance for kind, key, topic, importance in rows}
+
+
+# --- who wrote a note -------------------------------------------------------------------------------------
+
+#: Change sets that give back a text a note had before (a Trash restore, a version restored on the Files
+#: page, an Undo) instead of writing a new one: that text keeps its writer.
+GIVES_BACK = (ChangeSet.Source.RESTORE, ChangeSet.Source.UNDO)
+
+
+def author_of(source: str, proposal_source: str | None = None) -> str:
+    """The author (``user``, ``model`` or ``import``) of the text a change set of ``source`` wrote;
+    ``proposal_source`` is where the proposal a change set confirmed came from: an accepted suggestion was
+    approved by the person, but typed by them only if it came from their chat."""
+    if source == ChangeSet.Source.PROPOSAL and proposal_source:
+        source = {"consolidation": "model", "import": "import"}.get(proposal_source, source)
+    if source == ChangeSet.Source.MODEL:
+        return "model"
+    if source == ChangeSet.Source.IMPORT:
+        return "import"
+    return "user"
+
+
+@dataclass(frozen=True)
+class Written:
+    """The last write of one piece of a note (its index line or its topic file): by whom, when, which change."""
+
+    author: str  # user, model or import
+    at: datetime
+    change_id: int
+
+
+@dataclass(frozen=True)
+class PieceHistory:
+    """One piece of a note as its history in sight shows it."""
+
+    last: Written | None = None
+    by_person: bool = False  # a change of it that is not the model's own is in sight
+    first: tuple[datetime, int] | None = None  # (time, change id) of its oldest change in sight
+
+
+@dataclass(frozen=True)
+class NoteWriters:
+    """Who wrote a note's index line and its topic file (``note_writers``)."""
+
+    line: PieceHistory = field(default_factory=PieceHistory)
+    file: PieceHistory = field(default_factory=PieceHistory)
+    model_only: bool = False
+
+    @property
+    def last(self) -> Written | None:
+        """The later of the two writes."""
+        writes = [w for w in (self.line.last, self.file.last) if w is not None]
+        return max(writes, key=lambda w: (w.at, w.change_id), default=None)
+
+
+#: One change of a piece, oldest first: the text (or its hash) before and after, the change's time, id,
+#: source and the author it resolves to.
+_Change = tuple[str | None, str | None, datetime, int, str, str]
+
+
+def _piece_history(changes: Iterable[_Change]) -> PieceHistory:
+    """Walk one piece's changes, oldest first. A change that gives back (``GIVES_BACK``) a text the piece had
+    before one of the changes in sight takes the piece back to how it was then, its writer included: the
+    restore of a deleted note, or the Undo of an edit, leaves the note as it was (dated by the restore). One
+    whose text was written before the history in sight counts as its own author's, as any other change."""
+    piece = PieceHistory()
+    earlier: list[tuple[str | None, PieceHistory]] = []  # per change in sight: its text before, and the piece
+    for before, after, at, change_id, source, author in changes:
+        if source in GIVES_BACK:
+            depth = next((i for i in range(len(earlier) - 1, -1, -1) if earlier[i][0] == after), None)
+            if depth is not None and (earlier[depth][1].last is not None or after is None):
+                was = earlier[depth][1]
+                del earlier[depth:]
+                piece = PieceHistory(Written(was.last.author, at, change_id) if was.last else None,
+                                     was.by_person, was.first)
+                continue
+        earlier.append((before, piece))
+        piece = PieceHistory(Written(author, at, change_id), piece.by_person or author != "model",
+                             piece.first or (at, change_id))
+    return piece
+
+
+def note_writers(*, owner_id: int, scope: Scope, topics: list[str], lookback: int = 200) -> dict[str, NoteWriters]:
+    """Who last wrote each of ``topics`` (its index line and its topic file) and when, from the last
+    ``lookback`` changes of the scope's index and the last ``lookback`` changes of these topics' files; a topic
+    none of them shows is left out (unknown). A restore or an Undo is not an author: the text it gives back
+    keeps the writer it had (``_piece_history``), so a note of the model's restored from the Trash is still
+    the model's.
+
+    ``model_only``: the lookback shows who wrote the line, and every change it shows of the line or the file
+    (a restore: the change it gives back to) is the model's own.
+
+    At most three queries whatever the number of topics: the index's changes, the files' changes (their text
+    only as a hash) and the sources of the proposals whose confirmation wrote any of them.
+    """
+    if not topics:
+        return {}
+    columns = ("change_set__created_at", "change_set_id", "change_set__source", "change_set__proposal_id")
+    changes = FileChange.objects.filter(change_set__owner_id=owner_id).order_by("-change_set__created_at",
+                                                                                 "-change_set_id")
+    index_rows = list(changes.filter(path=scope.index_path).values_list("before", "after", *columns)[:lookback])
+    topic_of: dict[str, str] = {}
+    for topic in topics:
+        try:
+            topic_of[scope.topic_path(topic)] = topic
+        except InvalidInput:
+            continue
+    file_rows = list(changes.filter(path__in=list(topic_of)).annotate(before_md5=MD5("before"), after_md5=MD5("after"))
+                     .values_list("path", "before_md5", "after_md5", *columns)[:lookback])
+    proposal_ids = {row[-1] for row in [*index_rows, *file_rows]
+                    if row[-2] == ChangeSet.Source.PROPOSAL and row[-1]}
+    came_from: dict[int, str] = {}
+    if proposal_ids:
+        from localai_memory.memory.models import Proposal
+
+        came_from = dict(Proposal.objects.filter(owner_id=owner_id, pk__in=proposal_ids).values_list("pk", "source"))
+
+    def change(before: str | None, after: str | None, at: datetime, change_id: int, source: str,
+               proposal_id: int | None) -> _Change:
+        return (before, after, at, change_id, source,
+                author_of(source, came_from.get(proposal_id) if proposal_id else None))
+
+    wanted = set(topics)
+    line_changes: dict[str, list[_Change]] = {}
+    parsed: dict[str, dict[str, str]] = {}  # one change's "before" is usually the next older one's "after"
+    for before, after, *rest in reversed(index_rows):
+        old, new = _lines_of(before, parsed), _lines_of(after, parsed)
+        for topic in wanted & (old.keys() | new.keys()):
+            if old.get(topic) != new.get(topic):
+                line_changes.setdefault(topic, []).append(change(old.get(topic), new.get(topic), *rest))
+    file_changes: dict[str, list[_Change]] = {}
+    for path, before_md5, after_md5, *rest in reversed(file_rows):
+        file_changes.setdefault(topic_of[path], []).append(change(before_md5, after_md5, *rest))
+    # The files' history was cut at ``lookback``: for a line first seen before that cut, a person's earlier
+    # edit of its file could be out of sight, so it is not known to be the model's alone.
+    files_from = (file_rows[-1][3], file_rows[-1][4]) if len(file_rows) == lookback else None
+
+    found: dict[str, NoteWriters] = {}
+    for topic in wanted:
+        line, file = _piece_history(line_changes.get(topic, [])), _piece_history(file_changes.get(topic, []))
+        if line.last is None and file.last is None:
+            continue
+        model_only = (line.first is not None and not line.by_person and not file.by_person
+                      and (files_from is None or line.first >= files_from))
+        found[topic] = NoteWriters(line, file, model_only)
+    return found
+
+
+def _lines_of(text: str | None, parsed: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """Each topic's line in an index text (``- topic: …``), to tell which lines a change touched. A quick
+    split, not ``parse_index``: the index was valid when it was written, and this runs over hundreds of
+    them; a line that is not an entry is skipped."""
+    if not text:
+        return {}
+    if parsed is not None and text in parsed:
+        return parsed[text]
+    lines: dict[str, str] = {}
+    for line in text.splitlines():
+        colon = line.find(":")
+        if line.startswith("- ") and colon > 2:
+            lines.setdefault(line[2:colon].strip(), line.rstrip())
+    if parsed is not None:
+        parsed[text] = lines
+    return lines

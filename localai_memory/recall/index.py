@@ -33,9 +33,10 @@ from localai_memory.core.errors import InvalidInput
 from localai_memory.core.queues import BACKGROUND
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import ROOT, Scope, check_topic, parse_index, parse_path
+from localai_memory.notes.selectors import GIVES_BACK, author_of, note_writers
 
 from .embedders import Embedder, EmbeddingError, OnDeviceEmbedder, get_embedder
-from .models import DETAILS, LINE, SOURCE_IMPORT, SOURCE_MODEL, SOURCE_USER, NoteVector
+from .models import DETAILS, LINE, SOURCE_USER, NoteVector
 from .ranking import details_parts, passage_text
 
 log = logging.getLogger(__name__)
@@ -257,21 +258,34 @@ def scope_passages(owner_id: int, scope: Scope) -> dict[tuple[str, str, int], Pa
 
 
 def source_of(change_set: ChangeSet | None) -> str:
-    """Who wrote the text a change set brought: the model on its own, an import, or a person (typed,
-    accepted, undone or restored by them). A confirmed suggestion of consolidation counts as the model's."""
+    """Who wrote the text a change set brought: the model on its own, an import, or a person (typed or
+    accepted by them). A confirmed suggestion of consolidation counts as the model's. (A restore or an Undo
+    gives back text somebody wrote before: ``given_back_sources`` says whose, and this is only its fallback.)"""
     if change_set is None:
         return SOURCE_USER
-    if change_set.source == ChangeSet.Source.MODEL:
-        return SOURCE_MODEL
-    if change_set.source == ChangeSet.Source.IMPORT:
-        return SOURCE_IMPORT
+    came_from = None
     if change_set.source == ChangeSet.Source.PROPOSAL and change_set.proposal_id:
         from localai_memory.memory.models import Proposal
 
         came_from = Proposal.objects.filter(pk=change_set.proposal_id).values_list("source", flat=True).first()
-        return {"consolidation": SOURCE_MODEL,
-                "import": SOURCE_IMPORT}.get(str(came_from), SOURCE_USER)
-    return SOURCE_USER
+    return author_of(change_set.source, str(came_from) if came_from else None)
+
+
+def given_back_sources(owner_id: int, scope: Scope, change_set: ChangeSet | None,
+                       topics: Iterable[str]) -> dict[tuple[str, str], str]:
+    """For a change set that gives back earlier text (a Trash restore, a version restored, an Undo), the author
+    of each of ``topics``' index line and topic file as the notes' history has it, by (topic, LINE or
+    DETAILS): the text keeps its writer, so a note of the model's restored is the model's again. Empty for
+    any other change set, and a piece whose writer is out of sight is left out (the change set's own)."""
+    topics = list(dict.fromkeys(topics))
+    if change_set is None or change_set.source not in GIVES_BACK or not topics:
+        return {}
+    found: dict[tuple[str, str], str] = {}
+    for topic, writers in note_writers(owner_id=owner_id, scope=scope, topics=topics).items():
+        for kind, piece in ((LINE, writers.line), (DETAILS, writers.file)):
+            if piece.last is not None and piece.last.change_id == change_set.pk:
+                found[(topic, kind)] = piece.last.author
+    return found
 
 
 # --- keeping rows in step ---------------------------------------------------------------------------------
@@ -292,10 +306,11 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
     """Make the rows of ``scopes`` match the notes store. Caller holds the owner's lock (or owns the data).
 
     Rows are matched by (topic, kind, part): a file that grew gets rows for its new parts, one that shrank
-    loses the parts it no longer has. New or changed passages get ``change_set``'s author and time;
-    unchanged rows keep theirs. A new or changed row whose passage a row of the same note embedded before
-    (a part that only moved, as when a paragraph is added above it) takes that row's vector, author and
-    time instead of being embedded again. With ``embed`` the other changed passages are embedded
+    loses the parts it no longer has. New or changed passages get ``change_set``'s author and time (a change
+    set that gives back earlier text: that text's author, ``given_back_sources``); unchanged rows keep theirs.
+    A new or changed row whose passage a row of the same note embedded before (a part that only moved, as
+    when a paragraph is added above it) takes that row's vector, author and time instead of being embedded
+    again. With ``embed`` the other changed passages are embedded
     inline (at most ``INLINE_MAX_PASSAGES``); otherwise, or on failure, they wait for the catch-up, which is
     queued after the commit.
     """
@@ -318,19 +333,21 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
         with_vector = {(row.topic, row.kind, passage(row.topic, row.kind, row.text)):
                        (row.pk, row.source, row.updated_at, row.used_at) for row in existing.values() if row.model_id}
         gone += [row.pk for key, row in existing.items() if key not in wanted]
-        for key, item in wanted.items():
-            row = existing.get(key)
+        changed = [key for key, item in wanted.items()
+                   if (row := existing.get(key)) is None or row.text != item.text or row.path != item.path]
+        given_back = given_back_sources(owner_id, scope, change_set, (topic for topic, _kind, _part in changed))
+        for key in changed:
+            item, row = wanted[key], existing.get(key)
+            written_by = given_back.get((item.topic, item.kind), source)
             if row is None:
                 row = NoteVector(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, topic=item.topic,
-                                 kind=item.kind, part=item.part, path=item.path, text=item.text, source=source,
+                                 kind=item.kind, part=item.part, path=item.path, text=item.text, source=written_by,
                                  updated_at=now, embedding=None, model_id="", dim=None)
                 to_create.append(row)
-            elif row.text != item.text or row.path != item.path:
-                row.text, row.path, row.source, row.updated_at = item.text, item.path, source, now
+            else:
+                row.text, row.path, row.source, row.updated_at = item.text, item.path, written_by, now
                 row.embedding, row.model_id, row.dim, row.used_at = None, "", None, None
                 to_update.append(row)
-            else:
-                continue
             earlier = with_vector.get((item.topic, item.kind, passage(item.topic, item.kind, item.text)))
             if earlier is not None:
                 pk, row.source, row.updated_at, row.used_at = earlier

@@ -143,3 +143,18 @@ def test_the_inbox_says_why_and_does_not_pin_the_suggestion_on_a_chat(owner, mod
 
     assert "no chat has needed it" in page and "old-guess" in page
     assert "Proposed in the chat" not in page and "From: " in page
+
+
+def test_a_models_note_restored_after_forget_everything_is_the_models_again_and_may_be_suggested(
+        owner, model, make_chat, time_machine):
+    from localai_memory.notes.models import TrashEntry
+
+    write(owner, "old-guess", "the model's guess about old-guess", source="model", days_ago=200)
+    notes_services.memory_forget(owner_id=owner.pk)
+    notes_services.trash_restore(owner_id=owner.pk, entry_id=TrashEntry.objects.get(owner=owner).pk)
+    a_pass(owner, model, make_chat)
+    assert suggestions(owner) == []  # a restore dates it: as if just written
+
+    time_machine.move_to(timezone.now() + timedelta(days=100))
+    a_pass(owner, model, make_chat, "And I need boots for the trip.")
+    assert waiting_unused(owner) == ["old-guess"]  # still the model's: nobody needed it since

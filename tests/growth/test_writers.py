@@ -3,6 +3,7 @@ queries however many notes and confirmed suggestions there are."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -150,4 +151,67 @@ def test_it_reads_in_three_queries_however_many_notes_and_suggestions_there_are(
     assert len(for_few) == len(for_many) == 3
     index_read = for_many.captured_queries[0]["sql"]
     assert '"before"' in index_read and '"after"' in index_read
-    assert '"before"' not in for_many.captured_queries[1]["sql"]  # the topic files' text is never read
+    files_read = for_many.captured_queries[1]["sql"]
+    # the topic files' text is never read, only its hash (to tell a restore that gives one back)
+    assert "MD5(" in files_read and '"before"' not in re.sub(r"MD5\([^)]*\)", "", files_read)
+
+
+def test_forget_everything_and_its_restore_give_back_each_notes_author(api, owner):
+    """A restore is the person's change, but the text it gives back keeps its writer: the model's notes stay
+    the model's (they fade, and may be offered to make room), a typed note stays the person's."""
+    from localai_memory.recall.service import notes_activity
+    from tests.growth.test_memory_command import memory
+
+    with days_ago(60):
+        write(owner, "units", "uses metric units", details="Celsius.", source="model")
+        write(owner, "tea", "drinks green tea", source="model")
+        write(owner, "home", "lives in Rome", details="Trastevere.", source="files")
+    assert api.post("/api/chats/memory/forget", {"confirm": True}, format="json").status_code == 200
+    [entry] = api.get("/api/files/trash").json()["entries"]
+    assert api.post(f"/api/files/trash/{entry['id']}/restore").status_code == 200
+
+    listing = {e["topic"]: e["written_by"] for e in api.get("/api/chats/memory/notes").json()["scopes"][0]["index"]}
+    assert listing == {"units": "model", "tea": "model", "home": "user"}
+    written = line_writers(owner_id=owner.pk, scope=YOURS, topics=["units", "tea", "home"])
+    assert {t: (w.author, w.model_only) for t, w in written.items()} == {
+        "units": ("model", True), "tea": ("model", True), "home": ("user", False)}
+    activity = notes_activity(owner_id=owner.pk, scope=YOURS)
+    assert activity[("user", "", "units")].model_only and activity[("user", "", "tea")].model_only
+    tea = next(line for line in memory("list", user="alice").splitlines() if "green tea" in line)
+    assert tea.split()[-3] == "assistant"
+
+
+def test_a_deleted_note_restored_from_the_trash_is_still_the_models(owner):
+    from localai_memory.notes.models import TrashEntry
+
+    with days_ago(60):
+        write(owner, "units", "uses metric units", details="Celsius.", source="model")
+    notes_services.note_upsert(owner_id=owner.pk, scope=YOURS, topic="units", delete=True, source="files",
+                               actor="you")
+    restore = notes_services.trash_restore(owner_id=owner.pk, entry_id=TrashEntry.objects.get(owner=owner).pk)
+
+    written = line_writers(owner_id=owner.pk, scope=YOURS, topics=["units"])["units"]
+    assert (written.author, written.at, written.model_only) == ("model", restore.created_at, True)
+    assert note_author(owner_id=owner.pk, scope=YOURS, topic="units") == "model"
+
+
+def test_an_undo_gives_back_the_author_of_the_text_it_brings_back(owner):
+    from localai_memory.recall.service import notes_activity
+
+    with days_ago(60):
+        write(owner, "units", "uses metric units", details="Celsius.", source="model")
+        write(owner, "home", "lives in Rome", source="files")
+    with days_ago(5):
+        mine = edit_details(owner, "units", "Celsius, but miles when running.")
+        theirs = write(owner, "home", "lives in Lisbon", source="model")
+    assert line_writers(owner_id=owner.pk, scope=YOURS, topics=["units"])["units"].author == "user"
+
+    notes_services.change_undo(owner_id=owner.pk, change_id=mine.pk)  # the person takes their edit back
+    notes_services.change_undo(owner_id=owner.pk, change_id=theirs.pk)  # and the model's
+
+    written = line_writers(owner_id=owner.pk, scope=YOURS, topics=["units", "home"])
+    assert {t: (w.author, w.model_only) for t, w in written.items()} == {
+        "units": ("model", True), "home": ("user", False)}
+    activity = notes_activity(owner_id=owner.pk, scope=YOURS)
+    assert (activity[("user", "", "units")].written_by, activity[("user", "", "home")].written_by) == (
+        "model", "user")
