@@ -16,6 +16,9 @@ the export records (``FOLDERS_FILE``) to this account's agent of that name (the 
 platform), and is listed under ``moved``. A folder with no such place is not imported (no chat would read
 it): it is listed under ``skipped`` with the reason and what to do; the zip still holds it.
 
+Both are refused while memory is off (``check_memory_on``); only facts follow the save level (a zip is the
+person's own notes written back: Never stops the assistant, not them).
+
 An import never passes a cap: the whole import is checked first and refused with the current listing, and it
 runs in one transaction, so nothing is half-imported. The zip is read defensively: only ``Memory/…`` note
 paths, no traversal, no links, no encryption, bounded sizes, UTF-8 text.
@@ -448,10 +451,21 @@ def _scope_of(path: str) -> Scope:
 # --------------------------------------------------------------------------------------------------------
 
 
+def check_memory_on(decision: policy.TurnDecision) -> None:
+    """An import writes notes, so it is refused while memory is off (403 with the policy's code: the user's
+    switch or the provider Off, the server's files, an add-on that is gone), as a list of facts is. A zip is
+    not held to the save level: Never stops the assistant from saving, and an export written back is the
+    person's own notes (what differs still waits for their answer)."""
+    if not decision.memory_on:
+        code = decision.code or "user_off"
+        raise Forbidden(decision.save_message or policy.MESSAGES[code], code=code)
+
+
 @transaction.atomic
 def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResult:
     """Import an export zip (see the module docstring). Raises InvalidInput (400) for a bad zip or index,
-    TooLarge (413), CapExceeded (422, with the current entries) when an index would pass its cap."""
+    TooLarge (413), Forbidden (403, ``check_memory_on``) while memory is off, CapExceeded (422, with the
+    current entries) when an index would pass its cap."""
     files = read_export_zip(data)
     weights = read_export_importances(data)
     holders = read_export_folders(data)
@@ -461,6 +475,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
                 parse_index(text)
             except InvalidInput as exc:
                 raise _bad(f"{path}: {exc.message}", path=path) from None
+    check_memory_on(owner_context(owner_id=owner_id).decision)
     lock_owner(owner_id)
     placement = _place_folders(owner_id=owner_id, scopes={_scope_of(path) for path in files}, holders=holders)
     files = {placed: text for path, text in files.items() if (placed := placement.path(path)) is not None}

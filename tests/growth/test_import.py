@@ -520,6 +520,36 @@ def test_facts_are_refused_while_memory_is_off(owner, api):
     assert_error(api.post(URL, {"facts": "Lives in Porto"}, format="json"), 403, "user_off")
 
 
+def test_a_zip_is_refused_while_memory_is_off_as_facts_are_and_nothing_is_written(owner, api, tmp_path):
+    from django.core.management import CommandError
+
+    from .test_memory_command import memory
+
+    export = a_zip({"Memory/index.md": "- home: lives in Rome -> home.md\n", "Memory/home.md": "Trastevere.\n"})
+    settings_update(user_id=owner.pk, enabled=False)
+
+    assert_error(upload(api, export), 403, "user_off")
+    (tmp_path / "export.zip").write_bytes(export)
+    with pytest.raises(CommandError, match="Memory is off"):
+        memory("import", str(tmp_path / "export.zip"), user="alice")  # the terminal refuses it too
+    assert not NoteFile.objects.filter(owner=owner).exists() and not Proposal.objects.filter(owner=owner).exists()
+
+
+def test_a_zip_is_written_back_under_never_which_stops_the_assistant_not_the_person(owner, api):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    settings_update(user_id=owner.pk, save_mode="never")
+    export = a_zip({"Memory/index.md": "- home: lives in Lisbon\n- tea: drinks green tea\n"})
+
+    response = upload(api, export)
+
+    assert response.status_code == 200, response.content
+    assert response.json()["added"] == ["Memory/tea"]
+    [differs] = Proposal.objects.filter(owner=owner)  # what differs waits for the person's answer
+    assert (differs.topic, differs.summary, differs.source) == ("home", "lives in Lisbon", "import")
+    assert_error(api.post(URL, {"facts": "Lives in Porto"}, format="json"), 403, "save_mode_never")
+
+
 def test_facts_past_the_cap_are_refused_as_a_whole(owner, api):
     for number in range(INDEX_MAX_LINES - 1):
         notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=f"t{number}",
