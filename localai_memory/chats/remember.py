@@ -206,11 +206,13 @@ def _actor(ctx: ToolContext) -> str:
 
 
 def _save(ctx: ToolContext, scope: Scope, topic: str, summary: str, details: str | None) -> str:
-    saved_at = timezone.now()
+    """Save the typed note at once. Its change set records the end of the chat's Undo that the answer
+    promises (``undo_until``, 30 minutes), as the audit shows it; it is not ``automatic`` (the model's own
+    save without a confirmation): the person typed it, so it can still be undone later, as their own edit."""
+    undo_until = timezone.now() + policy.UNDO_WINDOW
     change = note_upsert(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details,
                          source=ChangeSet.Source.CHAT, actor=_actor(ctx), chat_id=ctx.chat.pk,
-                         read_after=ctx.read_after)
-    undo_until = saved_at + policy.UNDO_WINDOW
+                         read_after=ctx.read_after, undo_until=undo_until)
     ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
                                 "undo_until": undo_until.isoformat(), "typed": True})
     return f"Saved to memory: \u201c{summary}\u201d ({topic}). {policy.MESSAGES['typed_note']}"

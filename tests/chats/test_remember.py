@@ -177,6 +177,19 @@ def test_the_chats_undo_shows_for_thirty_minutes_and_the_note_can_be_undone_late
     assert index_of(owner) == ""
 
 
+def test_the_audit_records_the_thirty_minute_undo_the_answer_promised(api, owner, model):
+    with time_machine.travel("2026-12-01 09:00:00+00:00", tick=False):
+        body = send(api, new_chat(api), "/remember I live in Rome")
+    [saved] = body["memory"]["saved"]
+    assert "You can undo it for 30 minutes." in body["reply"]
+
+    [change] = api.get("/api/chats/changes/audit").json()["changes"]
+
+    assert change["id"] == saved["change_id"] and change["source"] == "chat"
+    assert change["undo_until"] == saved["undo_until"] == "2026-12-01T09:30:00+00:00"
+    assert change["automatic"] is False  # typed by the person, not saved by the model on its own
+
+
 def test_a_topic_a_waiting_proposal_or_a_stray_file_holds_is_not_taken(api, owner, model):
     chat = new_chat(api)
     send(api, chat, "/remember my password is hunter2hunter2")  # waits, as "private-note" (never the secret as a name)
