@@ -575,7 +575,10 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
                      "file": scope.topic_path(entry.file) if entry.file else None}
             raise InvalidInput(f"{scope.index_path}, the note {entry.topic!r}: {exc.message}", code=exc.code,
                                details=where) from None
-        result.proposals.append(proposal.pk)
+        if getattr(proposal, "duplicate", False):  # the same archive imported again: it waits already
+            result.waiting.append(proposal.pk)
+        else:
+            result.proposals.append(proposal.pk)
     return result
 
 

@@ -394,6 +394,19 @@ def test_importing_the_same_zip_twice_changes_nothing_the_second_time(owner, ali
     assert result.written == [] and result.proposals == [] and len(result.unchanged) == 4
 
 
+def test_a_zip_imported_again_lists_the_suggestions_still_waiting_under_waiting(owner, api):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    export = a_zip({"Memory/index.md": "- home: lives in Lisbon\n"})
+
+    first = upload(api, export).json()
+    again = upload(api, export).json()
+
+    [differs] = Proposal.objects.filter(owner=owner)
+    assert (first["proposals"], first["waiting"]) == ([differs.pk], [])
+    assert (again["proposals"], again["waiting"]) == ([], [differs.pk])  # not asked twice, and said so
+
+
 @pytest.mark.parametrize("members, symlink, message", [
     ({"../etc/passwd": "x"}, None, "'..'"),
     ({"Memory/../../x.md": "x"}, None, "'..'"),
