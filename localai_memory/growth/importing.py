@@ -52,6 +52,7 @@ from localai_memory.notes.paths import (
     TOPIC_MAX_BYTES,
     IndexEntry,
     Scope,
+    check_own_files,
     check_topic,
     index_size,
     parse_index,
@@ -473,8 +474,10 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
         if parse_path(path).is_index:
             try:
                 parse_index(text)
+                check_own_files(text)  # as the Files page refuses it: a note without its details
             except InvalidInput as exc:
-                raise _bad(f"{path}: {exc.message}", path=path) from None
+                named = exc.details if isinstance(exc.details, dict) else {}
+                raise _bad(f"{path}: {exc.message}", **{**named, "path": path}) from None
     check_memory_on(owner_context(owner_id=owner_id).decision)
     lock_owner(owner_id)
     placement = _place_folders(owner_id=owner_id, scopes={_scope_of(path) for path in files}, holders=holders)

@@ -4,7 +4,9 @@ Paths per owner:
     Memory/index.md, Memory/<topic>.md                         yours
     Memory/agents/<agent_id>/index.md, …/<topic>.md            one saved agent
     Memory/channels/<binding>-<hash>/index.md, …/<topic>.md    one messaging conversation
-An index line is ``- <topic>: <one-line summary> -> <topic>.md``.
+An index line is ``- <topic>: <one-line summary> -> <topic>.md``: the arrow, when there, names the topic's own
+file. ``parse_index`` still reads a line that names another file (an older version let one through); a new
+one is refused (``check_own_files``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -284,6 +287,26 @@ def parse_index(text: str) -> list[IndexEntry]:
         seen.add(topic)
         entries.append(IndexEntry(topic, match["summary"].strip(), match["file"]))
     return entries
+
+
+def check_own_files(text: str, *, kept: Collection[IndexEntry] = ()) -> None:
+    """Refuse (400 ``invalid_index_line``, naming the line) an index line whose arrow names another topic's
+    file, as ``- alpha: … -> beta.md``: a note's details are its own topic file, ``<topic>.md``, the one every
+    reader opens (the model's ``context_read``, recall, Undo, the Trash), so such a line would leave the note
+    without its details and the file without its note. Lines in ``kept`` (the stored index's own) pass: one
+    an older version let through must not block every other edit. (A line naming ``index.md`` has a
+    refusal of its own.)"""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        match = _INDEX_LINE_RE.match(raw.rstrip())
+        if match is None or match["file"] in (None, match["topic"], INDEX_TOPIC):
+            continue
+        topic, file = match["topic"], match["file"]
+        if IndexEntry(topic, match["summary"].strip(), file) in kept:
+            continue
+        raise InvalidInput(
+            f"line {number}: the note {topic!r} names {file}.md, but a note's details are its own topic file, "
+            f"{topic}.md; end the line with '-> {topic}.md' (the file named so), or leave the arrow out",
+            code="invalid_index_line", details={"line": number, "topic": topic, "file": f"{file}.md"})
 
 
 def render_index(entries: list[IndexEntry]) -> str:

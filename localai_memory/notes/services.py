@@ -44,6 +44,7 @@ from .paths import (
     TOPIC_MAX_BYTES,
     IndexEntry,
     Scope,
+    check_own_files,
     check_topic,
     clean_summary,
     closed_details,
@@ -121,6 +122,7 @@ def _check_content(path: str, content: str, *, current: str | None = None) -> No
         if itself is not None:
             raise InvalidInput(f"the line of {itself.topic!r} names the index itself; 'index' is no topic and "
                                f"index.md no topic file", code="invalid_index_line")
+        check_own_files(content, kept=kept)
         lines, size = index_size(content)
         if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
             raise cap_error(path, entries, lines, size, current=_entries_or_empty(current))

@@ -391,6 +391,19 @@ def test_an_index_line_that_names_the_index_itself_is_refused_and_the_notes_stay
     assert [e["topic"] for e in scope["index"]] == ["home"]
 
 
+def test_an_index_line_that_names_another_topics_file_is_refused_but_an_old_one_does_not_block_edits(api, owner):
+    response = write(api, "Memory/index.md", "- alpha: summary of alpha -> beta.md\n")
+    error = assert_error(response, 400, "invalid_index_line")
+    assert error["message"].startswith("line 1: the note 'alpha' names beta.md")
+    assert files_of(owner) == {}
+
+    with transaction.atomic():  # a line an older version let through
+        services.apply_changes(owner_id=owner.pk, writes={"Memory/index.md": "- alpha: old line -> beta.md\n"},
+                               source="files", summary="older", validate=False)
+    assert write(api, "Memory/index.md", "- alpha: old line -> beta.md\n- home: lives in Rome\n",
+                 version=1).status_code == 200
+
+
 def test_a_byte_order_mark_an_editor_put_first_is_dropped_not_refused(api, owner):
     assert write(api, "Memory/index.md", "\ufeff- home: lives in Rome\n").status_code == 200
     assert write(api, "Memory/pets.md", "\ufeffA cat, Miso.\n").status_code == 200

@@ -407,6 +407,22 @@ def test_a_zip_imported_again_lists_the_suggestions_still_waiting_under_waiting(
     assert (again["proposals"], again["waiting"]) == ([], [differs.pk])  # not asked twice, and said so
 
 
+def test_a_line_that_names_another_topics_file_is_refused_naming_it_and_nothing_is_written(owner, api):
+    export = a_zip({"Memory/index.md": "- home: lives in Rome\n- alpha: summary of alpha -> beta.md\n",
+                    "Memory/beta.md": "details of beta\n"})
+
+    for account in ("empty", "with notes"):
+        if account == "with notes":
+            notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="tea", summary="green tea",
+                                       source="files", actor="you")
+        before = files_of(owner)
+        error = assert_error(upload(api, export), 400, "invalid_import")
+        assert error["message"].startswith("Memory/index.md: line 2: the note 'alpha' names beta.md")
+        assert "alpha.md" in error["message"]
+        assert error["details"] == {"path": "Memory/index.md", "line": 2, "topic": "alpha", "file": "beta.md"}
+        assert files_of(owner) == before and not Proposal.objects.filter(owner=owner).exists()
+
+
 @pytest.mark.parametrize("members, symlink, message", [
     ({"../etc/passwd": "x"}, None, "'..'"),
     ({"Memory/../../x.md": "x"}, None, "'..'"),
