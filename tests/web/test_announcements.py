@@ -32,7 +32,7 @@ def test_the_reply_a_proposal_and_its_answer_are_announced_outside_what_htmx_rep
     expect(announce).to_have_text("The assistant answered: I can keep that note once you confirm it. It proposes a "
                                   "note to save, “home”: Save or Don't save.")
     web.accessible("chat with the reply announced")
-    page.get_by_role("article", name="Save to memory: “home”").get_by_role("button", name="Save", exact=True).click()
+    page.get_by_role("article", name="Save to memory: “home”").get_by_role("button", name="Save the note home", exact=True).click()
     expect(announce).to_have_text("Saved to memory: “home”.")
     expect(page.locator("#announce")).to_have_count(1)
 

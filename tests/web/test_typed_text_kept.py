@@ -84,13 +84,13 @@ def test_save_on_a_card_after_the_session_ended_moves_the_whole_page_to_the_logi
     expect(card).to_be_visible()
     end_session(page)
 
-    card.get_by_role("button", name="Save", exact=True).click()
+    card.get_by_role("button", name="Save the note home", exact=True).click()
 
     expect(page).to_have_url(web.base_url + "/login/?next=" + chat)
     expect(page.locator("main")).to_have_count(1)
     log_in_here(page)
     expect(page).to_have_url(web.base_url + chat)
-    card.get_by_role("button", name="Save", exact=True).click()
+    card.get_by_role("button", name="Save the note home", exact=True).click()
     expect(card).to_contain_text("Saved to memory.")
 
 
