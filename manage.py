@@ -12,6 +12,7 @@ if __name__ == "__main__":
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
+    from django.db import InterfaceError, OperationalError
 
     try:
         execute_from_command_line(sys.argv)
@@ -20,3 +21,12 @@ if __name__ == "__main__":
             raise
         # A setting the settings refused says what to write; its traceback would only bury that line.
         sys.exit(f"ImproperlyConfigured: {exc}")
+    except (OperationalError, InterfaceError) as exc:
+        # A database that does not answer (stopped, a closed port) is said in one line, as a CommandError
+        # would be; any other database error, or one asked for with --traceback, keeps its traceback.
+        from localai_memory.core.db import database_unreachable
+
+        said = None if "--traceback" in sys.argv else database_unreachable(exc)
+        if said is None:
+            raise
+        sys.exit(f"CommandError: {said}")

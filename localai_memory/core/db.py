@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -139,3 +140,57 @@ def _shape(model: type[models.Model], join: str | None, keys: tuple[str, ...], c
     with _shapes_lock:
         _shapes[cache_key] = shape
     return shape
+
+
+# --- a terminal command against a database that does not answer ----------------------------------------------
+
+
+def database_unreachable(exc: BaseException) -> str | None:
+    """The one line ``manage.py`` says instead of ``exc``'s traceback when ``exc`` means the database does not
+    answer at all (stopped, a closed port, a wrong host): where it was looked for, why, and what to do.
+
+    None for anything else, whose traceback must stay (a bug, a lock, a statement timeout): an error raised
+    while connecting counts, and one raised by a statement counts only when a new connection fails too (the
+    server went away meanwhile), so a reachable database never has its errors turned into this line."""
+    from django.db import InterfaceError, OperationalError
+
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return None
+    if not _raised_connecting(exc):
+        probe = connections.create_connection("default")
+        try:
+            probe.ensure_connection()
+        except (OperationalError, InterfaceError) as again:
+            exc = again
+        else:
+            return None
+        finally:
+            probe.close()
+    db = connections["default"].settings_dict
+    host = db["HOST"] or "localhost"
+    where = host if host.startswith("/") else f"{host}:{db['PORT'] or 5432}"
+    if not (os.environ.get("DATABASE_URL") or os.environ.get("DATABASE_URL_FILE")):
+        reason = _connect_reason(exc)
+        reason = "it is not running" if reason == "no such file or directory" else reason
+        return (f"the database is not reachable at {where} (the embedded PostgreSQL: {reason}); start it with "
+                "`manage.py services start`")
+    return (f"the database is not reachable at {where} ({_connect_reason(exc)}); check that PostgreSQL runs "
+            "there and that DATABASE_URL names it")
+
+
+def _raised_connecting(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of opening a connection (Django re-raises the driver's error with its frames)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "get_new_connection":
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _connect_reason(exc: BaseException) -> str:
+    """The driver's reason in a few words: ``connection refused``, ``no such file or directory`` (no server
+    has its socket there), ``password authentication failed for user "x"``…"""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = first.rsplit("failed: ", 1)[-1].removeprefix("FATAL:").strip()
+    return (reason[:1].lower() + reason[1:]) or first

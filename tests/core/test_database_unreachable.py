@@ -1,0 +1,77 @@
+"""A terminal command against a database that does not answer says so in one line and exits with 1; any other
+database error keeps its traceback.
+
+Each command runs as ``manage.py`` does from a terminal (a subprocess): against a closed loopback port, against
+the embedded server of a data folder where none runs, and against the test session's own server.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound for a moment, then let go)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [["memory", "list", "--user", "alice"], ["migrate"]])
+def test_a_command_against_a_closed_port_says_in_one_line_that_the_database_is_not_reachable(command):
+    port = closed_port()
+    env = {**os.environ, "DATABASE_URL": f"postgresql://someone:secret@127.0.0.1:{port}/memory",
+           "LOCALAI_MEMORY_EMBEDDED_START": "0"}
+    done = manage(*command, env=env)
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        (f"CommandError: the database is not reachable at 127.0.0.1:{port} (connection refused); check that "
+         "PostgreSQL runs there and that DATABASE_URL names it")]
+    assert "secret" not in done.stderr
+
+
+def test_a_command_against_a_stopped_embedded_database_says_how_to_start_it(tmp_path):
+    env = {name: value for name, value in os.environ.items() if name not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(LOCALAI_MEMORY_DATA_DIR=str(tmp_path), LOCALAI_MEMORY_EMBEDDED_START="0")
+    done = manage("memory", "stats", "--user", "alice", env=env)
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        (f"CommandError: the database is not reachable at {tmp_path.resolve() / 'pg'} (the embedded PostgreSQL: "
+         "it is not running); start it with `manage.py services start`")]
+    assert not (tmp_path / "pg" / "PG_VERSION").exists()  # nothing was started to say so
+
+
+def test_traceback_still_shows_the_traceback_of_an_unreachable_database():
+    env = {**os.environ, "DATABASE_URL": f"postgresql://someone@127.0.0.1:{closed_port()}/memory",
+           "LOCALAI_MEMORY_EMBEDDED_START": "0"}
+    done = manage("migrate", "--traceback", env=env)
+
+    assert done.returncode == 1
+    assert "Traceback (most recent call last)" in done.stderr and "OperationalError" in done.stderr
+
+
+def test_another_database_error_of_a_reachable_database_keeps_its_traceback():
+    """A statement the server cancels is an OperationalError too, but a reachable database's: a bug to see."""
+    code = ("from django.db import connection; cursor = connection.cursor(); "
+            "cursor.execute(\"SET statement_timeout = '1ms'\"); cursor.execute('SELECT pg_sleep(0.05)')")
+    done = manage("shell", "-c", code, env=dict(os.environ))
+
+    assert done.returncode == 1
+    assert "Traceback (most recent call last)" in done.stderr
+    assert "canceling statement due to statement timeout" in done.stderr
+    assert "not reachable" not in done.stderr
