@@ -9,12 +9,19 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from localai_memory.core.api import ApiView, StrictBooleanField, StrictCharField, validated
+from localai_memory.core.api import (
+    ApiView,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    validated,
+)
 from localai_memory.core.errors import Conflict, InvalidInput
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope, parse_index
 from localai_memory.notes.services import (
     KEEP,
+    UNCHECKED,
     importance_change,
     note_save,
 )
@@ -204,6 +211,8 @@ class NoteInput(serializers.Serializer):
     scope = StrictCharField(required=False, max_length=80)
     #: 0..1, or null for the writer's (checked by ``notes.services.check_importance``)
     importance = ImportanceField(required=False, allow_null=True)
+    #: the scope's ``index_version`` as GET gave it (null: it had no notes); a stale one is a 409
+    index_version = StrictIntegerField(required=False, allow_null=True, min_value=1)
 
 
 class NewNoteInput(serializers.Serializer):
@@ -256,7 +265,11 @@ class NotesApi(ApiView):
         (details left out keep the topic file, ``""`` removes it; importance 0..1 for recall, null for the
         writer's; with the text unchanged only it changes). One change
         set (Undo: ``POST /api/chats/changes/{id}/undo``); past a cap, a 422 lists the current entries. Works
-        while memory is off: the notes stay yours to edit."""
+        while memory is off: the notes stay yours to edit. Send ``index_version`` (the scope's, as GET gave
+        it; null when it had no notes) and an edit made from an older index than the one there now is a 409
+        ``stale_version`` whose ``details`` hold the index as it is (``path``, ``version``, ``content``), as
+        PUT /api/files/content does; left out, the note is written whatever changed meanwhile. The answer's
+        ``index_version`` is the one to send with the next edit."""
         from localai_memory.notes.api import change_json
         from localai_memory.notes.models import ChangeSet
 
@@ -265,9 +278,11 @@ class NotesApi(ApiView):
         change = note_save(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
                            details=data.get("details") or None, importance=data.get("importance", KEEP),
                            source=ChangeSet.Source.FILES, actor="you",
-                           clear_details="details" in data and not data["details"].strip())
+                           clear_details="details" in data and not data["details"].strip(),
+                           index_version=data.get("index_version", UNCHECKED))
         return Response({"change": change_json(change) if change else None,
-                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)})
+                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
+                         "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope)})
 
     @extend_schema(request=NewNoteInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):

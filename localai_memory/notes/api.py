@@ -16,6 +16,7 @@ from localai_memory.core.api import (
     query_param,
     validated,
 )
+from localai_memory.core.errors import InvalidInput
 
 from . import selectors, services
 from .models import ChangeSet, FileVersion, NoteFile, TrashEntry
@@ -67,6 +68,10 @@ class FileWriteInput(serializers.Serializer):
     version = StrictIntegerField(required=False, allow_null=True, min_value=1)
 
 
+class FileDeleteInput(serializers.Serializer):
+    version = StrictIntegerField(required=False, allow_null=True, min_value=1)
+
+
 class RestoreVersionInput(serializers.Serializer):
     path = StrictCharField(max_length=200)
     version = StrictIntegerField(min_value=1)
@@ -105,10 +110,17 @@ class FileContentApi(ApiView):
         return Response({**file_json(note), "change_id": change.pk})
 
     @extend_schema(parameters=[PATH_PARAM, OpenApiParameter("version", OpenApiTypes.INT, OpenApiParameter.QUERY)],
-                   responses={200: OpenApiTypes.OBJECT})
+                   request=FileDeleteInput, responses={200: OpenApiTypes.OBJECT})
     def delete(self, request):
-        """Move one file to the Trash."""
+        """Move one file to the Trash. Send the version you saw (``?version=``, or ``{"version": …}`` in a
+        JSON body) and a stale one is a 409 ``stale_version``; left out, the file goes as it is now."""
         version = int_param(request, "version")
+        if request.data != {}:  # a body: only its version, and one that agrees with ?version=
+            sent = validated(FileDeleteInput, request.data).get("version")
+            if version is not None and sent is not None and sent != version:
+                raise InvalidInput(f"?version={version} and the body's version {sent} differ: send one",
+                                   code="invalid_version")
+            version = version if version is not None else sent
         entry = services.file_delete(owner_id=request.user.pk, path=query_param(request, "path"), version=version)
         return Response({"trash": trash_json(entry)})
 

@@ -76,6 +76,11 @@ def index_text(*, owner_id: int, scope: Scope) -> str:
     return note.content if note else ""
 
 
+def index_version(*, owner_id: int, scope: Scope) -> int | None:
+    """The version of one scope's index (None without notes): what a note's edit names as ``index_version``."""
+    return NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).values_list("version", flat=True).first()
+
+
 def topic_text(*, owner_id: int, scope: Scope, topic: str) -> str | None:
     note = NoteFile.objects.filter(owner_id=owner_id, path=scope.topic_path(topic)).only("content").first()
     return note.content if note else None

@@ -411,19 +411,42 @@ def check_importance(value: object) -> float | None:
 #: ``note_save(importance=KEEP)``: the note's importance is left as it is; ``note_upsert(summary=KEEP)`` (and
 #: ``note_save``'s): its summary, as the index says under the owner's lock.
 KEEP: Any = object()
+#: ``note_save(index_version=UNCHECKED)``: the write does not say which version of the index it was made from.
+UNCHECKED: Any = object()
+
+
+def check_index_version(*, owner_id: int, scope: Scope, expected: object) -> None:
+    """Refuse a write made from an older ``scope`` index than the one there now (409 ``stale_version`` with the
+    index as it is: its path, version and text), as the Files API refuses a stale file. ``expected`` is the
+    ``index_version`` the client read (None: there was no index). Call it under the owner's lock."""
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 1):
+        raise InvalidInput("index_version must be a positive whole number or null", code="invalid_version")
+    index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
+    now = index_file.version if index_file else None
+    if now != expected:
+        seen = f"version {expected}" if expected is not None else "a time it had no notes"
+        raise Conflict(f"The notes of {scope.label} changed since {seen}; reload them and apply your edit again.",
+                       code="stale_version",
+                       details={"path": scope.index_path, "version": now,
+                                "content": index_file.content if index_file else None})
 
 
 @transaction.atomic
 def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = None, details: str | None = None,
               importance: object = KEEP, source: str, actor: str, clear_details: bool = False,
-              create_only: bool = False) -> ChangeSet | None:
+              create_only: bool = False, index_version: object = UNCHECKED) -> ChangeSet | None:
     """A person's write of one note, its text and its importance as one step: the text when a ``summary`` is
     given (``note_upsert``; ``KEEP`` keeps the note's own), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
     back the writer's). A bad importance is a 400 before anything is written. With the text as it is already,
     only the importance changes, in a change set of its own (None when it has that importance already); with
-    nothing to change, the store's 409 ``no_change``."""
+    nothing to change, the store's 409 ``no_change``. ``index_version`` (when given): the version of the
+    scope's index the edit was made from, a stale one refused under the owner's lock
+    (``check_index_version``), so two editors of one note never overwrite each other unseen."""
     if importance is not KEEP:
         check_importance(importance)
+    if index_version is not UNCHECKED:
+        lock_owner(owner_id)
+        check_index_version(owner_id=owner_id, scope=scope, expected=index_version)
     change = None
     if summary is not None:
         try:

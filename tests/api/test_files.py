@@ -128,6 +128,31 @@ def test_delete_with_a_stale_version_is_a_409_and_keeps_the_file(api, owner):
     assert files_of(owner) == {"Memory/home.md": "two"}
 
 
+def test_delete_with_a_stale_version_in_a_json_body_is_a_409_and_keeps_the_file(api, owner):
+    """``{"version": 1}`` in the body counts as ``?version=1`` does: never a silent delete of a newer text."""
+    write(api, "Memory/home.md", "one")
+    write(api, "Memory/home.md", "two", version=1)
+    error = assert_error(api.delete(content_url("Memory/home.md"), {"version": 1}, format="json"), 409,
+                         "stale_version")
+    assert (error["details"]["version"], error["details"]["content"]) == (2, "two")
+    assert files_of(owner) == {"Memory/home.md": "two"}
+    assert api.delete(content_url("Memory/home.md"), {"version": 2}, format="json").status_code == 200
+    assert files_of(owner) == {}
+
+
+@pytest.mark.parametrize(("query", "body", "code"), [
+    ({"version": 2}, {"version": 1}, "invalid_version"),  # two versions that differ: which one?
+    ({}, {"version": "2"}, "invalid"),
+    ({}, {"versoin": 2}, "unknown_field"),
+    ({}, [2], "invalid_body"),
+])
+def test_a_delete_body_it_cannot_take_as_a_version_is_a_400_and_keeps_the_file(api, owner, query, body, code):
+    write(api, "Memory/home.md", "one")
+    write(api, "Memory/home.md", "two", version=1)
+    assert_error(api.delete(content_url("Memory/home.md", **query), body, format="json"), 400, code)
+    assert files_of(owner) == {"Memory/home.md": "two"}
+
+
 def test_deleting_a_missing_file_is_a_404(api):
     assert_error(api.delete(content_url("Memory/nothing.md")), 404)
 

@@ -118,6 +118,55 @@ def test_bad_input_is_a_400_that_says_what_is_wrong_and_writes_nothing(api, owne
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ""
 
 
+def index_version_of(api, kind: str = "user") -> int | None:
+    return next(s for s in api.get(NOTES).json()["scopes"] if s["kind"] == kind)["index_version"]
+
+
+def test_an_edit_made_from_an_older_index_is_a_409_with_the_notes_as_they_are_now(api, owner):
+    """Two clients read the notes, both edit one: the second, sending the index_version it read, is refused
+    with the index as the first left it, instead of silently overwriting it."""
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    read = index_version_of(api)
+    first = put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon", "index_version": read})
+    assert first.status_code == 200, first.content
+    assert first.json()["index_version"] == index_version_of(api) > read
+
+    error = assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Paris", "index_version": read}),
+                         409, "stale_version")
+    assert error["details"] == {"path": "Memory/index.md", "version": first.json()["index_version"],
+                                "content": "- home: lives in Lisbon\n"}
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Lisbon\n"
+    again = put_json(api, NOTES, {"topic": "home", "summary": "lives in Paris",
+                                  "index_version": error["details"]["version"]})
+    assert again.status_code == 200 and again.json()["index"] == "- home: lives in Paris\n"
+
+
+def test_an_importance_or_a_first_note_from_an_older_read_is_refused_too(api, owner):
+    assert index_version_of(api) is None  # no notes yet
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})  # another client, meanwhile
+    assert_error(put_json(api, NOTES, {"topic": "diet", "summary": "vegetarian", "index_version": None}),
+                 409, "stale_version")
+    read = index_version_of(api)
+    put_json(api, NOTES, {"topic": "diet", "summary": "vegetarian"})
+    assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "importance": 0.9,
+                                       "index_version": read}), 409, "stale_version")
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == \
+        "- home: lives in Rome\n- diet: vegetarian\n"
+
+
+def test_an_edit_without_index_version_is_written_whatever_changed_meanwhile(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon"})
+    assert put_json(api, NOTES, {"topic": "home", "summary": "lives in Paris"}).status_code == 200
+
+
+@pytest.mark.parametrize("version", [0, "3", True, 1.5])
+def test_an_index_version_that_is_not_a_version_is_a_400(api, owner, version):
+    assert_error(put_json(api, NOTES, {"topic": "home", "summary": "x", "index_version": version}), 400)
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ""
+
+
 def test_a_note_past_the_cap_is_a_422_listing_the_current_entries(api, owner):
     for n in range(INDEX_MAX_LINES):
         assert put_json(api, NOTES, {"topic": f"t{n:02d}", "summary": f"fact {n}"}).status_code == 200
