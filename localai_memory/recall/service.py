@@ -719,11 +719,6 @@ def search(*, owner_id: int, scopes: Sequence[Scope], query: str, limit: int = S
     return {"query": query, "mode": outcome.mode, "degraded": outcome.degraded, "results": results}
 
 
-def parse_scope(raw: object) -> Scope | None:
-    """``user``, ``agent:<id>`` or ``channel:<key>`` (None when absent); anything else is a 400."""
-    return None if raw in (None, "") else Scope.parse(raw)
-
-
 def owner_scopes(*, owner_id: int) -> list[Scope]:
     """Every scope of the owner that recall holds rows for (the user's own first)."""
     keys = NoteVector.objects.filter(owner_id=owner_id).values_list("scope_kind", "scope_key").distinct()

@@ -65,6 +65,24 @@ def test_an_outsider_never_finds_alices_notes(api, owner, outsider, outsider_api
     assert "lives in Paris" not in [r["summary"] for r in mine]
 
 
+def test_a_scope_of_another_users_agent_or_bot_or_of_none_is_a_404(api, owner, outsider, outsider_api):
+    """As on every other route: a scope that is not yours is "not found", not an empty list that says nothing
+    matched."""
+    from bridges.models import Binding
+    from localai_memory.agents.models import Agent
+
+    theirs = Agent.objects.create(owner=outsider, name="Chef")
+    bot = Binding.objects.create(owner=outsider, platform="telegram", name="Home bot", mode="polling")
+    note(outsider, "style", "answers about Rome in Italian", scope=Scope.agent(theirs.pk))
+    note(outsider, "team", "Friday demos in Rome", scope=Scope.channel(bot.pk, "C1"))
+    for scope in (f"agent:{theirs.pk}", Scope.channel(bot.pk, "C1").name, "agent:99999"):
+        assert_error(api.get(URL, {"q": "Rome", "scope": scope}), 404, "not_found")
+    mine = Agent.objects.create(owner=owner, name="Cook")
+    assert api.get(URL, {"q": "Rome", "scope": f"agent:{mine.pk}"}).json()["results"] == []  # yours, no notes
+    assert [r["topic"] for r in outsider_api.get(URL, {"q": "Rome", "scope": f"agent:{theirs.pk}"}).json()[
+        "results"]] == ["style"]
+
+
 def test_it_needs_a_signed_in_user(anon_api):
     assert anon_api.get(URL, {"q": "Rome"}).status_code in (401, 403)
 
