@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from django.db import connections, models
+from django.db.models import Q, QuerySet
+
+from localai_memory.core.errors import InvalidInput
 
 M = TypeVar("M", bound=models.Model)
 
@@ -47,6 +50,21 @@ def session_lock(namespace: int, key: int | str) -> Iterator[bool]:
         if got:
             with connection.cursor() as cursor:
                 cursor.execute(f"SELECT pg_advisory_unlock(%s, {sql_key})", [namespace, key])
+
+
+def listed_after(rows: QuerySet[M], *, before: int | None, owned: QuerySet[M], what: str) -> QuerySet[M]:
+    """``rows`` (newest first, by ``created_at`` then id) that come after the row ``before``: the next page of
+    a listing read page by page (``limit``, ``before``, ``next_before``). The cursor is looked up among
+    ``owned`` (all of the owner's rows, whatever else ``rows`` filters), so a row whose status changed between
+    two pages still marks the place. A ``before`` that names none of them (another owner's, gone since, never
+    made) is a 400 ``invalid_before``, never an empty page that would read as "no more"."""
+    if before is None:
+        return rows
+    cursor = owned.filter(pk=before).values_list("created_at", flat=True).first()
+    if cursor is None:
+        raise InvalidInput(f"before={before} names none of your {what}: send the next_before of the page you "
+                           "read, or leave it out to start from the newest", code="invalid_before")
+    return rows.filter(Q(created_at__lt=cursor) | Q(created_at=cursor, pk__lt=before))
 
 
 # --- one row by a unique key, without the queryset compiler ---------------------------------------------------

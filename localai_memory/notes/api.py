@@ -169,7 +169,8 @@ class AuditApi(ApiView):
                    responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """Every change set, newest first (automatic notes included), ``limit`` at a time; ``next_before``
-        (null on the last page) is the ``before`` that reads the page after this one."""
+        (null on the last page) is the ``before`` that reads the page after this one. A ``before`` that is not
+        one of your change sets is a 400 ``invalid_before``."""
         limit = int_param(request, "limit", default=100, max_value=500)
         before = int_param(request, "before")
         changes = selectors.change_list(owner_id=request.user.pk, before=before)

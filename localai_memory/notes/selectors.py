@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import MD5
 
 from localai_memory.core.access import owned_or_404
+from localai_memory.core.db import listed_after
 from localai_memory.core.errors import InvalidInput, NotFound
 
 from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry
@@ -55,14 +56,10 @@ def trash_list(*, owner_id: int, include_restored: bool = False) -> QuerySet[Tra
 
 def change_list(*, owner_id: int, before: int | None = None) -> QuerySet[ChangeSet]:
     """The owner's change sets, newest first; with ``before`` (a change set's id) only those listed after
-    it (an id that is not the owner's lists nothing)."""
+    it (an id that is not one of the owner's is a 400 ``invalid_before``: ``core.db.listed_after``)."""
     changes = ChangeSet.objects.filter(owner_id=owner_id).prefetch_related("files", "reverted_by")
-    if before is None:
-        return changes
-    cursor = ChangeSet.objects.filter(owner_id=owner_id, pk=before).values_list("created_at", flat=True).first()
-    if cursor is None:
-        return changes.none()
-    return changes.filter(Q(created_at__lt=cursor) | Q(created_at=cursor, pk__lt=before))
+    return listed_after(changes, before=before, owned=ChangeSet.objects.filter(owner_id=owner_id),
+                        what="change sets")
 
 
 def index_entries(*, owner_id: int, scope: Scope) -> list[IndexEntry]:

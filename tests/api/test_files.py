@@ -233,8 +233,16 @@ def test_the_audit_reaches_every_change_page_by_page(api, owner, outsider_api):
         if before is None:
             break
     assert seen == made[::-1] and pages == 3
-    assert outsider_api.get("/api/chats/changes/audit", {"before": made[-1]}).json() == \
-        {"changes": [], "next_before": None}  # another's cursor lists nothing of theirs
+
+
+def test_a_cursor_that_is_not_one_of_your_changes_is_a_400_not_an_empty_page(api, owner, outsider_api):
+    """An empty page would read as "no more": another's change set, or none, says what is wrong instead."""
+    made = services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                                source="files", actor="you").pk
+    for client, before in ((outsider_api, made), (api, made + 1000)):
+        error = assert_error(client.get("/api/chats/changes/audit", {"before": before}), 400, "invalid_before")
+        assert f"before={before}" in error["message"]
+    assert api.get("/api/chats/changes/audit", {"before": made}).json() == {"changes": [], "next_before": None}
 
 
 def test_the_audit_can_show_only_automatic_notes(api, owner):
