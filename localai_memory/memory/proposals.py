@@ -28,6 +28,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from localai_memory.core.access import owned_or_404
+from localai_memory.core.db import listed_after
 from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, InvalidInput, NotFound
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
@@ -109,12 +110,14 @@ def access_proposal(user_id: object, proposal_id: object) -> Proposal:
     return owned_or_404(Proposal.objects.all(), owner_field="owner_id", owner=owner_id, pk=proposal_id)
 
 
-def proposal_list(*, owner_id: int, status: str | None = "pending", now: datetime | None = None
-                  ) -> QuerySet[Proposal]:
-    """The inbox. ``pending`` holds only proposals that can still be confirmed; one past its 24 hours counts
-    as ``expired`` even before the sweep marks it. ``None`` or ``all``: every proposal."""
+def proposal_list(*, owner_id: int, status: str | None = "pending", now: datetime | None = None,
+                  before: int | None = None) -> QuerySet[Proposal]:
+    """The inbox, newest first. ``pending`` holds only proposals that can still be confirmed; one past its 24
+    hours counts as ``expired`` even before the sweep marks it. ``None`` or ``all``: every proposal. With
+    ``before`` (a proposal's id) only those listed after it (another's or none is a 400 ``invalid_before``)."""
     now = now or timezone.now()
-    rows = Proposal.objects.filter(owner_id=owner_id)
+    rows = listed_after(Proposal.objects.filter(owner_id=owner_id), before=before,
+                        owned=Proposal.objects.filter(owner_id=owner_id), what="proposals")
     if status in (None, "", "all"):
         return rows
     if status not in STATUSES:

@@ -12,7 +12,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from localai_memory.core.api import ApiView
+from localai_memory.core.api import ApiView, int_param
 from localai_memory.notes.api import change_json
 
 from . import policy, proposals
@@ -76,17 +76,32 @@ def _room_for(proposal: Proposal) -> dict[str, str] | None:
     return {key: str(fact.get(key) or "") for key in ("topic", "summary", "details")}
 
 
+#: the most proposals one page lists (and how many when ``limit`` is left out, as before pages existed)
+PAGE_MAX = 500
+
+
 class ProposalsApi(ApiView):
     @extend_schema(parameters=[OpenApiParameter("status", OpenApiTypes.STR, OpenApiParameter.QUERY,
                                                 enum=[*proposals.STATUSES, "all"],
                                                 description="Default pending (those that can still be "
-                                                            "confirmed).")],
+                                                            "confirmed)."),
+                               OpenApiParameter("limit", OpenApiTypes.INT, OpenApiParameter.QUERY,
+                                                description=f"At most this many (1-{PAGE_MAX}, default {PAGE_MAX})."),
+                               OpenApiParameter("before", OpenApiTypes.INT, OpenApiParameter.QUERY,
+                                                description="The next_before of the page read last.")],
                    responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        """The inbox: notes that wait for your confirmation (or, with ?status=, the decided ones)."""
+        """The inbox: notes that wait for your confirmation (or, with ?status=, the decided ones), newest
+        first, ``limit`` at a time; ``next_before`` (null on the last page) is the ``before`` that reads the
+        page after this one, as in the audit of changes."""
         status = request.query_params.get("status", "pending")
-        rows = proposals.proposal_list(owner_id=request.user.pk, status=status)[:500]
-        return Response({"proposals": [proposal_json(p) for p in rows]})
+        limit = int_param(request, "limit", default=PAGE_MAX, max_value=PAGE_MAX) or PAGE_MAX
+        before = int_param(request, "before")
+        page = list(proposals.proposal_list(owner_id=request.user.pk, status=status, before=before)[:limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response({"proposals": [proposal_json(p) for p in page],
+                         "next_before": page[-1].pk if more else None})
 
 
 class ProposalApi(ApiView):

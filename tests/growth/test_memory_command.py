@@ -20,6 +20,7 @@ from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, FileVersion, NoteFile, TrashEntry
 from localai_memory.notes.paths import INDEX_MAX_LINES, Scope
 from tests.fakes.openai_server import reply
+from tests.support.proposals import decided_proposals
 
 from .conftest import fact, facts_reply
 
@@ -214,6 +215,14 @@ def test_proposals_lists_what_waits(owner, suggestion):
     out = memory("proposals", user="alice")
 
     assert str(suggestion.pk) in out and "diet" in out and "vegetarian" in out and "consolidation" in out
+
+
+def test_proposals_all_lists_every_one_however_many(owner):
+    """The inbox API pages them; the terminal lists them all (it cut them at 500 without a word)."""
+    made = decided_proposals(owner, 501)
+    listed = json.loads(memory("proposals", "--all", user="alice", as_json=True))["proposals"]
+    assert [p["id"] for p in listed] == made
+    assert len(memory("proposals", "--all", user="alice").splitlines()) == 2 + 501  # header, rule, rows
 
 
 def test_accept_saves_a_suggestion(owner, suggestion):

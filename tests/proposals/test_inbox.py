@@ -19,8 +19,10 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, channel_key
 from localai_memory.notes.services import CapExceeded
+from tests.api.conftest import assert_error
 from tests.chats.helpers import bot_of, index_of, make_agent, new_chat, note, send, set_memory
 from tests.fakes.openai_server import reply, tool_calls
+from tests.support.proposals import decided_proposals
 
 pytestmark = pytest.mark.django_db
 
@@ -242,6 +244,44 @@ def test_confirming_into_a_full_index_is_a_422_and_the_proposal_keeps_waiting(ap
     assert response.status_code == 422
     assert len(response.json()["error"]["details"]["entries"]) == 40
     assert Proposal.objects.get(pk=proposal.pk).status == "pending"
+
+
+def test_the_inbox_is_read_page_by_page_to_the_last_one(api, owner, outsider_api):
+    """As the audit of changes: ``limit`` at a time, ``next_before`` reads the next page, null on the last."""
+    made = decided_proposals(owner, 7)
+    seen, before, pages = [], None, 0
+    while True:
+        query = {"status": "all", "limit": 3, **({"before": before} if before is not None else {})}
+        body = api.get("/api/chats/memory/proposals", query).json()
+        seen += [p["id"] for p in body["proposals"]]
+        pages += 1
+        before = body["next_before"]
+        if before is None:
+            break
+    assert seen == made and pages == 3
+
+
+def test_the_inbox_says_when_there_are_more_than_one_page_holds(api, owner):
+    """Left out, ``limit`` is the 500 the inbox always listed at most; what lies beyond is no longer lost."""
+    made = decided_proposals(owner, 501)
+    first = api.get("/api/chats/memory/proposals", {"status": "all"}).json()
+    assert [p["id"] for p in first["proposals"]] == made[:500] and first["next_before"] == made[499]
+    rest = api.get("/api/chats/memory/proposals", {"status": "all", "before": first["next_before"]}).json()
+    assert [p["id"] for p in rest["proposals"]] == made[500:] and rest["next_before"] is None
+    pending = api.get("/api/chats/memory/proposals").json()
+    assert pending == {"proposals": [], "next_before": None}
+
+
+def test_a_cursor_that_is_not_one_of_your_proposals_is_a_400_not_an_empty_page(api, outsider_api, owner):
+    made = decided_proposals(owner, 2)
+    for client, before in ((api, made[0] + 1000), (outsider_api, made[0])):
+        assert_error(client.get("/api/chats/memory/proposals", {"status": "all", "before": before}), 400,
+                     "invalid_before")
+
+
+@pytest.mark.parametrize("limit", ["0", "501", "ten"])
+def test_a_limit_out_of_range_is_a_400(api, owner, limit):
+    assert_error(api.get("/api/chats/memory/proposals", {"limit": limit}), 400, "invalid_limit")
 
 
 def test_the_inbox_refuses_an_unknown_status(api, db):

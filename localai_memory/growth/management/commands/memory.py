@@ -263,8 +263,8 @@ class Command(BaseCommand):
                                            len(d["files"])] for d in data]))
 
     def do_proposals(self, *, all_proposals: bool = False, **_: Any) -> None:
-        rows = list(proposals.proposal_list(owner_id=self.user.pk, status="all" if all_proposals else "pending")
-                    [:500])
+        # every one, however many: the API pages them (``limit``, ``before``), a terminal lists them all
+        rows = list(proposals.proposal_list(owner_id=self.user.pk, status="all" if all_proposals else "pending"))
         data = [proposal_json(p) for p in rows]
         if not data and not self.as_json:
             self.stdout.write("No suggestions wait for you.")
