@@ -10,6 +10,10 @@ this module holds what must be the same everywhere:
   longer than that before it kills gunicorn (compose: ``stop_grace_period``).
 - ``worker_tmp_dir``: the workers' heartbeat file in memory where ``/dev/shm`` exists; on a disk-backed
   ``/tmp`` its ``fchmod`` can stall a worker.
+- ``limit_request_line``: gunicorn's longest, 8190 bytes, not its default 4094. A search of 500 characters
+  (the most ``q`` takes) in Chinese or Japanese is ~4.5 KB once percent-encoded, in emoji ~6 KB: those reach
+  the app, which answers every parameter too long for it with its own JSON 400. Only a request line past
+  8190 bytes still gets gunicorn's own HTML 414: it never reaches the app.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from typing import Any
 graceful_timeout = 30
 #: the longest the after-response drain waits; gunicorn's kill at ``graceful_timeout`` comes first if sooner
 DRAIN_SECONDS = 10.0
+
+#: bytes of the request line (method, path, query string); 8190 is the most gunicorn takes
+limit_request_line = 8190
 
 if os.path.isdir("/dev/shm"):
     worker_tmp_dir = "/dev/shm"

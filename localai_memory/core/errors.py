@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import TooManyFieldsSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
@@ -127,6 +129,9 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         return error_response(Forbidden("You may not do that."))
     if isinstance(exc, DjangoValidationError):
         return error_response(InvalidInput(" ".join(exc.messages)))
+    if isinstance(exc, TooManyFieldsSent):  # a query string of more parameters than Django reads: not HTML
+        return error_response(InvalidInput(f"too many parameters (at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS})",
+                                           code="too_many_parameters"))
     if _sqlstate(exc) in ("40P01", "40001"):  # deadlock or serialization failure: nothing was written
         return error_response(Conflict("Another change happened at the same time; try again.", code="retry"))
     if isinstance(exc, (OperationalError, InterfaceError)):

@@ -274,6 +274,13 @@ def test_a_nul_byte_in_any_query_string_never_breaks_a_route(api, method, route)
     assert response["Content-Type"].startswith("application/"), response["Content-Type"]
 
 
+@pytest.mark.parametrize("method,route", [r for r in api_routes() if r[1] not in PUBLIC_ROUTES])
+def test_more_query_parameters_than_django_reads_are_a_400_json_error(api, method, route):
+    """A query string of thousands of short parameters fits gunicorn's request line: the app answers it as JSON."""
+    url = fill_route(route) + "?" + "&".join(f"p{n}=1" for n in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1))
+    assert_error(api.generic(method, url, b"{}", content_type="application/json"), 400, "too_many_parameters")
+
+
 @pytest.mark.parametrize("method,route", [r for r in api_routes() if r[1] not in PUBLIC_ROUTES and "<" in r[1]])
 def test_ids_out_of_range_never_break_a_route(api, method, route):
     for ident in ["99999999999999999999999999", "9223372036854775808", "2147483648", "0", "000"]:

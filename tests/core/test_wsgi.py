@@ -74,6 +74,39 @@ def test_a_web_worker_that_is_stopped_stores_the_chat_logs_it_still_had_queued(
         ("user", "keep this"), ("assistant", "Stored on the way out.")]
 
 
+@pytest.mark.slow
+def test_a_search_as_long_as_q_takes_in_chinese_or_emoji_reaches_the_app_through_gunicorn(
+        transactional_db, make_user, tmp_path):
+    """500 characters (the most ``q`` takes) percent-encode to ~4.5 KB in Chinese and ~6 KB in emoji, past
+    gunicorn's default request line of 4094 bytes: its HTML 414 would answer instead of the app's JSON."""
+    owner = make_user("alice")
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
+           "SECRET_KEY": "long-query-test-" + "k" * 40, "ALLOWED_HOSTS": "127.0.0.1", "DATABASE_CONN_MAX_AGE": "0"}
+    log_path = tmp_path / "web.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "localai_memory.wsgi:application",
+             "-c", "python:localai_memory.gunicorn_conf", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+            cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_for(lambda: _answers(url), process, log_path)
+            with httpx.Client(base_url=url, timeout=60,
+                              headers={"Authorization": f"Token {token_create(user=owner)}"}) as http:
+                for q in ("我住在罗马。" * 83 + "我住", "🐶" * 500):
+                    assert len(q) == 500
+                    found = http.get("/api/chats/memory/search", params={"q": q})
+                    assert found.status_code == 200, found.text[:300]
+                    assert found.json()["results"] == []
+                    too_long = http.get("/api/chats/memory/search", params={"q": q + "猫"})
+                    assert too_long.status_code == 400, too_long.text[:300]
+                    assert too_long.json()["error"]["code"] == "invalid_query"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
 def _answers(url: str) -> bool:
     try:
         return httpx.get(url + "/api/chats/memory", timeout=2).status_code == 401
