@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import unicodedata
 import zipfile
 from typing import Any
 
@@ -68,6 +69,25 @@ def test_list_prints_a_table_of_every_scope_with_who_changed_each_note_and_when(
     home = next(line for line in out.splitlines() if "lives in Rome" in line)
     tea = next(line for line in out.splitlines() if "green tea" in line)
     assert home.split()[-3] == "you" and tea.split()[-3:] == ["assistant", "2026-12-01", "09:30"]
+
+
+def terminal_columns(text: str) -> int:
+    """Columns a terminal gives ``text``: two for a wide (Chinese, most emoji) or full-width character."""
+    return sum(2 if unicodedata.east_asian_width(char) in ("W", "F") else 1 for char in text)
+
+
+def test_list_lines_up_chinese_text_and_emoji_as_a_terminal_shows_them(owner):
+    for topic, summary in (("home", "lives in Rome"), ("city", "住在罗马，喜欢吃面"),
+                           ("pets", "🐶 has a dog named Rex"), ("food", "很" * 40)):
+        notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=topic, summary=summary,
+                                   source="files", actor="you")
+    header, rule, *rows = memory("list", user="alice").splitlines()
+
+    start = terminal_columns(header[:header.index("changed by")])
+    assert [terminal_columns(row[:row.index("  you ") + 2]) for row in rows] == [start] * 4
+    assert terminal_columns(rule.split()[2]) == 60  # the summary column, at most 60 wide
+    food = next(row for row in rows if "很" in row)
+    assert "很" * 29 + "…" in food and "很" * 30 not in food
 
 
 def test_list_and_show_print_no_escape_sequence_or_bidi_override_a_file_holds(owner):

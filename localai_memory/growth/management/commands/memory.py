@@ -105,15 +105,32 @@ def refusal(exc: ApplicationError) -> CommandError:
     return CommandError(shown("\n".join(lines)))
 
 
+def columns(text: str) -> int:
+    """How many columns a terminal gives ``text``: two for a wide or full-width character (Chinese, Japanese,
+    Korean, most emoji), none for a combining mark or a variation selector, one for the rest."""
+    return sum(0 if unicodedata.category(char) in ("Mn", "Me") else
+               2 if unicodedata.east_asian_width(char) in ("W", "F") else 1 for char in text)
+
+
 def table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
-    widths = [min(max(len(row[i]) for row in cells), 60) for i in range(len(headers))]
+    """Columns aligned as a terminal shows them (``columns``, not characters), each at most 60 wide; a longer
+    cell is cut with "…". Cells are ``shown`` first, so what is measured is what is printed."""
+    cells = [[shown(" ".join(str(h).split())) for h in headers]]
+    cells += [[shown(" ".join(("" if v is None else str(v)).split())) for v in row] for row in rows]
+    widths = [min(max(columns(row[i]) for row in cells), 60) for i in range(len(headers))]
 
     def fit(text: str, width: int) -> str:
-        text = " ".join(text.split())
-        return text if len(text) <= width else text[: width - 1] + "…"
+        if columns(text) > width:
+            kept, used = [], 0
+            for char in text:
+                if used + columns(char) > width - 1:
+                    break
+                kept.append(char)
+                used += columns(char)
+            text = "".join(kept) + "…"
+        return text + " " * (width - columns(text))
 
-    out = ["  ".join(fit(v, widths[i]).ljust(widths[i]) for i, v in enumerate(row)).rstrip() for row in cells]
+    out = ["  ".join(fit(v, widths[i]) for i, v in enumerate(row)).rstrip() for row in cells]
     out.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(out)
 
