@@ -454,6 +454,20 @@ def test_add_and_edit_set_a_notes_importance_and_show_says_it(owner):
         memory("edit", "tea", "--importance", "2", user="alice")
 
 
+def test_edit_that_changes_nothing_says_so_and_fails_as_every_other_no_op(owner, notes):
+    """The default importance of a note that has no other, or the one it has: nothing is written, and the
+    terminal does not say "Updated"."""
+    changes = ChangeSet.objects.filter(owner=owner).count()
+    with pytest.raises(CommandError, match="Nothing to change: home in your notes has that importance already"):
+        memory("edit", "home", "--importance", "default", user="alice")
+    memory("edit", "home", "--importance", "0.7", user="alice")
+    with pytest.raises(CommandError, match="Nothing to change"):
+        memory("edit", "home", "--importance", "0.7", user="alice", as_json=True)
+    with pytest.raises(CommandError, match="already holds exactly this note"):  # the text as it is: the same
+        memory("edit", "home", "--summary", "lives in Rome", user="alice")
+    assert ChangeSet.objects.filter(owner=owner).count() == changes + 1
+
+
 def test_clear_erases_the_importances_too(owner, notes):
     memory("edit", next(iter(notes_selectors.index_entries(owner_id=owner.pk, scope=Scope.user()))).topic,
            "--importance", "1", user="alice")

@@ -367,8 +367,10 @@ class Command(BaseCommand):
             details=details,
             importance=notes_services.KEEP if importance is None else None if importance == "default" else importance,
             source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip())
-        said = f"Updated {topic} in {item.label}" + (f" (change #{change.pk})." if change else ".")
-        self.emit({"updated": topic, "scope": item.name, "change_id": change.pk if change else None,
+        if change is None:  # the importance it has already (a text as it is already: the store's no_change)
+            raise CommandError(f"Nothing to change: {topic} in {item.label} has that importance already.")
+        said = f"Updated {topic} in {item.label} (change #{change.pk})."
+        self.emit({"updated": topic, "scope": item.name, "change_id": change.pk,
                    **({"importance": None if importance == "default" else importance}
                       if importance is not None else {})}, said)
 
