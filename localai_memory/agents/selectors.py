@@ -58,6 +58,14 @@ def deleted_agent_names(owner_id: int) -> dict[str, str]:
             DeletedAgent.objects.filter(owner_id=owner_id).values_list("agent_id", "name")}
 
 
+def agent_name(*, owner_id: int, agent_id: int) -> str | None:
+    """The name of the owner's agent ``agent_id``, or the one it had if it was deleted; None if neither."""
+    name = Agent.objects.filter(owner_id=owner_id, pk=agent_id).values_list("name", flat=True).first()
+    if name is None:
+        name = DeletedAgent.objects.filter(owner_id=owner_id, agent_id=agent_id).values_list("name", flat=True).first()
+    return name
+
+
 def agent_notes_folder(agent_id: int) -> str:
     """``Memory/agents/<id>``: the folder of the agent's own notes."""
     return Scope.agent(agent_id).root

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.apps import apps
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import MD5
@@ -60,6 +61,19 @@ def change_list(*, owner_id: int, before: int | None = None) -> QuerySet[ChangeS
     changes = ChangeSet.objects.filter(owner_id=owner_id).prefetch_related("files", "reverted_by")
     return listed_after(changes, before=before, owned=ChangeSet.objects.filter(owner_id=owner_id),
                         what="change sets")
+
+
+def scope_label(*, owner_id: int, scope: Scope) -> str:
+    """How a message, a change set and a Trash entry name the notes of ``scope``: ``Scope.label`` ("your
+    notes", "conversation …"), but an agent's by its name — ``agent “Cook”`` — as the Memory tab and the
+    notes listing name it (a deleted agent's by the name it had; ``agent 7`` when no agent of the owner had
+    that id)."""
+    if scope.kind != "agent" or scope.holder_id is None or not apps.is_installed("localai_memory.agents"):
+        return scope.label
+    from localai_memory.agents.selectors import agent_name  # agents build on the notes, not the other way
+
+    name = agent_name(owner_id=owner_id, agent_id=scope.holder_id)
+    return f"agent “{name}”" if name else scope.label
 
 
 def index_entries(*, owner_id: int, scope: Scope) -> list[IndexEntry]:

@@ -419,13 +419,16 @@ def check_index_version(*, owner_id: int, scope: Scope, expected: object) -> Non
     """Refuse a write made from an older ``scope`` index than the one there now (409 ``stale_version`` with the
     index as it is: its path, version and text), as the Files API refuses a stale file. ``expected`` is the
     ``index_version`` the client read (None: there was no index). Call it under the owner's lock."""
+    from .selectors import scope_label
+
     if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 1):
         raise InvalidInput("index_version must be a positive whole number or null", code="invalid_version")
     index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
     now = index_file.version if index_file else None
     if now != expected:
         seen = f"version {expected}" if expected is not None else "a time it had no notes"
-        raise Conflict(f"The notes of {scope.label} changed since {seen}; reload them and apply your edit again.",
+        raise Conflict(f"The index of {scope_label(owner_id=owner_id, scope=scope)} changed since {seen}; "
+                       "reload the notes and apply your edit again.",
                        code="stale_version",
                        details={"path": scope.index_path, "version": now,
                                 "content": index_file.content if index_file else None})
@@ -820,12 +823,15 @@ def note_upsert(
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
     """
+    from .selectors import scope_label
+
     # A line "- index: …" that an older version let through can still be forgotten: its line goes, and no
     # file with it (its "topic file" would be the index itself).
     legacy_line = delete and topic == INDEX_TOPIC
     topic = topic if legacy_line else check_topic(topic)
     lock_owner(owner_id)
     check_not_forgotten(owner_id, read_after)
+    label = scope_label(owner_id=owner_id, scope=scope)  # an agent's notes by its name
     index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
     entries = parse_index(index_file.content) if index_file else []
     topic_path = None if legacy_line else scope.topic_path(topic)
@@ -835,7 +841,7 @@ def note_upsert(
         remaining = [e for e in entries if e.topic != topic]
         if len(remaining) == len(entries) and (
                 topic_path is None or not NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()):
-            raise NotFound(f"There is no note {topic!r} in {scope.label}.", code="unknown_topic",
+            raise NotFound(f"There is no note {topic!r} in {label}.", code="unknown_topic",
                            details={"entries": [e.as_dict() for e in entries]})
         writes[scope.index_path] = render_index(remaining) if remaining else None
         if topic_path is not None:
@@ -847,12 +853,12 @@ def note_upsert(
         if summary is KEEP:
             own = next((e for e in entries if e.topic == topic), None)
             if own is None:
-                raise NotFound(f"There is no note {topic!r} in {scope.label}.", code="unknown_topic",
+                raise NotFound(f"There is no note {topic!r} in {label}.", code="unknown_topic",
                                details={"entries": [e.as_dict() for e in entries]})
             summary = own.summary
         line_summary = clean_summary(summary)
         if create_only and any(e.topic == topic for e in entries):  # a stray topic file is adopted
-            raise Conflict(f"{topic!r} exists already in {scope.label}.", code="topic_exists")
+            raise Conflict(f"{topic!r} exists already in {label}.", code="topic_exists")
         if details is not None and not isinstance(details, str):
             raise InvalidInput("details must be text", code="invalid_details")
         clear = clear_details and not (details and details.strip())
@@ -884,7 +890,7 @@ def note_upsert(
     if not writes:
         raise Conflict(f"Memory already holds exactly this note ({topic}).", code="no_change")
     change = apply_changes(owner_id=owner_id, writes=writes, source=source,
-                           summary=f"{verb} {topic} in {scope.label}", actor=actor, automatic=automatic,
+                           summary=f"{verb} {topic} in {label}", actor=actor, automatic=automatic,
                            undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
     if verb == "Saved":  # a new note starts from its writer's importance, not one an older note of its topic had
         old = _importance_of(owner_id, scope, topic)
@@ -892,7 +898,7 @@ def note_upsert(
             _importance_recorded(owner_id, scope, topic, old, None, change)
     if delete:  # the note goes to the Trash: its line (under the index's path) and its topic file
         trashed = TrashEntry.objects.create(owner_id=owner_id, kind=TrashEntry.Kind.NOTE,
-                                            label=f"“{topic}” in {scope.label}", created_at=change.created_at,
+                                            label=f"“{topic}” in {label}", created_at=change.created_at,
                                             change_set=change)
         kept = [TrashFile(entry=trashed, path=scope.index_path, content=render_index(gone))] if gone else []
         if topic_path in current:

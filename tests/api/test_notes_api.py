@@ -285,6 +285,29 @@ def test_a_deleted_agents_kept_notes_stay_yours_to_weigh_and_delete_and_nobody_e
     assert selectors.note_importances(owner_id=owner.pk) == {("agent", str(agent.pk), "oven"): 0.9}
 
 
+def test_the_trash_and_the_audit_name_an_agents_notes_by_its_name_as_the_listing_does(api, client, owner):
+    from localai_memory.agents.services import agent_create, agent_delete
+    from localai_memory.notes.models import TrashEntry
+
+    agent = agent_create(owner_id=owner.pk, name="Chef")
+    scope = f"agent:{agent.pk}"
+    put_json(api, NOTES, {"topic": "oven", "summary": "gas oven", "scope": scope})
+    put_json(api, NOTES, {"topic": "knives", "summary": "sharp knives", "scope": scope})
+    assert [s["label"] for s in api.get(NOTES).json()["scopes"] if s["kind"] == "agent"] == ["Chef"]
+
+    gone = forget(api, topic="oven", scope=scope).json()
+    assert gone["trash"]["label"] == "“oven” in agent “Chef”"
+    assert gone["change"]["summary"] == "Forgot oven in agent “Chef”"
+    assert api.get("/api/chats/changes/audit").json()["changes"][1]["summary"] == "Saved knives in agent “Chef”"
+
+    agent_delete(owner_id=owner.pk, agent_id=agent.pk, memory="keep")  # the deleted agent keeps its name
+    assert put_json(api, NOTES, {"topic": "knives", "summary": "dull knives", "scope": scope}).json()[
+        "change"]["summary"] == "Updated knives in agent “Chef”"
+    client.force_login(owner)
+    client.post("/settings/memory/folder/delete/", {"folder": f"Memory/agents/{agent.pk}"})
+    assert TrashEntry.objects.filter(owner=owner).latest("id").label == "Notes of the deleted agent Chef"
+
+
 def test_undoing_a_new_note_gives_back_the_importance_its_topic_had(api, owner):
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     patch_json(api, {"topic": "home", "importance": 0.9})

@@ -468,6 +468,21 @@ def test_edit_that_changes_nothing_says_so_and_fails_as_every_other_no_op(owner,
     assert ChangeSet.objects.filter(owner=owner).count() == changes + 1
 
 
+def test_the_terminal_names_an_agents_notes_by_its_name(owner):
+    """As the API and the Memory tab do: "agent “Cook”", not "agent 12"."""
+    from localai_memory.agents.services import agent_create
+
+    agent = agent_create(owner_id=owner.pk, name="Cook")
+    scope = f"agent:{agent.pk}"
+    assert "Saved oven in agent “Cook” (change #" in memory("add", "oven", "gas oven", "--scope", scope, user="alice")
+    assert "Updated oven in agent “Cook”" in memory("edit", "oven", "--summary", "induction", "--scope", scope,
+                                                   user="alice")
+    assert "Forgot oven in agent “Cook”" in memory("forget", "oven", "-y", "--scope", scope, user="alice")
+    assert "“oven” in agent “Cook”" in memory("trash", user="alice")
+    with pytest.raises(CommandError, match="There is no note 'oven' in agent “Cook”"):
+        memory("show", "oven", "--scope", scope, user="alice")
+
+
 def test_clear_erases_the_importances_too(owner, notes):
     memory("edit", next(iter(notes_selectors.index_entries(owner_id=owner.pk, scope=Scope.user()))).topic,
            "--importance", "1", user="alice")

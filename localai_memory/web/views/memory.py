@@ -530,8 +530,9 @@ def memory_folder_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
         scope = Scope("agent" if parts[1] == "agents" else "channel", parts[2])
     except ApplicationError:
         raise Http404("not a notes folder") from None
-    label = (f"Notes of the deleted agent {scope.key}" if scope.kind == "agent"
-             else f"Notes of the conversation {scope.key}")
+    # an agent's by the name it had, as its delete names them (``agents.services.agent_delete``)
+    label = (f"Notes of the deleted agent {deleted_agent_names(request.user.pk).get(scope.key, scope.key)}"
+             if scope.kind == "agent" else f"Notes of the conversation {scope.key}")
     entry = notes_services.folder_trash(owner_id=request.user.pk, folder=scope.root, label=label)
     if entry is None:
         flash(request, messages.INFO, "There were no notes there.")

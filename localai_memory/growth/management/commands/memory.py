@@ -245,7 +245,7 @@ class Command(BaseCommand):
                       if e.topic == topic), None)
         details = notes_selectors.topic_text(owner_id=self.user.pk, scope=item, topic=topic)
         if entry is None and details is None:
-            raise CommandError(f"There is no note {topic!r} in {item.label}.")
+            raise CommandError(f"There is no note {topic!r} in {self._label(item)}.")
         # The last change of its line, its topic file (not of other lines of the index) or its importance.
         written = line_writers(owner_id=self.user.pk, scope=item, topics=[topic]).get(topic)
         weighed = ChangeSet.objects.filter(owner_id=self.user.pk, importance__contains=[
@@ -335,7 +335,7 @@ class Command(BaseCommand):
             change, topic = note_add(owner_id=self.user.pk, scope=item, summary=summary, details=details,
                                      importance=weight, source=ChangeSet.Source.CLI, actor=ACTOR)
             if change is None:
-                raise CommandError(f"That is already in {item.label}, as the note {topic!r}.")
+                raise CommandError(f"That is already in {self._label(item)}, as the note {topic!r}.")
         else:  # refused under the owner's lock if the topic exists, so two adds at once never overwrite
             try:
                 change = notes_services.note_save(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
@@ -344,11 +344,11 @@ class Command(BaseCommand):
             except Conflict as exc:
                 if exc.code != "topic_exists":
                     raise
-                raise CommandError(f"{topic!r} exists already in {item.label}; use edit to change it.") from None
+                raise CommandError(f"{topic!r} exists already in {self._label(item)}; use edit to change it.") from None
         assert change is not None  # a new note's text is always a change
         self.emit({"saved": topic, "scope": item.name, "change_id": change.pk,
                    "importance": importance if isinstance(importance, float) else None},
-                  f"Saved {topic} in {item.label} (change #{change.pk}).")
+                  f"Saved {topic} in {self._label(item)} (change #{change.pk}).")
 
     def do_edit(self, *, topic: str, summary: str | None = None, details: str | None = None,
                 scope: str | None = None, importance: float | str | None = None, **_: Any) -> None:
@@ -359,7 +359,7 @@ class Command(BaseCommand):
         entry = next((e for e in notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
                       if e.topic == topic), None)
         if entry is None:
-            raise CommandError(f"There is no note {topic!r} in {item.label}; use add to make it.")
+            raise CommandError(f"There is no note {topic!r} in {self._label(item)}; use add to make it.")
         text_given = summary is not None or details is not None
         change = notes_services.note_save(  # no --summary: the one the index has under the owner's lock
             owner_id=self.user.pk, scope=item, topic=topic,
@@ -368,20 +368,20 @@ class Command(BaseCommand):
             importance=notes_services.KEEP if importance is None else None if importance == "default" else importance,
             source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip())
         if change is None:  # the importance it has already (a text as it is already: the store's no_change)
-            raise CommandError(f"Nothing to change: {topic} in {item.label} has that importance already.")
-        said = f"Updated {topic} in {item.label} (change #{change.pk})."
+            raise CommandError(f"Nothing to change: {topic} in {self._label(item)} has that importance already.")
+        said = f"Updated {topic} in {self._label(item)} (change #{change.pk})."
         self.emit({"updated": topic, "scope": item.name, "change_id": change.pk,
                    **({"importance": None if importance == "default" else importance}
                       if importance is not None else {})}, said)
 
     def do_forget(self, *, topic: str, scope: str | None = None, yes: bool = False, **options: Any) -> None:
         item = self._own_scope(scope)
-        if not yes and not self._confirm(f"Forget {topic!r} in {item.label}? [y/N] ", options):
+        if not yes and not self._confirm(f"Forget {topic!r} in {self._label(item)}? [y/N] ", options):
             raise CommandError("Nothing was forgotten.")
         change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, delete=True,
                                             source=ChangeSet.Source.CLI, actor=ACTOR)
         self.emit({"forgot": topic, "scope": item.name, "change_id": change.pk},
-                  f"Forgot {topic} in {item.label} (change #{change.pk}; it is in the Trash: `memory trash` lists it).")
+                  f"Forgot {topic} in {self._label(item)} (change #{change.pk}; it is in the Trash: `memory trash` lists it).")
 
     def do_restore(self, *, entry_id: int, **_: Any) -> None:
         self._writes_allowed()
@@ -480,6 +480,10 @@ class Command(BaseCommand):
             raise CommandError(f"Nothing was suggested: {result.status} ({result.reason}).")
         self.emit(result.as_dict(), f"Read {result.chats} chat(s); {len(result.proposals)} suggestion(s) wait "
                                     f"for your answer (memory proposals --user {self.user.get_username()}).")
+
+    def _label(self, scope: Scope) -> str:
+        """The notes of ``scope`` as the API and the Memory tab name them (an agent's by its name)."""
+        return notes_selectors.scope_label(owner_id=self.user.pk, scope=scope)
 
     def _own_scope(self, raw: str | None, *, writes_topic: str | None = None) -> Scope:
         """``--scope`` for a write: the person's own (``memory.selectors.owned_scope``: one of their agents or
