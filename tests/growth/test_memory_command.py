@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import unicodedata
 import zipfile
 from typing import Any
@@ -88,6 +91,29 @@ def test_list_lines_up_chinese_text_and_emoji_as_a_terminal_shows_them(owner):
     assert terminal_columns(rule.split()[2]) == 60  # the summary column, at most 60 wide
     food = next(row for row in rows if "很" in row)
     assert "很" * 29 + "…" in food and "很" * 30 not in food
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_command_run_from_a_terminal_logs_nothing_on_stderr_unless_v_2_asks(make_user):
+    """The embedder loading for a new note used to log an INFO line on every write; -v 2 still shows it."""
+    from django.conf import settings
+
+    from tests.api.test_two_processes import PROJECT_ROOT, test_database_url
+
+    make_user("alice")
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
+           "LOCALAI_MEMORY_EMBEDDINGS": "ondevice", "LOG_LEVEL": "INFO"}
+
+    def terminal(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "manage.py", "memory", *args], cwd=PROJECT_ROOT, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    quiet = terminal("add", "home", "lives in Rome", "--user", "alice")
+    assert (quiet.returncode, quiet.stderr) == (0, ""), quiet.stderr
+    assert quiet.stdout.startswith("Saved home in your notes")
+    verbose = terminal("-v", "2", "add", "tea", "drinks green tea", "--user", "alice")
+    assert verbose.returncode == 0 and "INFO localai_memory.recall.embedders: on-device embedder" in verbose.stderr
 
 
 def test_list_and_show_print_no_escape_sequence_or_bidi_override_a_file_holds(owner):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import unicodedata
 from pathlib import Path
@@ -196,6 +197,18 @@ class Command(BaseCommand):
         add("consolidate", "Suggest notes from recent chats now (Synthesize now).")
 
     # ----------------------------------------------------------------------------------------------------
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """The command, with the app's INFO log lines (the embedder loaded, a copy of it derived) kept off the
+        terminal unless ``-v 2`` asks for them: its answer is what it prints. Warnings still show."""
+        app_logger = logging.getLogger("localai_memory")
+        level = app_logger.level
+        if options.get("verbosity", 1) < 2:
+            app_logger.setLevel(max(logging.WARNING, level))
+        try:
+            return super().execute(*args, **options)
+        finally:
+            app_logger.setLevel(level)
 
     def handle(self, *args: Any, **options: Any) -> None:
         username = options["user"]
