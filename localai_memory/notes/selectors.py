@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.apps import apps
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.db.models.functions import MD5
 
 from localai_memory.core.access import owned_or_404
