@@ -20,7 +20,6 @@ from localai_memory.core.parsers import json_loads
 
 from .crypto import CredentialsUnreadable, decrypt
 from .models import Binding, Mode, Platform
-from .runtime import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ def telegram_webhook(request: HttpRequest, binding_id: int) -> HttpResponse:
         return _error(400, "invalid_update", "The body is not a Telegram update.")
     from .telegram.adapter import process_webhook_update
 
-    run_blocking(lambda: process_webhook_update(binding.pk, credentials["token"], payload))
+    process_webhook_update(binding.pk, credentials["token"], payload)
     return JsonResponse({"ok": True})
 
 

@@ -3,7 +3,8 @@
 Only translation lives here. A private chat is one-to-one; groups, supergroups and channels are groups;
 anything else is unknown. Yes/No buttons are an inline keyboard (``memory:<yes|no>:<proposal id>``). The
 Bot API address comes from ``TELEGRAM_API_BASE_URL``. One ``Application`` per event loop (the library's
-rule): the runner, the webhook view and the expiry announcement each build their own. Updates of different
+rule): the runner and the expiry announcement build their own; the webhook view's are kept, initialized, on
+one event loop of the web process (``WebhookBots``), so an update costs no getMe. Updates of different
 chats are handled side by side (a turn can wait a minute for the model); one chat's are handled in order.
 """
 
@@ -11,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import threading
 from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
@@ -294,11 +298,110 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
 # --------------------------------------------------------------------------------------------------------
 
 
-async def process_webhook_update(binding_id: int, token: str, payload: dict[str, Any]) -> None:
-    """Handle one update that arrived at the webhook view, as a poll would."""
-    app = build_application(binding_id, token)
-    async with app:
-        await app.process_update(Update.de_json(payload, app.bot))
+class _WebhookBot:
+    """One binding's initialized Application in the web process, and the updates it is handling."""
+
+    def __init__(self, app: Application, key: tuple[str, str]) -> None:
+        self.app, self.key = app, key
+        self.in_hand = 0
+        self.retired = False
+        self._ready: asyncio.Future[None] | None = None
+
+    async def ready(self) -> Application:
+        """The Application, initialized once (its getMe); a failure (a refused token) is raised to every
+        update waiting for it, and the next update tries again with a new bot."""
+        if self._ready is None:
+            self._ready = asyncio.ensure_future(self.app.initialize())
+        await asyncio.shield(self._ready)
+        return self.app
+
+    @property
+    def failed(self) -> bool:
+        """Its initialization failed (or was cut off)."""
+        ready = self._ready
+        return ready is not None and ready.done() and (ready.cancelled() or ready.exception() is not None)
+
+    async def process(self, payload: dict[str, Any]) -> None:
+        app = await self.ready()
+        update = Update.de_json(payload, app.bot)
+        self.in_hand += 1
+        try:
+            # Through the bot's update processor, as a poll does: one chat's updates in order, chats side by side.
+            await app.update_processor.process_update(update, app.process_update(update))
+        finally:
+            self.in_hand -= 1
+            if self.retired and not self.in_hand:
+                await self._shutdown()
+
+    async def retire(self) -> None:
+        """Replaced (a new token or API address): shut down once the updates in hand are handled."""
+        self.retired = True
+        if not self.in_hand:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        if self._ready is not None and self._ready.done() and not self.failed:
+            try:
+                await self.app.shutdown()
+            except Exception:  # the bot is gone either way
+                log.warning("telegram: shutting down a replaced webhook bot failed", exc_info=True)
+
+
+class WebhookBots:
+    """The webhook bots of this process: one initialized Application per binding, reused for every update.
+
+    python-telegram-bot ties an Application to the event loop it was initialized on, and initializing one
+    asks Telegram ``getMe``; building one per request (on a loop per request) cost a getMe per update. So the
+    process keeps one event loop in a daemon thread, and each webhook request hands its update to that loop and
+    waits for it to be handled. A bot is rebuilt when its token (or the Bot API address) changes; the one it
+    replaces finishes the updates it is handling first. Made again after a fork (gunicorn's workers)."""
+
+    #: Turns (database, model) of every webhook bot of the process that may run at once.
+    TURN_THREADS = 32
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+        self._bots: dict[int, _WebhookBot] = {}
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                loop.set_default_executor(ThreadPoolExecutor(max_workers=self.TURN_THREADS,
+                                                             thread_name_prefix="telegram-webhook-turn"))
+                threading.Thread(target=loop.run_forever, name="telegram-webhooks", daemon=True).start()
+                self._loop, self._pid, self._bots = loop, os.getpid(), {}
+            return self._loop
+
+    def process(self, binding_id: int, token: str, payload: dict[str, Any]) -> None:
+        """Handle one update that arrived at the webhook view, as a poll would; returns once it was handled
+        (Telegram sends it again when the view fails)."""
+        future = asyncio.run_coroutine_threadsafe(self._process(binding_id, token, payload), self._running_loop())
+        future.result()
+
+    async def _process(self, binding_id: int, token: str, payload: dict[str, Any]) -> None:
+        key = (token, settings.TELEGRAM_API_BASE_URL)
+        bot = self._bots.get(binding_id)
+        if bot is None or bot.key != key:
+            if bot is not None:
+                asyncio.ensure_future(bot.retire())
+            bot = self._bots[binding_id] = _WebhookBot(build_application(binding_id, token), key)
+        try:
+            await bot.process(payload)
+        except BaseException:
+            if self._bots.get(binding_id) is bot and bot.failed:  # it could not start: try anew next time
+                del self._bots[binding_id]
+            raise
+
+
+webhook_bots = WebhookBots()
+
+
+def process_webhook_update(binding_id: int, token: str, payload: dict[str, Any]) -> None:
+    """Handle one update that arrived at the webhook view (blocking), with the binding's cached bot."""
+    webhook_bots.process(binding_id, token, payload)
 
 
 def webhook_url(binding_id: int) -> str:
