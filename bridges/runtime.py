@@ -1,15 +1,17 @@
-"""Small pieces the adapters share: running blocking core calls from async code, retries with backoff, and
-the two ways a platform call can fail that the core must tell apart (a refused token, a passing failure).
+"""Small pieces the adapters share: running blocking core calls from async code, retries with backoff, the
+two ways a platform call can fail that the core must tell apart (a refused token, a passing failure), and
+"typing…" shown while a turn runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -133,3 +135,39 @@ def run_blocking(coro_factory: Callable[[], Awaitable[T]]) -> T:
     if errors:
         raise errors[0]
     return result[0]
+
+
+#: The longest the answer waits for a "typing" call still in flight when the turn ends (so the indicator does
+#: not arrive after the answer and linger); a slower call is cut off.
+TYPING_STOP_SECONDS = 1.0
+
+
+@contextlib.asynccontextmanager
+async def typing(send: Callable[[], Awaitable[object]], *, every: float, what: str) -> AsyncIterator[None]:
+    """Show "typing…" while the block runs: ``send()`` at once and then every ``every`` seconds (the platform's
+    indicator fades after a few seconds; ``BRIDGES_TYPING_SECONDS`` overrides the period), in a task of its
+    own, so the turn never waits for it. A call that fails is logged and ends the indicator, never the turn."""
+    every = float(getattr(settings, "BRIDGES_TYPING_SECONDS", 0) or every)
+    done = asyncio.Event()
+
+    async def keep_typing() -> None:
+        while not done.is_set():
+            try:
+                await send()
+            except Exception:  # an indicator is a courtesy: a refusal, a rate limit, the network
+                log.info("%s: could not show typing", what, exc_info=True)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), every)
+
+    task = asyncio.create_task(keep_typing(), name=f"typing: {what}")
+    try:
+        yield
+    except BaseException:
+        task.cancel()
+        raise
+    done.set()
+    try:
+        await asyncio.wait_for(task, TYPING_STOP_SECONDS)
+    except TimeoutError:
+        log.info("%s: a typing call was cut off", what)

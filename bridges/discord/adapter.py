@@ -19,13 +19,15 @@ import yarl
 from django.conf import settings
 
 from bridges import core, services
-from bridges.runtime import REVOKED_REASON, Revoked, run_blocking, run_sync
+from bridges.runtime import REVOKED_REASON, Revoked, run_blocking, run_sync, typing
 
 log = logging.getLogger(__name__)
 
 CUSTOM_ID_RE = re.compile(r"^memory:(yes|no):(\d{1,18})\Z")
 #: Discord refuses a message whose content is longer than this.
 MESSAGE_LIMIT = 2000
+#: Discord shows "typing…" for 10 seconds (or until the bot's next message): sent again every 8.
+TYPING_SECONDS = 8.0
 
 
 def configure_addresses() -> tuple[str, yarl.URL]:
@@ -124,7 +126,12 @@ class BridgeClient(discord.Client):
             addressed=kind == "one_to_one" or mentioned or replied,
             unreadable=not text and bool(message.attachments or message.stickers),
             reply_to=str(message.reference.message_id) if replied and message.reference else "")
-        reply = await run_sync(core.handle, inbound)
+        if inbound.addressed:  # "typing…" while the turn runs (the model can take a minute)
+            async with typing(message.channel.typing, every=TYPING_SECONDS,
+                              what=f"discord binding {self.binding_id}"):
+                reply = await run_sync(core.handle, inbound)
+        else:
+            reply = await run_sync(core.handle, inbound)
         for outbound in reply.messages:
             try:
                 await self._send(message.channel, outbound)

@@ -3,7 +3,9 @@
 Only translation lives here. ``channel_type`` ``im`` is one-to-one; ``mpim``, ``channel`` and ``group`` are
 groups; anything else is unknown. Yes/No are Block Kit buttons (``memory_yes`` / ``memory_no``, the value is
 the proposal id). Events arrive over Socket Mode (runbridges) or the Events API (``bridges.views``); Bolt
-verifies the signature of the latter. The Web API address comes from ``SLACK_API_BASE_URL``.
+verifies the signature of the latter. The Web API address comes from ``SLACK_API_BASE_URL``. No "typing…"
+while the model answers: Slack gives bots no typing indicator over the Events API or Socket Mode (the RTM
+API's is retired; ``assistant.threads.setStatus`` is for AI-assistant apps' threads only).
 """
 
 from __future__ import annotations

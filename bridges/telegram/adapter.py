@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from telegram import Bot, BotCommand, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
     Forbidden,
@@ -40,7 +41,7 @@ from telegram.ext import (
 )
 
 from bridges import core, services
-from bridges.runtime import REVOKED_REASON, Revoked, Transient, run_sync, with_retries
+from bridges.runtime import REVOKED_REASON, Revoked, Transient, run_sync, typing, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,9 @@ def classify(exc: BaseException) -> BaseException | None:
         return Transient(str(exc))
     return None
 
+
+#: Telegram shows a chat action for 5 seconds (or until the bot's next message): sent again every 4.
+TYPING_SECONDS = 4.0
 
 #: The most updates one bot handles at the same time (each waits for the model in a worker thread).
 MAX_CONCURRENT_UPDATES = 32
@@ -235,9 +239,14 @@ async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     inbound = to_inbound(update, binding_id=binding_id, bot_id=context.bot.id, bot_username=context.bot.username)
     if inbound is None:
         return
-    reply = await run_sync(core.handle, inbound)
     chat = update.effective_chat
     assert chat is not None
+    if inbound.addressed:  # "typing…" while the turn runs (the model can take a minute)
+        async with typing(lambda: context.bot.send_chat_action(chat_id=chat.id, action=ChatAction.TYPING),
+                          every=TYPING_SECONDS, what=f"telegram binding {binding_id}"):
+            reply = await run_sync(core.handle, inbound)
+    else:
+        reply = await run_sync(core.handle, inbound)
     group = chat.type != "private"
     message_id = update.effective_message.message_id if update.effective_message and group else None
     await send_all(context.bot, chat.id, reply.messages, reply_to=message_id, binding_id=binding_id)

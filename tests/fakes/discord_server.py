@@ -2,7 +2,8 @@
 
 Runs an aiohttp server with its own event loop in a daemon thread. REST: `GET /api/v10/users/@me`,
 `GET /api/v10/oauth2/applications/@me`, `GET /api/v10/gateway[/bot]`, `POST|PATCH .../channels/{id}/messages`,
-`POST .../users/@me/channels` (open a DM), `GET .../channels/{id}`, interaction callbacks and follow-ups.
+`POST .../users/@me/channels` (open a DM), `GET .../channels/{id}`, `POST .../channels/{id}/typing` (recorded
+in `typing`), interaction callbacks and follow-ups.
 Gateway: HELLO (op 10), IDENTIFY -> READY + GUILD_CREATE, heartbeat ACK (op 11), RESUME -> RESUMED, member
 chunk requests; then whatever the test pushes (`push_message`, `push_button_click`). Events pushed before
 the client has identified are queued and delivered right after READY.
@@ -128,6 +129,7 @@ class DiscordServer:
         self.calls: list[DiscordCall] = []  # every REST request
         self.messages: list[dict[str, Any]] = []  # messages the bot posted or edited
         self.interaction_responses: list[dict[str, Any]] = []
+        self.typing: list[int] = []  # channel ids the bot showed "typing…" in, once per call
         self.gateway_received: list[dict[str, Any]] = []  # every gateway payload from the client
         self.identified = threading.Event()
         self._users: dict[int, str] = {}
@@ -807,6 +809,10 @@ class DiscordServer:
                     }
                 )
             return self._json({**self._guild_channel(self.guild_id), "id": str(channel_id)})
+        match = re.fullmatch(r"/channels/(\d+)/typing", path)
+        if method == "POST" and match:
+            self.typing.append(int(match.group(1)))
+            return web.Response(status=204)
         match = re.fullmatch(r"/channels/(\d+)/messages", path)
         if method == "POST" and match:
             channel_id = int(match.group(1))

@@ -1,7 +1,7 @@
 """A loopback Telegram Bot API for driving python-telegram-bot (and our bridge) offline.
 
 Serves `/bot<TOKEN>/<method>`: getMe, sendMessage, editMessageText, editMessageReplyMarkup,
-answerCallbackQuery, getUpdates (long poll, bounded by `long_poll_cap`), setWebhook, deleteWebhook,
+answerCallbackQuery, sendChatAction (recorded in `chat_actions`; an unknown action is refused), getUpdates (long poll, bounded by `long_poll_cap`), setWebhook, deleteWebhook,
 getWebhookInfo; any other method answers `{"ok": true, "result": true}`. Form-encoded, JSON and multipart
 bodies are all understood. Messages the bot sends are recorded in `sent`, every call in `calls`.
 The module-level builders (`private_message`, `group_message`, `callback_query`) make update payloads the
@@ -271,6 +271,7 @@ class TelegramServer(LoopbackHTTPServer):
             dict[str, Any]
         ] = []  # sendMessage / edits: {method, chat_id, text, reply_markup, ...}
         self.webhook: dict[str, Any] = {"url": ""}
+        self.chat_actions: list[tuple[int | str, str]] = []  # (chat id, action) of each sendChatAction
         self._updates: list[dict[str, Any]] = []
         self._message_ids = itertools.count(5001)
 
@@ -361,7 +362,14 @@ class TelegramServer(LoopbackHTTPServer):
     MESSAGE_LIMIT = 4096
 
     def _refusal(self, method: str, params: dict[str, Any]) -> str | None:
-        """What Telegram answers (400) to a text it does not take: empty, or longer than 4096."""
+        """What Telegram answers (400) to a call it does not take: a chat action without a chat or of an action
+        it does not know, a text that is empty or longer than 4096."""
+        if method == "sendchataction":
+            if not params.get("chat_id"):
+                return "Bad Request: chat_id is empty"
+            if params.get("action") not in self.CHAT_ACTIONS:
+                return "Bad Request: wrong parameter action in request"
+            return None
         if method not in ("sendmessage", "editmessagetext"):
             return None
         text = str(params.get("text", ""))
@@ -452,6 +460,15 @@ class TelegramServer(LoopbackHTTPServer):
         )
         self._record("editMessageReplyMarkup", params, message)
         return message
+
+    #: The actions sendChatAction takes.
+    CHAT_ACTIONS = frozenset({"typing", "upload_photo", "record_video", "upload_video", "record_voice",
+                              "upload_voice", "upload_document", "choose_sticker", "find_location",
+                              "record_video_note", "upload_video_note"})
+
+    def _api_sendchataction(self, params: dict[str, Any]) -> bool:
+        self.chat_actions.append((_chat_id(params.get("chat_id")), str(params.get("action"))))
+        return True
 
     def _api_getupdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         offset = int(params.get("offset") or 0)
