@@ -5,7 +5,8 @@ agent that answers. Its credentials are stored encrypted (``bridges.crypto``) an
 A **conversation** is one chat on the platform (a DM or a group); its notes live in
 ``Memory/channels/<binding>-<hash>/`` and its turns in one ``chats.Chat``. A **sender** is one person on the
 platform; only a paired sender's messages ever reach the model. A **delivery** row makes a platform's retry of
-the same update a no-op. A **notice** remembers what the bot said about memory in a conversation (a question
+the same update a no-op; a **pending reply** is an answer on its way, so one cut off by a restart is not lost
+without a word. A **notice** remembers what the bot said about memory in a conversation (a question
 about a proposal, or "saved, reply undo"), so a yes, no or undo in the chat finds what it answers.
 """
 
@@ -195,6 +196,22 @@ class Delivery(models.Model):
     class Meta:
         verbose_name_plural = "deliveries"
         constraints = [models.UniqueConstraint(fields=["binding", "key"], name="one_delivery_per_key")]
+
+
+class PendingReply(models.Model):
+    """A message ``runbridges`` is answering: written when it arrives, given the answer once the core has made
+    it, deleted once that was sent. One still here when its bot starts again was cut off by a process that
+    stopped (a deploy past its grace, a crash): the bot then tells the person (``bridges.pending``)."""
+
+    binding = models.ForeignKey(Binding, on_delete=models.CASCADE, related_name="pending_replies")
+    conversation_id = models.CharField(max_length=200, help_text="The platform's id of the chat to answer in.")
+    said = models.CharField(max_length=200, blank=True, help_text="The beginning of the message, to name it.")
+    messages = models.JSONField(null=True, blank=True,
+                                help_text="The answer as the bot would send it; empty while the turn runs.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
 
 
 class NoticeKind(models.TextChoices):

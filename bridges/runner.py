@@ -7,11 +7,16 @@ binding runs as one asyncio task (``BindingTask``) that never lets an error esca
 binding off with a reason (``Revoked``); any other failure is shown on the binding and retried with
 exponential backoff. So one broken bot never stops the others. Blocking work (database, the model) runs in
 worker threads (``runtime.run_sync``).
+
+Told to stop, every bot gets the stop grace (``BRIDGES_STOP_GRACE_SECONDS``) to finish the turns it is
+answering and send their answers, then is cut off; a bot that starts first tells the senders of the replies
+its previous run left on their way (``bridges.pending``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import threading
@@ -20,7 +25,7 @@ from types import ModuleType
 
 from django.db import DatabaseError
 
-from . import services
+from . import pending, services
 from .crypto import CredentialsUnreadable, decrypt
 from .models import Binding
 from .runtime import Revoked, backoff_seconds, run_sync
@@ -58,16 +63,23 @@ def _load(binding_id: int) -> tuple[Binding, dict[str, str]] | None:
 
 #: Blocking turns (database, model) that may run at once across every bot of the process.
 TURN_THREADS = 32
-#: How long a bot being stopped for good (the process ends) may take to finish what it is doing.
-STOP_GRACE_SECONDS = 10.0
+
+
+def stop_grace() -> float:
+    """How long the bots of a process that ends may take to finish the turns they are answering and send
+    their answers (``BRIDGES_STOP_GRACE_SECONDS``, 10 s by default); then the turns still waiting for the
+    model are cut off (``bridges.pending`` tells their senders when the bots start again)."""
+    from django.conf import settings
+
+    return float(settings.BRIDGES_STOP_GRACE_SECONDS)
 
 
 def restart_grace() -> float:
     """How long a bot restarted or switched off while the process runs may take: its turns in progress get
-    the model's time-out and a little more, at least STOP_GRACE_SECONDS."""
+    the model's time-out and a little more, at least the stop grace."""
     from django.conf import settings
 
-    return max(STOP_GRACE_SECONDS, float(settings.LLM_TIMEOUT) + 5.0)
+    return max(stop_grace(), float(settings.LLM_TIMEOUT) + 5.0)
 
 
 class BindingTask:
@@ -89,6 +101,9 @@ class BindingTask:
                     return
                 binding, credentials = loaded
                 log.info("binding %s (%s, %s): starting", binding.pk, binding.platform, binding.mode)
+                # What its previous run was answering when it stopped is told first (its runs never overlap).
+                await run_sync(pending.tell_left, binding_id=binding.pk, platform=binding.platform,
+                               credentials=credentials)
                 await adapter(binding.platform).run(binding.pk, credentials, binding.mode, self.stop_event)
                 failures = 0
                 if self.stop_event.is_set():
@@ -123,7 +138,9 @@ class BindingTask:
                 except TimeoutError:
                     continue
 
-    async def stop(self, timeout: float = STOP_GRACE_SECONDS) -> None:
+    async def stop(self, timeout: float) -> None:
+        """Let the bot finish the turns it is answering (within ``timeout``), then cut it off. Called again
+        with a shorter ``timeout`` (the process ends during a restart's longer grace), the shorter wins."""
         self.stop_event.set()
         try:
             await asyncio.wait_for(asyncio.shield(self.task), timeout)
@@ -142,27 +159,50 @@ class Supervisor:
         self.reload_seconds = reload_seconds
         self.binding_ids = binding_ids
         self.tasks: dict[int, BindingTask] = {}
+        self.stopping: set[BindingTask] = set()  # restarted or switched off, finishing their turns
         self.rounds = 0  # how many times the bindings were looked at
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop``; then every bot gets the stop grace to finish its turns, also one that a restart
+        was giving longer. Turns cut off may still wait for the model in a worker thread (a blocking read that
+        nothing interrupts): the loop is handed an empty executor as this returns, so that ending the loop
+        does not wait for them (``runbridges`` then ends the process without them)."""
         from .discord.adapter import configure_addresses, restore_addresses
 
+        loop = asyncio.get_running_loop()
         # Every bot's turns run in the loop's default threads (runtime.run_sync): asyncio's default of
         # cpus + 4 would let a handful of slow model calls anywhere hold up every chat of every bot.
-        asyncio.get_running_loop().set_default_executor(
-            ThreadPoolExecutor(max_workers=TURN_THREADS, thread_name_prefix="bridges-turn"))
+        turns = ThreadPoolExecutor(max_workers=TURN_THREADS, thread_name_prefix="bridges-turn")
+        loop.set_default_executor(turns)
         previous = configure_addresses()
+        stopped = asyncio.ensure_future(stop.wait())
+        reconciling: asyncio.Future[None] | None = None
         try:
             while not stop.is_set():
-                await self.reconcile()
+                # A restart's grace (the model's time-out) must not hold up the end of the process.
+                reconciling = asyncio.ensure_future(self.reconcile())
+                await asyncio.wait({reconciling, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not reconciling.done():
+                    break
+                reconciling.result()
                 try:
-                    await asyncio.wait_for(stop.wait(), self.reload_seconds)
+                    await asyncio.wait_for(asyncio.shield(stopped), self.reload_seconds)
                 except TimeoutError:
                     pass
         finally:
-            await asyncio.gather(*(task.stop() for task in self.tasks.values()), return_exceptions=True)
+            stopped.cancel()
+            if reconciling is not None and not reconciling.done():
+                reconciling.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reconciling
+            grace = stop_grace()
+            everything = [*self.tasks.values(), *self.stopping]
+            await asyncio.gather(*(task.stop(grace) for task in everything), return_exceptions=True)
             self.tasks.clear()
+            self.stopping.clear()
             restore_addresses(previous)
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=1, thread_name_prefix="bridges-after"))
+            turns.shutdown(wait=False, cancel_futures=True)
 
     async def reconcile(self) -> None:
         """Start what is wanted and not running, stop what runs and is not wanted (or changed)."""
@@ -181,7 +221,9 @@ class Supervisor:
         # A bot restarted (new credentials, mode) or switched off lets the turns it is answering finish, each
         # within the model's time-out: cut off, an answer would be lost (no platform sends the message again
         # to a running process). The bots stop side by side.
+        self.stopping.update(stopping)  # cancelled (the process ends), ``run`` stops them with the stop grace
         await asyncio.gather(*(task.stop(restart_grace()) for task in stopping), return_exceptions=True)
+        self.stopping.difference_update(stopping)
         for binding_id, want in wanted.items():
             if binding_id not in self.tasks:
                 self.tasks[binding_id] = BindingTask(want)
@@ -221,6 +263,11 @@ class SupervisorThread:
         self._thread.start()
         self._started.wait(10)
         return self
+
+    @property
+    def alive(self) -> bool:
+        """The supervisor's thread still runs (it has not finished stopping)."""
+        return self._thread.is_alive()
 
     def stop(self, timeout: float = 30.0) -> None:
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():

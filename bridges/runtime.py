@@ -11,7 +11,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -54,16 +54,58 @@ def backoff_seconds(attempt: int) -> float:
     return min(60.0, base * (2 ** attempt))
 
 
+_blocking_lock = threading.Lock()
+_blocking = 0
+
+
+def blocking_calls() -> int:
+    """How many blocking bridge calls (a turn waiting for the model, a database write) run in threads now."""
+    return _blocking
+
+
 def _closing(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> T:
+        global _blocking
+        with _blocking_lock:
+            _blocking += 1
         close_old_connections()
         try:
             return fn(*args, **kwargs)
         finally:
             close_old_connections()
+            with _blocking_lock:
+                _blocking -= 1
 
     return call
+
+
+class InFlight:
+    """The turns one bot is answering, from the message to the last reply sent: a bot that stops waits for
+    them (``idle``) before it disconnects. Counted from any thread (Slack's listeners run in Bolt's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    async def idle(self) -> None:
+        """Return once no turn is in flight (the runner bounds the wait with its grace)."""
+        while self._count:
+            await asyncio.sleep(0.05)
 
 
 async def run_sync(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -143,10 +185,15 @@ TYPING_STOP_SECONDS = 1.0
 
 
 @contextlib.asynccontextmanager
-async def typing(send: Callable[[], Awaitable[object]], *, every: float, what: str) -> AsyncIterator[None]:
-    """Show "typing…" while the block runs: ``send()`` at once and then every ``every`` seconds (the platform's
-    indicator fades after a few seconds; ``BRIDGES_TYPING_SECONDS`` overrides the period), in a task of its
-    own, so the turn never waits for it. A call that fails is logged and ends the indicator, never the turn."""
+async def typing(send: Callable[[], Awaitable[object]], *, every: float, what: str,
+                 show: bool = True) -> AsyncIterator[None]:
+    """Show "typing…" while the block runs (when ``show``): ``send()`` at once and then every ``every`` seconds
+    (the platform's indicator fades after a few seconds; ``BRIDGES_TYPING_SECONDS`` overrides the period), in
+    a task of its own, so the turn never waits for it. A call that fails is logged and ends the indicator,
+    never the turn."""
+    if not show:
+        yield
+        return
     every = float(getattr(settings, "BRIDGES_TYPING_SECONDS", 0) or every)
     done = asyncio.Event()
 

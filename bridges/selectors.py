@@ -13,7 +13,7 @@ from localai_memory.core.access import owned_or_404
 from localai_memory.notes.paths import Scope
 
 from . import crypto
-from .models import Binding, Conversation, PairingRequest, PairingStatus, Sender
+from .models import Binding, Conversation, PairingRequest, PairingStatus, PendingReply, Sender
 
 
 def access_binding(user: object, binding_id: object) -> Binding:
@@ -81,6 +81,11 @@ def runnable_bindings() -> list[RunnableBinding]:
     return [RunnableBinding(id=pk, platform=platform, mode=mode,
                             fingerprint=f"{platform}:{mode}:{hashlib.sha256(credentials.encode()).hexdigest()}")
             for pk, platform, mode, credentials in rows]
+
+
+def replies_left(*, binding_id: int) -> list[PendingReply]:
+    """The replies a stopped process left on their way for this binding, oldest first (``bridges.pending``)."""
+    return list(PendingReply.objects.filter(binding_id=binding_id))
 
 
 def bot_scope_gone(*, owner_id: int, scope: Scope) -> bool:

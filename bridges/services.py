@@ -1,4 +1,5 @@
-"""Writes of the bridges: bindings and their credentials, senders, pairing and delivery claims.
+"""Writes of the bridges: bindings and their credentials, senders, pairing, delivery claims and replies on
+their way.
 
 Services are keyword-only and atomic; the API, the admin, the bot core and runbridges all call these. Nothing
 here talks to a platform: the adapters do, and report back with ``binding_report_*``.
@@ -25,6 +26,7 @@ from .models import (
     Delivery,
     PairingRequest,
     PairingStatus,
+    PendingReply,
     Platform,
     Sender,
     SenderStatus,
@@ -438,3 +440,27 @@ def deliveries_prune(*, older_than: timedelta = timedelta(days=3), now: datetime
     cutoff = (now or timezone.now()) - older_than
     deleted, _ = Delivery.objects.filter(received_at__lt=cutoff).delete()
     return deleted
+
+
+# --------------------------------------------------------------------------------------------------------
+# Replies on their way (runbridges)
+# --------------------------------------------------------------------------------------------------------
+
+
+def reply_pending_open(*, binding_id: int, conversation_id: str, said: str, now: datetime | None = None) -> int:
+    """Write down a message the bot is about to answer (committed at once, before the turn); returns its id."""
+    said = " ".join(said.split())
+    if len(said) > 80:
+        said = said[:79].rstrip() + "\u2026"
+    return PendingReply.objects.create(binding_id=binding_id, conversation_id=str(conversation_id)[:200], said=said,
+                                       created_at=now or timezone.now()).pk
+
+
+def reply_pending_answered(*, pending_id: int, messages: list[dict[str, Any]]) -> None:
+    """The answer of a written-down message, as the bot is about to send it."""
+    PendingReply.objects.filter(pk=pending_id).update(messages=messages)
+
+
+def reply_pending_close(*, pending_id: int) -> None:
+    """The answer was sent (or there was none to send)."""
+    PendingReply.objects.filter(pk=pending_id).delete()

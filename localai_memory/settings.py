@@ -362,6 +362,10 @@ SLACK_API_BASE_URL = env_str("SLACK_API_BASE_URL", "https://slack.com/api/")
 DISCORD_API_BASE_URL = env_str("DISCORD_API_BASE_URL", "https://discord.com/api/v10")
 DISCORD_GATEWAY_URL = env_str("DISCORD_GATEWAY_URL", "wss://gateway.discord.gg/")
 BRIDGES_SECRET_KEY = env_str("BRIDGES_SECRET_KEY")  # encrypts bot credentials; derived from SECRET_KEY if unset
+# How long `runbridges`, told to stop, lets the bots finish the turns they are answering (then cuts them off).
+BRIDGES_STOP_GRACE_SECONDS = env_float("BRIDGES_STOP_GRACE_SECONDS", 10.0)
+if not 0 < BRIDGES_STOP_GRACE_SECONDS <= 600:
+    raise ImproperlyConfigured("BRIDGES_STOP_GRACE_SECONDS must be more than 0 and at most 600 seconds")
 MCP_ENABLED = env_bool("LOCALAI_MEMORY_MCP", True)
 PUBLIC_URL = env_str("LOCALAI_MEMORY_PUBLIC_URL", "http://127.0.0.1:8000")
 

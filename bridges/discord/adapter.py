@@ -18,8 +18,8 @@ import discord
 import yarl
 from django.conf import settings
 
-from bridges import core, services
-from bridges.runtime import REVOKED_REASON, Revoked, run_blocking, run_sync, typing
+from bridges import core, pending, services
+from bridges.runtime import REVOKED_REASON, InFlight, Revoked, run_blocking, run_sync, typing
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,7 @@ class BridgeClient(discord.Client):
         # mention in it notifies anyone. Every message, interaction response and follow-up uses this.
         super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options)
         self.binding_id = binding_id
+        self.turns = InFlight()
 
     async def on_ready(self) -> None:
         """Reports the binding as connected."""
@@ -126,17 +127,18 @@ class BridgeClient(discord.Client):
             addressed=kind == "one_to_one" or mentioned or replied,
             unreadable=not text and bool(message.attachments or message.stickers),
             reply_to=str(message.reference.message_id) if replied and message.reference else "")
-        if inbound.addressed:  # "typing…" while the turn runs (the model can take a minute)
-            async with typing(message.channel.typing, every=TYPING_SECONDS,
-                              what=f"discord binding {self.binding_id}"):
-                reply = await run_sync(core.handle, inbound)
-        else:
-            reply = await run_sync(core.handle, inbound)
-        for outbound in reply.messages:
-            try:
-                await self._send(message.channel, outbound)
-            except discord.HTTPException:  # logged; the messages after it still go
-                log.warning("discord binding %s: a message could not be sent", self.binding_id, exc_info=True)
+        with self.turns.turn():
+            # "typing…" while the turn runs (the model can take a minute), for a message the bot answers.
+            async with typing(message.channel.typing, every=TYPING_SECONDS, what=f"discord binding {self.binding_id}",
+                              show=inbound.addressed):
+                reply, pending_id = await run_sync(pending.answer, inbound, keep=True)
+            for outbound in reply.messages:
+                try:
+                    await self._send(message.channel, outbound)
+                except discord.HTTPException:  # logged; the messages after it still go
+                    log.warning("discord binding %s: a message could not be sent", self.binding_id, exc_info=True)
+            if pending_id is not None:
+                await run_sync(pending.sent, pending_id)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Answers a Yes/No click: confirms or drops the proposal and removes the buttons."""
@@ -147,6 +149,11 @@ class BridgeClient(discord.Client):
         match = CUSTOM_ID_RE.match(custom_id)
         if match is None or interaction.channel is None:
             return
+        with self.turns.turn():
+            await self._answer_click(interaction, match)
+
+    async def _answer_click(self, interaction: discord.Interaction, match: re.Match[str]) -> None:
+        assert interaction.channel is not None
         user = interaction.user
         inbound = core.InboundMessage(
             binding_id=self.binding_id, conversation_id=str(interaction.channel.id), kind=_kind(interaction.channel),
@@ -201,8 +208,9 @@ class BridgeClient(discord.Client):
 
 
 async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asyncio.Event) -> None:
-    """Run one Discord binding over the gateway until ``stop``. Raises Revoked when Discord refuses the token
-    or the privileged intent is off; other errors propagate to the runner, which backs off."""
+    """Run one Discord binding over the gateway until ``stop``, then let the turns in flight finish. Raises
+    Revoked when Discord refuses the token or the privileged intent is off; other errors propagate to the
+    runner, which backs off."""
     client = BridgeClient(binding_id)
     task = asyncio.ensure_future(client.start(credentials["token"]))
     stopped = asyncio.ensure_future(stop.wait())
@@ -214,6 +222,8 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
                 revoked = revoked_from(exc)
                 raise revoked or exc
             return
+        # Stopped: the turns in flight finish and send their answers first (the runner bounds the wait).
+        await client.turns.idle()
     finally:
         stopped.cancel()
         if not client.is_closed():

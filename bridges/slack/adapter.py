@@ -11,6 +11,7 @@ API's is retired; ``assistant.threads.setStatus`` is for AI-assistant apps' thre
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import re
@@ -24,8 +25,16 @@ from slack_bolt import App
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bridges import core, services
-from bridges.runtime import REVOKED_REASON, Revoked, Transient, _closing, run_sync, with_retries_sync
+from bridges import core, pending, services
+from bridges.runtime import (
+    REVOKED_REASON,
+    InFlight,
+    Revoked,
+    Transient,
+    _closing,
+    run_sync,
+    with_retries_sync,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +82,11 @@ SLASH_COMMANDS = ("/remember", "/memory")
 PERSON_SUBTYPES = (None, "file_share", "thread_broadcast")
 
 
-def build_app(binding_id: int, credentials: dict[str, str], *, process_before_response: bool = False) -> App:
+def build_app(binding_id: int, credentials: dict[str, str], *, process_before_response: bool = False,
+              turns: InFlight | None = None) -> App:
     """The Bolt app of one binding. HTTP mode verifies Slack's signature with the signing secret; Socket
-    Mode needs none (the app-level token opens the socket)."""
+    Mode needs none (the app-level token opens the socket). ``turns`` (runbridges' Socket Mode) counts the
+    messages being answered and writes down their replies on the way (``bridges.pending``)."""
     signing_secret = credentials.get("signing_secret") or ""
     app = App(client=web_client(credentials["bot_token"]), signing_secret=signing_secret,
               request_verification_enabled=bool(signing_secret), token_verification_enabled=False,
@@ -119,8 +130,11 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             delivery_key=f"event:{body.get('event_id') or event.get('client_msg_id') or event.get('ts')}",
             addressed=addressed, unreadable=not text and bool(event.get("files")),
             reply_to=str(event.get("thread_ts")) if in_its_thread else "")
-        reply = _handle(binding_id, inbound)
-        _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
+        with turns.turn() if turns is not None else contextlib.nullcontext():
+            reply, pending_id = _closing(pending.answer)(inbound, keep=turns is not None)
+            _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
+            if pending_id is not None:
+                _closing(pending.sent)(pending_id)
 
     def on_command(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
         """``/remember <fact>`` and ``/memory``: Slack keeps messages that start with a slash for the app whose
@@ -343,9 +357,11 @@ def events_url(binding_id: int) -> str:
 
 
 async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asyncio.Event) -> None:
-    """Run one Slack binding until ``stop``: Socket Mode connects a websocket; HTTP mode only checks the
-    token (events reach the web process). Raises Revoked when Slack refuses the token."""
-    app = build_app(binding_id, credentials)
+    """Run one Slack binding until ``stop``: Socket Mode connects a websocket (and once stopped, lets the turns
+    in flight finish); HTTP mode only checks the token (events reach the web process). Raises Revoked when
+    Slack refuses the token."""
+    turns = InFlight()  # Socket Mode's: a reply cut off when runbridges stops is told on its start
+    app = build_app(binding_id, credentials, turns=turns)
     auth = await asyncio.to_thread(with_retries_sync, lambda: app.client.auth_test(), classify,
                                    what="slack auth.test")
     identity = f"{auth.get('user') or 'bot'} in {auth.get('team') or auth.get('team_id') or 'Slack'}"
@@ -366,6 +382,7 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
     try:
         await run_sync(services.binding_report_connected, binding_id=binding_id, bot_identity=identity)
         await stop.wait()
+        await turns.idle()  # the turns in flight finish and post their answers first (the runner bounds it)
     finally:
         await asyncio.to_thread(handler.close)
 

@@ -40,7 +40,7 @@ from telegram.ext import (
     filters,
 )
 
-from bridges import core, services
+from bridges import core, pending, services
 from bridges.runtime import REVOKED_REASON, Revoked, Transient, run_sync, typing, with_retries
 
 log = logging.getLogger(__name__)
@@ -241,15 +241,15 @@ async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
         return
     chat = update.effective_chat
     assert chat is not None
-    if inbound.addressed:  # "typing…" while the turn runs (the model can take a minute)
-        async with typing(lambda: context.bot.send_chat_action(chat_id=chat.id, action=ChatAction.TYPING),
-                          every=TYPING_SECONDS, what=f"telegram binding {binding_id}"):
-            reply = await run_sync(core.handle, inbound)
-    else:
-        reply = await run_sync(core.handle, inbound)
+    # "typing…" while the turn runs (the model can take a minute), for a message the bot answers.
+    async with typing(lambda: context.bot.send_chat_action(chat_id=chat.id, action=ChatAction.TYPING),
+                      every=TYPING_SECONDS, what=f"telegram binding {binding_id}", show=inbound.addressed):
+        reply, pending_id = await run_sync(pending.answer, inbound, keep=context.bot_data.get("keep_pending", False))
     group = chat.type != "private"
     message_id = update.effective_message.message_id if update.effective_message and group else None
     await send_all(context.bot, chat.id, reply.messages, reply_to=message_id, binding_id=binding_id)
+    if pending_id is not None:
+        await run_sync(pending.sent, pending_id)
 
 
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -422,6 +422,7 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
 
     Raises Revoked when the token is refused; other errors propagate to the runner, which backs off."""
     app = build_application(binding_id, credentials["token"])
+    app.bot_data["keep_pending"] = True  # a reply cut off when runbridges stops is told on its start
     try:
         async with app:
             identity = f"@{app.bot.username}"

@@ -338,12 +338,10 @@ def test_a_refused_command_list_does_not_stop_the_bot(owner, telegram, model, ru
 
 
 def test_a_bot_restarted_in_the_middle_of_a_turn_still_sends_that_answer(owner, telegram, model, run_bridges,
-                                                                        alice, settings, monkeypatch):
+                                                                        alice, settings):
     """New credentials restart the bot; the turn it is answering gets the model's time-out to finish, not the
     short grace of a process that ends (no platform would send that message again)."""
-    import bridges.runner
-
-    monkeypatch.setattr(bridges.runner, "STOP_GRACE_SECONDS", 0.5)
+    settings.BRIDGES_STOP_GRACE_SECONDS = 0.5
     settings.LLM_TIMEOUT = 3.0
     binding = polling_binding(owner)
     pair(_driver(binding, "telegram"), alice)

@@ -3,17 +3,45 @@
 Telegram polls (or registers its webhook), Slack connects over Socket Mode (or only checks its token in HTTP
 mode: events reach the web process), Discord connects to the gateway. The process looks at the bindings every
 ``--reload-seconds`` and starts, restarts or stops bots to match; a broken binding never stops the others.
+
+SIGTERM or SIGINT stops it: the bots get ``BRIDGES_STOP_GRACE_SECONDS`` to finish the turns they are
+answering and send the answers, then disconnect. A turn still waiting for the model then is cut off: its
+worker thread is blocked in a read nothing can interrupt, and Python would wait for it at exit (up to the
+model's time-out), so the process ends without it (``os._exit``); its sender is told when the bot starts
+again (``bridges.pending``). Should disconnecting hang, the process ends ``CLOSE_SECONDS`` after the grace
+anyway.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
+import sys
+import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from bridges.runner import Supervisor
+from bridges.runner import Supervisor, stop_grace
+from bridges.runtime import blocking_calls
+
+log = logging.getLogger(__name__)
+
+#: How long past the grace the bots may take to disconnect before the process ends regardless.
+CLOSE_SECONDS = 5.0
+
+
+def _end_now(status: int) -> None:
+    """End the process at once, without waiting for threads, after writing out what was logged."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or gone: nothing more to write anyway
+            pass
+    os._exit(status)
 
 
 class Command(BaseCommand):
@@ -28,17 +56,38 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         supervisor = Supervisor(reload_seconds=max(0.5, options["reload_seconds"]),
                                 binding_ids=set(options["bindings"]) if options["bindings"] else None)
+        grace = stop_grace()
+
+        def overdue() -> None:
+            log.error("bridges: the bots did not stop within %.0f s; ending the process", grace + CLOSE_SECONDS)
+            _end_now(1)
+
+        watchdog = threading.Timer(grace + CLOSE_SECONDS, overdue)
+        watchdog.daemon = True
 
         async def main() -> None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
+
+            def on_signal() -> None:
+                if not stop.is_set():
+                    self.stdout.write(f"bridges: stopping (the turns in flight get {grace:.0f} s to finish)")
+                    stop.set()
+                    watchdog.start()
+
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
-                    loop.add_signal_handler(sig, stop.set)
+                    loop.add_signal_handler(sig, on_signal)
                 except (NotImplementedError, RuntimeError):  # pragma: no cover - not the main thread
                     pass
             self.stdout.write("bridges: running every enabled binding (Ctrl+C to stop)")
             await supervisor.run(stop)
-            self.stdout.write("bridges: stopped")
 
         asyncio.run(main())
+        watchdog.cancel()
+        cut_off = blocking_calls()
+        if cut_off:
+            self.stdout.write(f"bridges: stopped; {cut_off} turn(s) still waiting for the model were cut off "
+                              "(their senders are told when the bots start again)")
+            _end_now(0)
+        self.stdout.write("bridges: stopped")

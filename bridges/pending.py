@@ -1,0 +1,134 @@
+"""Replies on their way: an answer cut off by a stopping ``runbridges`` is told, never silently lost.
+
+The platforms take a message from the bot's process before it is answered (Telegram's next poll confirms the
+update, Slack's and Discord's gateways hand it over once), so a process that stops in the middle of a turn
+(a deploy past its grace, a crash, a kill) leaves a person who was never answered, and nothing would send
+their message again. And the turn stores its message and the model's reply in the chat as soon as the model
+has answered, before the bot sends it: cut off in between, the chat would show an answer the person never
+got, and the owner and the model would take it as said.
+
+So, in ``runbridges``, a message the bot answers is written down before its turn (``PendingReply``), given
+the answer once the core has made it, and crossed out once that was sent. When a bot starts, whatever its
+previous run left written down is cut off for good (its runs never overlap, and only runbridges writes
+these): the bot sends the answer it had, late and saying so, or, when the turn had not answered yet, says
+that it did not answer that message and asks for it again. The chat's log then holds what the person was
+told: an answer stored and not sent is sent; a turn cut off before its answer stored nothing (a process
+that ends stops waiting for the model; see ``bridges.runner``).
+
+At least once: a process killed between sending and crossing out sends that answer again on its start. A
+turn cut off in the instant between the model's answer being stored and being written down here is told as
+unanswered, though its answer stays in the chat. The webhook and Events API paths of the web process write
+nothing here: nobody could tell their orphans from turns still running there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from . import core, services
+from .runtime import Revoked
+from .selectors import replies_left
+
+log = logging.getLogger(__name__)
+
+
+#: The replies whose turn runs in a thread of this process now. A bot restarted while the process runs (new
+#: credentials) is cut off past its grace, but its turn's thread goes on and writes its answer down: the bot's
+#: next run leaves those for the process's next start, which sends the answer late, rather than telling the
+#: person it is lost while it is still coming.
+_answering: set[int] = set()
+_answering_lock = threading.Lock()
+
+
+def answer(inbound: core.InboundMessage, *, keep: bool) -> tuple[core.Reply, int | None]:
+    """``core.handle`` for a message; with ``keep`` (runbridges) and a message for the bot, written down first
+    and given its answer after. Returns the reply and the id to ``sent`` once it was sent (None: nothing to
+    cross out). Blocking."""
+    pending_id = None
+    if keep and inbound.addressed and inbound.answer is None:
+        pending_id = services.reply_pending_open(binding_id=inbound.binding_id,
+                                                 conversation_id=inbound.conversation_id, said=inbound.text)
+        with _answering_lock:
+            _answering.add(pending_id)
+    try:
+        reply = core.handle(inbound)
+    except BaseException:
+        if pending_id is not None:  # handled (the platform's retry, or the error handler, takes it from here)
+            services.reply_pending_close(pending_id=pending_id)
+        raise
+    finally:
+        if pending_id is not None:
+            with _answering_lock:
+                _answering.discard(pending_id)
+    if pending_id is not None:
+        if reply.messages:
+            services.reply_pending_answered(pending_id=pending_id, messages=[_data(o) for o in reply.messages])
+        else:
+            services.reply_pending_close(pending_id=pending_id)
+            pending_id = None
+    return reply, pending_id
+
+
+def sent(pending_id: int | None) -> None:
+    """The reply of ``answer`` was sent (each message tried; one the platform refused is not tried again)."""
+    if pending_id is not None:
+        services.reply_pending_close(pending_id=pending_id)
+
+
+def _data(outbound: core.Outbound) -> dict[str, Any]:
+    return {"text": outbound.text,
+            "buttons": [[button.label, button.answer, button.proposal_id] for button in outbound.buttons]}
+
+
+def _outbound(data: dict[str, Any]) -> core.Outbound:
+    return core.Outbound(str(data.get("text") or ""),
+                         tuple(core.Button(str(label), answer, int(proposal_id))
+                               for label, answer, proposal_id in data.get("buttons") or ()))
+
+
+def _named(said: str) -> str:
+    return f"\u201c{said}\u201d" if said else "a message without text"
+
+
+def late_text(said: str) -> str:
+    return f"Sorry for the wait: I was restarted while sending my answer to {_named(said)}. Here it is."
+
+
+def cut_off_text(said: str) -> str:
+    return (f"Sorry, I was restarted before I could answer {_named(said)}, and that answer is lost. Please send "
+            "it again.")
+
+
+def tell_left(*, binding_id: int, platform: str, credentials: dict[str, str]) -> int:
+    """Send what the bot's previous run left on its way (see the module's docstring); returns how many replies
+    were told. Called as the bot starts, before it takes new messages. Revoked is raised (the replies wait for
+    a new token); any other failure is logged and that reply dropped (the sends retry passing failures
+    already). Blocking."""
+    from .runner import adapter
+
+    send = adapter(platform).send_message
+    told = 0
+    for pending in replies_left(binding_id=binding_id):
+        with _answering_lock:
+            if pending.pk in _answering:
+                continue
+        if pending.messages:
+            outbounds = [core.Outbound(late_text(pending.said)), *map(_outbound, pending.messages)]
+        else:
+            outbounds = [core.Outbound(cut_off_text(pending.said))]
+        try:
+            for outbound in outbounds:
+                send(binding_id=binding_id, credentials=credentials, conversation_id=pending.conversation_id,
+                     outbound=outbound)
+        except Revoked:
+            raise
+        except Exception:
+            log.warning("binding %s: a reply cut off by a restart could not be sent", binding_id, exc_info=True)
+        else:
+            told += 1
+        services.reply_pending_close(pending_id=pending.pk)
+    if told:
+        log.info("binding %s: told %s replies cut off by a restart", binding_id, told)
+    return told
