@@ -2,7 +2,8 @@
 
 Bindings are created through the API or the web (their credentials are checked and encrypted there); the
 admin never shows credentials, and its edits, actions and deletes call the services: a bot's mode is one its
-platform offers and its credentials allow, its agent one of its owner's (as the API checks them), and
+platform offers and its credentials allow, its agent one of its owner's (as the API checks them), a new
+credential (a write-only field: left blank, the stored one stays) has the shape its platform uses, and
 deleting a bot drops the suggestions waiting for its conversations, as the API's delete does.
 """
 
@@ -21,10 +22,33 @@ from localai_memory.core.errors import ApplicationError
 from . import services
 from .models import PLATFORM_MODES, Binding, Conversation, Mode, PairingRequest, Sender
 
+#: Every credential a bot may have, as the admin's write-only fields name them.
+CREDENTIAL_FIELDS = {
+    "token": "Bot token (Telegram, Discord)",
+    "webhook_secret": "Telegram webhook secret",
+    "bot_token": "Slack bot token (xoxb-…)",
+    "app_token": "Slack app-level token (xapp-…, Socket Mode)",
+    "signing_secret": "Slack signing secret (Events API)",
+}
+
+
+def _credential_field(label: str) -> forms.CharField:
+    return forms.CharField(label=label, required=False, strip=True,
+                           widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+                           help_text="Write-only: never shown. Enter a new one to replace the stored one; leave it "
+                                     "blank to keep it. A new credential reconnects the bot.")
+
 
 class BindingAdminForm(forms.ModelForm):
-    """A bot's name, mode, agent and switch, checked as the API checks them (``services.binding_check_changes``):
-    the modes of its platform only, and only its owner's agents."""
+    """A bot's name, mode, agent, switch and credentials, checked as the API checks them
+    (``services.binding_check_changes``): the modes of its platform only, only its owner's agents, credentials
+    of the shape its platform uses (only its platform's are offered)."""
+
+    token = _credential_field(CREDENTIAL_FIELDS["token"])
+    webhook_secret = _credential_field(CREDENTIAL_FIELDS["webhook_secret"])
+    bot_token = _credential_field(CREDENTIAL_FIELDS["bot_token"])
+    app_token = _credential_field(CREDENTIAL_FIELDS["app_token"])
+    signing_secret = _credential_field(CREDENTIAL_FIELDS["signing_secret"])
 
     class Meta:
         model = Binding
@@ -35,6 +59,9 @@ class BindingAdminForm(forms.ModelForm):
         binding = self.instance
         if binding.pk is None:
             return
+        for key in CREDENTIAL_FIELDS:
+            if key in self.fields and key not in services.CREDENTIAL_KEYS[binding.platform]:
+                del self.fields[key]
         if "mode" in self.fields:
             mode = cast("forms.TypedChoiceField", self.fields["mode"])
             labels = dict(Mode.choices)
@@ -49,8 +76,11 @@ class BindingAdminForm(forms.ModelForm):
         if binding is None:
             return data
         checks: dict[str, dict[str, Any]] = {}
+        credentials = self.credentials()
+        for key, value in credentials.items():
+            checks[key] = {"credentials": {key: value}}
         if "mode" in self.changed_data and data.get("mode"):
-            checks["mode"] = {"mode": data["mode"]}
+            checks["mode"] = {"mode": data["mode"], "credentials": credentials}
         if "agent" in self.changed_data and "agent" in data:
             checks["agent"] = {"agent_id": data["agent"].pk if data["agent"] else None}
         for field, change in checks.items():
@@ -59,6 +89,11 @@ class BindingAdminForm(forms.ModelForm):
             except ApplicationError as error:
                 self.add_error(field, error.message)
         return data
+
+    def credentials(self) -> dict[str, str]:
+        """The credentials entered (a blank field keeps the stored one)."""
+        cleaned = getattr(self, "cleaned_data", {})
+        return {key: cleaned[key] for key in CREDENTIAL_FIELDS if key in self.fields and cleaned.get(key)}
 
 
 @admin.register(Binding)
@@ -74,14 +109,24 @@ class BindingAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # credentials are entered through the API or the web, where they are checked
 
+    def get_fields(self, request: HttpRequest, obj: Binding | None = None) -> list[Any]:
+        """The model's fields, then the write-only credentials of the bot's platform."""
+        platform_keys = services.CREDENTIAL_KEYS[obj.platform] if obj is not None else ()
+        fields = [field for field in super().get_fields(request, obj) if field not in CREDENTIAL_FIELDS]
+        return fields + [key for key in CREDENTIAL_FIELDS if key in platform_keys]
+
     def save_model(self, request: HttpRequest, obj: Binding, form: Any, change: bool) -> None:
         """Only what the form changed, through ``services.binding_update`` as the API does it (a mode left as it
-        was is not passed: re-storing the credentials would reconnect the bot for nothing)."""
+        was, or a credential left blank, is not passed: re-storing the credentials would reconnect the bot for
+        nothing). New credentials clear a "token refused" state; the bot is turned on with its switch."""
         changes: dict[str, Any] = {}
         for field, argument in (("name", "name"), ("mode", "mode"), ("enabled", "enabled"), ("agent", "agent_id")):
             if field in form.changed_data:
                 value = form.cleaned_data[field]
                 changes[argument] = (value.pk if value else None) if field == "agent" else value
+        credentials = form.credentials()
+        if credentials:
+            changes["credentials"] = credentials
         if changes:
             saved = services.binding_update(binding=obj, **changes)
             obj.name, obj.mode, obj.agent_id, obj.enabled = saved.name, saved.mode, saved.agent_id, saved.enabled

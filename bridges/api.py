@@ -27,15 +27,7 @@ from .models import PLATFORM_MODES, Binding, Conversation, Mode, PairingRequest,
 
 
 def binding_json(binding: Binding) -> dict[str, Any]:
-    endpoint = None
-    if binding.mode == Mode.WEBHOOK:
-        from .telegram.adapter import webhook_url
-
-        endpoint = webhook_url(binding.pk)
-    elif binding.mode == Mode.HTTP:
-        from .slack.adapter import events_url
-
-        endpoint = events_url(binding.pk)
+    endpoint = selectors.binding_endpoint(binding=binding)
     return {
         "id": binding.pk,
         "platform": binding.platform,
@@ -252,6 +244,15 @@ class SenderUnpairApi(ApiView):
         """Unpair a sender: their messages stop reaching the model."""
         sender = selectors.access_sender(request.user, sender_id)
         return Response(sender_json(services.sender_unpair(sender=sender)))
+
+
+class SenderUnblockApi(ApiView):
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, sender_id: int):
+        """Unblock a sender whose pairing was denied: writing to the bot again gets them a new code (409 when
+        they are not blocked)."""
+        sender = selectors.access_sender(request.user, sender_id)
+        return Response(sender_json(services.sender_unblock(sender=sender)))
 
 
 class PairingsApi(ApiView):

@@ -13,7 +13,7 @@ from localai_memory.core.access import owned_or_404
 from localai_memory.notes.paths import Scope
 
 from . import crypto
-from .models import Binding, Conversation, PairingRequest, PairingStatus, PendingReply, Sender
+from .models import Binding, Conversation, Mode, PairingRequest, PairingStatus, PendingReply, Sender
 
 
 def access_binding(user: object, binding_id: object) -> Binding:
@@ -38,6 +38,20 @@ def access_pairing(user: object, binding: Binding, pairing_id: object) -> Pairin
 
 def binding_list(*, owner_id: int) -> QuerySet[Binding]:
     return Binding.objects.filter(owner_id=owner_id).select_related("agent")
+
+
+def binding_endpoint(*, binding: Binding) -> str | None:
+    """The address the platform calls for a bot that is called (Telegram ``webhook``, Slack ``http``): runbridges
+    registers Telegram's itself; the owner enters Slack's in the Slack app. None for the other modes."""
+    if binding.mode == Mode.WEBHOOK:
+        from .telegram.adapter import webhook_url
+
+        return webhook_url(binding.pk)
+    if binding.mode == Mode.HTTP:
+        from .slack.adapter import events_url
+
+        return events_url(binding.pk)
+    return None
 
 
 def binding_credentials(*, binding: Binding) -> dict[str, str]:

@@ -183,14 +183,17 @@ def binding_update(*, binding: Binding, name: Any = UNSET, credentials: Any = UN
     return binding
 
 
-def binding_check_changes(*, binding: Binding, mode: Any = UNSET, agent_id: Any = UNSET) -> None:
-    """Raise what ``binding_update`` would raise for this mode or agent (a mode the platform does not offer, or
-    whose credentials the binding lacks; an agent that is not the owner's), changing nothing: the admin's form
-    shows it on the field before it saves."""
+def binding_check_changes(*, binding: Binding, mode: Any = UNSET, agent_id: Any = UNSET,
+                          credentials: Any = UNSET) -> None:
+    """Raise what ``binding_update`` would raise for this mode, agent or these credentials (a mode the platform
+    does not offer, or whose credentials the binding would lack; an agent that is not the owner's; a
+    credential the platform does not take or of the wrong shape), changing nothing: the admin's form shows it
+    on the field before it saves."""
     if mode is not UNSET:
         _, mode = _check_platform_mode(binding.platform, mode)
-        if mode != binding.mode:
-            _require(mode, crypto.decrypt(binding.credentials))
+    given = _check_credentials(binding.platform, binding.mode, credentials) if credentials is not UNSET else {}
+    if mode is not UNSET and mode != binding.mode:
+        _require(mode, {**crypto.decrypt(binding.credentials), **given})
     if agent_id is not UNSET:
         _check_agent(binding.owner_id, agent_id)
 
@@ -300,6 +303,18 @@ def sender_unpair(*, sender: Sender) -> Sender:
     sender.status, sender.can_confirm, sender.paired_at = SenderStatus.UNPAIRED, False, None
     sender.save(update_fields=["status", "can_confirm", "paired_at"])
     _close_pending(sender, PairingStatus.DENIED)
+    return sender
+
+
+@transaction.atomic
+def sender_unblock(*, sender: Sender) -> Sender:
+    """Take back a denied pairing: the bot no longer ignores the sender, and writing again gets them a new
+    code (the owner approves or denies it as any). Conflict when they are not blocked."""
+    sender = Sender.objects.select_for_update().get(pk=sender.pk)
+    if sender.status != SenderStatus.BLOCKED:
+        raise Conflict(f"{sender.label} is not blocked.", code="sender_not_blocked")
+    sender.status = SenderStatus.UNPAIRED
+    sender.save(update_fields=["status"])
     return sender
 
 

@@ -24,6 +24,8 @@ urlpatterns = [
          name="bridges-conversation"),
     path("api/bridges/senders/<int:sender_id>", api.SenderApi.as_view(), name="bridges-sender"),
     path("api/bridges/senders/<int:sender_id>/unpair", api.SenderUnpairApi.as_view(), name="bridges-sender-unpair"),
+    path("api/bridges/senders/<int:sender_id>/unblock", api.SenderUnblockApi.as_view(),
+         name="bridges-sender-unblock"),
     path("bridges/telegram/<int:binding_id>/webhook", views.telegram_webhook, name="bridges-telegram-webhook"),
     path("bridges/slack/<int:binding_id>/events", views.slack_events, name="bridges-slack-events"),
 ]

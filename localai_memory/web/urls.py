@@ -63,6 +63,7 @@ urlpatterns = [
     # Bridges
     path("bridges/", bridges.bridges_page, name="bridges"),
     path("bridges/new/", bridges.binding_new, name="binding-new"),
+    path("bridges/<int:binding_id>/edit/", bridges.binding_edit, name="binding-edit"),
     path("bridges/<int:binding_id>/switch/", bridges.binding_switch, name="binding-switch"),
     path("bridges/<int:binding_id>/delete/", bridges.binding_delete, name="binding-delete"),
     path("bridges/<int:binding_id>/pairings/<int:pairing_id>/approve/", bridges.pairing_approve,
@@ -70,4 +71,5 @@ urlpatterns = [
     path("bridges/<int:binding_id>/pairings/<int:pairing_id>/deny/", bridges.pairing_deny, name="pairing-deny"),
     path("bridges/senders/<int:sender_id>/permission/", bridges.sender_permission, name="sender-permission"),
     path("bridges/senders/<int:sender_id>/unpair/", bridges.sender_unpair, name="sender-unpair"),
+    path("bridges/senders/<int:sender_id>/unblock/", bridges.sender_unblock, name="sender-unblock"),
 ]

@@ -201,6 +201,19 @@ def test_a_denied_sender_is_blocked(api):
     assert api.get(f"/api/bridges/bindings/{binding_id}/pairings").json()["pairings"] == []
 
 
+def test_a_denied_sender_is_unblocked_and_one_who_is_not_blocked_is_a_conflict(api):
+    binding_id = create(api).json()["id"]
+    sender, _ = _pending_sender(binding_id)
+    [pending] = api.get(f"/api/bridges/bindings/{binding_id}/pairings").json()["pairings"]
+    api.post(f"/api/bridges/bindings/{binding_id}/pairings/{pending['id']}/deny")
+
+    unblocked = api.post(f"/api/bridges/senders/{sender.pk}/unblock")
+    again = api.post(f"/api/bridges/senders/{sender.pk}/unblock")
+
+    assert unblocked.status_code == 200 and unblocked.json()["status"] == "unpaired"
+    assert again.status_code == 409 and again.json()["error"]["code"] == "sender_not_blocked"
+
+
 def test_an_outsider_has_no_access_to_alices_bots(api, outsider_api):
     binding_id = create(api).json()["id"]
     sender, offer = _pending_sender(binding_id)
@@ -219,6 +232,7 @@ def test_an_outsider_has_no_access_to_alices_bots(api, outsider_api):
         ("get", f"/api/bridges/senders/{sender.pk}", None),
         ("patch", f"/api/bridges/senders/{sender.pk}", {"can_confirm": True}),
         ("post", f"/api/bridges/senders/{sender.pk}/unpair", None),
+        ("post", f"/api/bridges/senders/{sender.pk}/unblock", None),
     ]:
         response = getattr(outsider_api, method)(url, body, format="json")
         assert response.status_code == 404, (method, url)

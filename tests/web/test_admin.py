@@ -356,3 +356,59 @@ def test_the_admin_renames_a_bot_and_gives_it_its_owners_agent_without_touching_
     stored = Binding.objects.get(pk=alices_bot.pk)
     assert (stored.name, stored.agent_id, stored.mode) == ("Kitchen bot", hers.pk, "polling")
     assert stored.credentials == alices_bot.credentials  # the same connection: runbridges does not restart it
+
+
+def test_a_bots_admin_page_offers_a_write_only_field_for_each_credential_of_its_platform(client, operator,
+                                                                                        alices_bot):
+    page = client.get(reverse("admin:bridges_binding_change", args=[alices_bot.pk])).content.decode()
+
+    assert 'name="token"' in page and 'type="password"' in page and 'name="webhook_secret"' in page
+    assert 'name="bot_token"' not in page and 'name="app_token"' not in page  # Slack's
+    assert "ALICE-TOKEN" not in page
+
+
+def test_a_new_token_entered_in_the_admin_replaces_the_stored_one_and_clears_a_refusal(client, operator, alices_bot):
+    from bridges import services as bridges_services
+    from bridges.models import Binding
+    from bridges.selectors import binding_credentials
+
+    bridges_services.binding_report_revoked(binding_id=alices_bot.pk, code="token_revoked", reason="Refused.")
+    refused = Binding.objects.get(pk=alices_bot.pk)
+
+    response = _edit_bot(client, refused, enabled="", token="123456:NEW-TOKEN-efgh")
+    kept = _edit_bot(client, Binding.objects.get(pk=alices_bot.pk), enabled="", name="Kitchen bot", token="")
+
+    assert (response.status_code, kept.status_code) == (302, 302)
+    stored = Binding.objects.get(pk=alices_bot.pk)
+    assert (stored.state, stored.enabled, stored.name) == ("ok", False, "Kitchen bot")  # its switch turns it on
+    credentials = binding_credentials(binding=stored)
+    assert credentials["token"] == "123456:NEW-TOKEN-efgh"  # a blank field kept it
+    assert credentials["webhook_secret"] == binding_credentials(binding=alices_bot)["webhook_secret"]
+
+
+def test_the_admin_refuses_a_malformed_token_on_its_field_and_changes_nothing(client, operator, alices_bot):
+    from bridges.models import Binding
+
+    response = _edit_bot(client, alices_bot, token="not a token")
+
+    assert response.status_code == 200
+    assert "credentials.token: a bot token is 8-300 letters" in response.content.decode()
+    assert Binding.objects.get(pk=alices_bot.pk).credentials == alices_bot.credentials
+
+
+def test_the_admin_moves_a_slack_bot_to_the_events_api_with_the_signing_secret_given_alongside(client, operator,
+                                                                                              make_user):
+    from bridges import services as bridges_services
+    from bridges.models import Binding
+    from bridges.selectors import binding_credentials
+
+    alice = make_user("alice")
+    binding = bridges_services.binding_create(owner_id=alice.pk, platform="slack", name="Team bot", mode="socket",
+                                              credentials={"bot_token": "xoxb-alice", "app_token": "xapp-alice"})
+
+    response = _edit_bot(client, binding, mode="http", signing_secret="alice-signing-secret")
+
+    assert response.status_code == 302
+    stored = Binding.objects.get(pk=binding.pk)
+    assert stored.mode == "http"
+    assert binding_credentials(binding=stored)["signing_secret"] == "alice-signing-secret"

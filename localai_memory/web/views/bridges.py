@@ -1,8 +1,11 @@
 """Bridges: the bots that carry your chats into Telegram, Slack and Discord.
 
-Per binding: its state and switch, the conversations it carries (with their notes and chat), the senders with
-their pairing state and the permission "Confirm changes from the chat", and the pairing codes that wait for
-you. Credentials are write-only: the page never shows them back.
+Per binding: its state and switch, its settings (name, mode, agent, credentials) to edit, the address the
+platform calls when it calls one, the conversations it carries (with their notes and chat), the senders with
+their pairing state, the permission "Confirm changes from the chat" and a way to unblock one denied, and the
+pairing codes that wait for you. Credentials are write-only: the page never shows them back, and a credential
+field left blank keeps the stored one. Every change goes through ``bridges.services``, checked as the API
+checks it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ CREDENTIAL_LABELS = {
 }
 
 
+#: The credentials of each platform as its Edit form names them.
+EDIT_CREDENTIAL_LABELS: dict[str, dict[str, str]] = {
+    Platform.TELEGRAM: {"token": "Bot token", "webhook_secret": "Webhook secret"},
+    Platform.SLACK: {"bot_token": "Bot token (xoxb-…)", "app_token": "App-level token (xapp-…, Socket Mode)",
+                     "signing_secret": "Signing secret (Events API)"},
+    Platform.DISCORD: {"token": "Bot token"},
+}
+
+
 @login_required
 @require_GET
 def bridges_page(request: AuthenticatedHttpRequest) -> HttpResponse:
@@ -43,6 +55,10 @@ def bridges_page(request: AuthenticatedHttpRequest) -> HttpResponse:
             "conversations": list(bridge_selectors.conversation_list(binding=binding)[:100]),
             "senders": list(bridge_selectors.sender_list(binding=binding)[:200]),
             "pairings": list(bridge_selectors.pairing_list(binding=binding)),
+            "endpoint": bridge_selectors.binding_endpoint(binding=binding),
+            "modes": [(m, Mode(m).label) for m in PLATFORM_MODES[binding.platform]],
+            "credential_fields": [(key, label, key in binding.credential_keys or key == "webhook_secret")
+                                  for key, label in EDIT_CREDENTIAL_LABELS[binding.platform].items()],
         })
     platforms = [(p.value, p.label, [(m, Mode(m).label) for m in PLATFORM_MODES[p.value]]) for p in Platform]
     credential_fields = [(key, CREDENTIAL_LABELS[key]) for key in
@@ -73,6 +89,42 @@ def binding_new(request: AuthenticatedHttpRequest) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Connected the bot “{binding.name}”. It starts within a minute.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def binding_edit(request: AuthenticatedHttpRequest, binding_id: int) -> HttpResponse:
+    """Name, mode, agent and credentials (a blank credential keeps the stored one). Only what changed is
+    passed on: storing the credentials again would reconnect the bot for nothing."""
+    binding = bridge_selectors.access_binding(request.user, binding_id)
+    changes: dict[str, Any] = {}
+    name = request.POST.get("name", "")
+    if name.strip() != binding.name:
+        changes["name"] = name
+    mode = request.POST.get("mode") or binding.mode
+    if mode != binding.mode:
+        changes["mode"] = mode
+    raw_agent = request.POST.get("agent", "")
+    agent_id = int_or_404(raw_agent) if raw_agent else None
+    if agent_id != binding.agent_id:
+        changes["agent_id"] = agent_id
+    credentials = _credentials(request, binding.platform)
+    if credentials:
+        changes["credentials"] = credentials
+    if not changes:
+        messages.info(request, f"Nothing to change in “{binding.name}”.")
+        return redirect(BRIDGES)
+    try:
+        binding = bridge_services.binding_update(binding=binding, **changes)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect(BRIDGES)
+    said = f"Saved “{binding.name}”."
+    if "credentials" in changes or "mode" in changes:
+        said += " It reconnects within a minute." if binding.enabled else " Turn it on to start it."
+    messages.success(request, said)
     return redirect(BRIDGES)
 
 
@@ -150,4 +202,19 @@ def sender_unpair(request: AuthenticatedHttpRequest, sender_id: int) -> HttpResp
     sender = bridge_selectors.access_sender(request.user, sender_id)
     sender = bridge_services.sender_unpair(sender=sender)
     messages.success(request, f"Unpaired {sender.label}.")
+    return redirect(BRIDGES)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def sender_unblock(request: AuthenticatedHttpRequest, sender_id: int) -> HttpResponse:
+    sender = bridge_selectors.access_sender(request.user, sender_id)
+    try:
+        sender = bridge_services.sender_unblock(sender=sender)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Unblocked {sender.label}: when they write to the bot again, they get a new "
+                                  "pairing code.")
     return redirect(BRIDGES)
