@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from . import core, services
 from .runtime import Revoked
@@ -101,15 +104,20 @@ def cut_off_text(said: str) -> str:
             "it again.")
 
 
+#: A reply that could not be told for this long (the person blocked the bot, the chat is gone) is dropped.
+TELL_FOR = timedelta(days=1)
+
+
 def tell_left(*, binding_id: int, platform: str, credentials: dict[str, str]) -> int:
     """Send what the bot's previous run left on its way (see the module's docstring); returns how many replies
     were told. Called as the bot starts, before it takes new messages. Revoked is raised (the replies wait for
-    a new token); any other failure is logged and that reply dropped (the sends retry passing failures
-    already). Blocking."""
+    a new token); a reply that fails otherwise (the sends retry passing failures already) is logged and
+    tried again at the bot's next start, until it is ``TELL_FOR`` old. Blocking."""
     from .runner import adapter
 
     send = adapter(platform).send_message
     told = 0
+    now = timezone.now()
     for pending in replies_left(binding_id=binding_id):
         with _answering_lock:
             if pending.pk in _answering:
@@ -126,6 +134,8 @@ def tell_left(*, binding_id: int, platform: str, credentials: dict[str, str]) ->
             raise
         except Exception:
             log.warning("binding %s: a reply cut off by a restart could not be sent", binding_id, exc_info=True)
+            if now - pending.created_at < TELL_FOR:
+                continue
         else:
             told += 1
         services.reply_pending_close(pending_id=pending.pk)
