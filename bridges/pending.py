@@ -100,8 +100,7 @@ def late_text(said: str) -> str:
 
 
 def cut_off_text(said: str) -> str:
-    return (f"Sorry, I was restarted before I could answer {_named(said)}, and that answer is lost. Please send "
-            "it again.")
+    return f"Sorry, I was restarted before I could answer {_named(said)}. Please send it again."
 
 
 #: A reply that could not be told for this long (the person blocked the bot, the chat is gone) is dropped.
