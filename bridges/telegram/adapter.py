@@ -373,6 +373,7 @@ class WebhookBots:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid = 0
         self._bots: dict[int, _WebhookBot] = {}
+        self._retiring: set[asyncio.Future[None]] = set()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -395,7 +396,9 @@ class WebhookBots:
         bot = self._bots.get(binding_id)
         if bot is None or bot.key != key:
             if bot is not None:
-                asyncio.ensure_future(bot.retire())
+                retiring = asyncio.ensure_future(bot.retire())
+                self._retiring.add(retiring)  # held until done: the loop keeps only a weak reference
+                retiring.add_done_callback(self._retiring.discard)
             bot = self._bots[binding_id] = _WebhookBot(build_application(binding_id, token), key)
         try:
             await bot.process(payload)
