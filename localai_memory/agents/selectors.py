@@ -93,6 +93,7 @@ def agent_memory_effective(*, agent: Agent, state: MemoryState) -> dict:
         messaging_save=state.messaging_save,  # type: ignore[arg-type]
         server_files_on=state.server_files_on,
         provider=state.provider_state,  # type: ignore[arg-type]
+        addon_namespaces=state.addon_namespaces,
         origin="web",
     ))
     off_in_settings = not state.enabled

@@ -149,6 +149,7 @@ def turn_facts(*, chat: Chat, sender: Sender | None = None, state: MemoryState |
         messaging_save=state.messaging_save if state else None,  # type: ignore[arg-type]
         server_files_on=state.server_files_on if state else True,
         provider=state.provider_state if state else "builtin",  # type: ignore[arg-type]
+        addon_namespaces=state.addon_namespaces if state else False,
         origin=chat.origin,  # type: ignore[arg-type]
         sender_paired=paired if chat.origin == "messaging" else False,
         one_to_one=chat.one_to_one if chat.origin == "messaging" else None,

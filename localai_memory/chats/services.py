@@ -619,7 +619,11 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
                                    typed_by_user=typed_by_user, prefetched=prefetched)
     addon = None
     if decision.memory_on and decision.served_by == "addon" and state is not None:
-        addon = providers.addon_turn(state.provider_choice, user_id=chat.owner_id, message=content)
+        # The add-on reads what the agent's choice reads (its namespaces), as the built-in notes would.
+        namespaces = [scopes[kind].name for kind in context.SCOPE_ORDER
+                      if kind in decision.read_scopes and kind in scopes]
+        addon = providers.addon_turn(state.provider_choice, user_id=chat.owner_id, message=content,
+                                     namespaces=namespaces)
     tools = context.offered_tools(decision, topics=context.topic_count(indexes))
     if addon is not None and addon.writes and "propose_change" in decision.tools:
         tools = ["propose_change"]  # the host's own: each write of the add-on's passes the save level

@@ -254,6 +254,7 @@ def owner_context(*, owner_id: int, agent: Any = None, origin: policy.Origin = "
         messaging_save=state.messaging_save if state else None,  # type: ignore[arg-type]
         server_files_on=state.server_files_on if state else True,
         provider=state.provider_state if state else "builtin",  # type: ignore[arg-type]
+        addon_namespaces=state.addon_namespaces if state else False,
         origin=origin,
     )
     return OwnerContext(state=state, facts=facts, decision=policy.decide_turn(facts))

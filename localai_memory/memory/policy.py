@@ -130,6 +130,9 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "files on.",
         "memory_provider_unavailable": "The memory add-on you picked is not available. Pick it again once it "
         "runs, or pick Built-in under Memory provider.",
+        "memory_provider_one_store": "Your memory add-on keeps one set of notes for all your chats, so it cannot "
+        "keep to this agent's memory choice and does not serve its chats. Set the agent's memory to Mine in the "
+        "agent form, or pick Built-in under Memory provider.",
         # Saving off while reading is on (TurnDecision.save_code).
         "scheduled_run": "Runs that start by themselves cannot save notes.",
         "no_write_grant": "This agent may not save notes: it does not have the grant Remember things.",
@@ -215,6 +218,10 @@ class TurnFacts:
     ``addon_unavailable`` (the picked add-on stopped, is disabled or was removed)."""
     origin: Origin
     """Where the turn comes from."""
+    addon_namespaces: bool = False
+    """The serving add-on keeps notes apart per namespace (the user's, each agent's, each conversation's), so
+    the host can hand it the agent's choice. False: one store for all the user's chats, which serves only
+    chats whose choice is the user's notes (no agent, or Mine). Read only when ``provider`` is ``addon``."""
     sender_paired: bool = False
     """Messaging only: the sender of this message is paired with the owner."""
     one_to_one: bool | None = None
@@ -389,6 +396,10 @@ def _off_code(facts: TurnFacts) -> tuple[str, BlockedBy] | None:
         return "server_files_off", "server"
     if facts.provider == "addon_unavailable":
         return "memory_provider_unavailable", "provider"
+    if facts.provider == "addon" and not facts.addon_namespaces and facts.has_agent and facts.agent_memory != "mine":
+        # "The host enforces it": an add-on of one store for every chat cannot keep an agent's notes apart, so
+        # it serves no chat whose choice reads or saves beyond the user's notes, rather than mix them.
+        return "memory_provider_one_store", "provider"
     return None
 
 
@@ -555,9 +566,11 @@ def _decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
         return _note("refuse", None, "scope_not_allowed")
 
     level = turn.effective_level
-    # An add-on keeps one store of notes for every chat: in a messaging chat that is more than the conversation.
+    # An add-on of one store for every chat (no namespaces): in a messaging chat that is more than the
+    # conversation.
     addon = turn.served_by == "addon"
-    other_scope = facts.origin == "messaging" and (scope != "channel" or addon)
+    one_store = addon and not facts.addon_namespaces
+    other_scope = facts.origin == "messaging" and (scope != "channel" or one_store)
     if other_scope:
         # "a note for another scope never saves at once", and only the sender who asked confirms it.
         level = strictest(level, "ask")

@@ -236,12 +236,14 @@ def proposal_create(
 def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: str = "", details: str | None = None,
                           delete: bool = False, reason: str = "ask_first", locked: bool = False,
                           requester_only: bool = False, origin: str = "web", chat_id: int | None = None,
-                          requested_by_sender_id: int | None = None, read_after: datetime | None = None
-                          ) -> Proposal:
+                          requested_by_sender_id: int | None = None, read_after: datetime | None = None,
+                          scope: Scope | None = None) -> Proposal:
     """A proposal of a note for the add-on ``provider`` that serves memory: it waits in the inbox as any other,
-    and its confirm hands the note to the add-on (``providers.addon_write``). The add-on keeps its own notes,
-    so nothing is checked against the built-in index; an identical waiting proposal is returned instead.
-    Raises as ``proposal_create`` for a deleted chat and for ``read_after``."""
+    and its confirm hands the note to the add-on (``providers.addon_write``) for ``scope``'s namespace (the
+    user's notes when None). The add-on keeps its own notes, so nothing is checked against the built-in index;
+    an identical waiting proposal is returned instead. Raises as ``proposal_create`` for a deleted chat and
+    for ``read_after``."""
+    scope = scope or Scope.user()
     topic = check_topic(topic)
     text = "" if delete else clean_summary(summary)
     body = _checked_details(details, delete)
@@ -251,15 +253,15 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     lock_owner(owner_id)
     _check_chat_there(owner_id, chat_id)
     check_not_forgotten(owner_id, read_after)
-    fingerprint = proposal_fingerprint(owner_id=owner_id, scope=Scope.user(), topic=topic, summary=text,
+    fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic, summary=text,
                                        details=f"{provider}\n{body}", delete=delete)
     waiting = _waiting_twin(owner_id, fingerprint, now)
     if waiting is not None:
         return waiting
     proposal = Proposal.objects.create(
         owner_id=owner_id, status=Proposal.Status.PENDING, source=Proposal.Source.MODEL, kind="memory",
-        scope_kind="user", scope_key="", topic=topic, summary=text, details=body, is_delete=delete, locked=locked,
-        requester_only=requester_only or locked, reason=reason[:40], origin=origin, chat_id=chat_id,
+        scope_kind=scope.kind, scope_key=scope.key, topic=topic, summary=text, details=body, is_delete=delete,
+        locked=locked, requester_only=requester_only or locked, reason=reason[:40], origin=origin, chat_id=chat_id,
         requested_by_sender_id=requested_by_sender_id, fingerprint=fingerprint, provider=provider,
         created_at=now, expires_at=now + policy.PROPOSAL_TTL,
     )
@@ -531,7 +533,8 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
         from .providers import addon_write
 
         addon_write(proposal.provider, user_id=owner_id, topic=proposal.topic, summary=proposal.summary,
-                    details=proposal.details or None, delete=proposal.is_delete)
+                    details=proposal.details or None, delete=proposal.is_delete,
+                    namespace=proposal_scope(proposal).name)
         proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
         proposal.save(update_fields=["status", "decided_at", "decided_by"])
         _tell_confirmed(proposal)

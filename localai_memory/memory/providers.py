@@ -20,6 +20,18 @@ An add-on that serves may also supply, as optional methods (each one's failure o
   policy, as for the built-in notes: saved at once (no Undo: the host keeps no copy), proposed in the
   inbox (the confirm calls ``write``), or refused.
 
+Whose notes (namespaces). A saved agent has its own choice of notes, and the host enforces it: the model does
+not choose where a note goes. An add-on that keeps notes apart per namespace says so with ``namespaces =
+True``; then the host passes, as one more keyword, the namespaces of the turn: ``namespaces`` (a list, the
+narrowest first) to ``turn_context`` and ``run_tool`` (the notes that turn may read: show and search only
+those), and ``namespace`` (one) to ``write`` (where the note goes). A namespace is ``user`` (the person's own
+notes, read by every chat without an agent), ``agent:<id>`` (one saved agent's own) or ``channel:<key>``
+(one messaging conversation's), as the built-in notes name their scopes. ``export`` and ``forget`` cover every
+namespace of the person. An add-on without ``namespaces`` is called exactly as before (no new keyword): it
+keeps one store for all the person's chats, so it serves only chats whose memory choice is the person's own
+notes (no agent, or an agent whose memory is Mine); the chats of other agents get memory off, with the code
+``memory_provider_one_store``, rather than read or save across agents.
+
 * ``export(*, user_id: int) -> bytes`` (or ``(file name, bytes)``): Export then carries it as
   ``addons/<name>/<file>`` beside the notes (an import leaves that folder to the add-on);
 * ``forget(*, user_id: int) -> None``: Forget everything then asks the add-on to forget too.
@@ -33,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, cast
@@ -101,9 +113,27 @@ def memory_providers() -> list[ProviderInfo]:
 
 def provider_state(name: str) -> str:
     """builtin, addon, or addon_unavailable for a stored provider choice."""
+    return provider_status(name)[0]
+
+
+def provider_status(name: str) -> tuple[str, bool]:
+    """``provider_state`` of a stored provider choice, and whether the add-on that serves keeps notes apart per
+    namespace (``keeps_namespaces``; False for the built-in provider, which keeps its scopes itself)."""
     if canonical(name) == BUILTIN:
-        return "builtin"
-    return "addon" if _serving(name) is not None else "addon_unavailable"
+        return "builtin", False
+    serving = _serving(name)
+    return ("addon", keeps_namespaces(serving[1])) if serving is not None else ("addon_unavailable", False)
+
+
+def keeps_namespaces(obj: Any) -> bool:
+    """Whether an add-on keeps notes apart per namespace (``namespaces = True``): the host then passes the turn's
+    namespaces to it. Anything but True (missing, failing, another value) is one store for every chat."""
+    try:
+        return getattr(obj, "namespaces", False) is True
+    except Exception:
+        log.warning("memory provider %s failed to say whether it keeps namespaces", getattr(obj, "name", obj),
+                    exc_info=True)
+        return False
 
 
 # --- an add-on serving a turn -----------------------------------------------------------------------------
@@ -130,6 +160,10 @@ class AddonTurn:
     notes: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
     provider: Any = None
+    #: The add-on keeps notes apart per namespace (``keeps_namespaces``), and reads ``namespaces`` only.
+    namespaces: bool = False
+    #: The namespaces this turn may read, narrowest first (``user``, ``agent:<id>``, ``channel:<key>``).
+    read_namespaces: tuple[str, ...] = ("user",)
 
     @property
     def tool_names(self) -> list[str]:
@@ -141,9 +175,11 @@ class AddonTurn:
         return callable(getattr(self.provider, "write", None))
 
     def run(self, *, user_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The add-on's answer to one of its tool calls; an error result (never an exception) if it fails."""
+        """The add-on's answer to one of its tool calls (over the turn's namespaces, when it keeps them); an
+        error result (never an exception) if it fails."""
+        scoped = {"namespaces": list(self.read_namespaces)} if self.namespaces else {}
         try:
-            result = self.provider.run_tool(user_id=user_id, name=name, arguments=arguments)
+            result = self.provider.run_tool(user_id=user_id, name=name, arguments=arguments, **scoped)
         except Exception:
             log.warning("memory provider %s failed its tool %s", self.name, name, exc_info=True)
             return {"status": "error", "error": "provider_failed",
@@ -220,16 +256,20 @@ def addon_tool_names(choice: str) -> tuple[list[str], bool]:
     return names, callable(getattr(obj, "write", None))
 
 
-def addon_turn(choice: str, *, user_id: int, message: str) -> AddonTurn | None:
-    """The serving add-on's part of a turn, or None when ``choice`` names no running add-on."""
+def addon_turn(choice: str, *, user_id: int, message: str, namespaces: Sequence[str] = ("user",)
+               ) -> AddonTurn | None:
+    """The serving add-on's part of a turn, or None when ``choice`` names no running add-on. ``namespaces``
+    are those the turn may read (the agent's choice), passed on to an add-on that keeps them apart."""
     serving = _serving(choice)
     if serving is None:
         return None
     name, obj = serving
+    scoped = keeps_namespaces(obj)
     context: Any = {}
     if hasattr(obj, "turn_context"):
         try:
-            context = obj.turn_context(user_id=user_id, message=message)
+            context = obj.turn_context(user_id=user_id, message=message,
+                                       **({"namespaces": list(namespaces)} if scoped else {}))
         except Exception:
             log.warning("memory provider %s failed to give its turn context", name, exc_info=True)
     if not isinstance(context, Mapping):
@@ -237,21 +277,29 @@ def addon_turn(choice: str, *, user_id: int, message: str) -> AddonTurn | None:
     return AddonTurn(name=name, label=str(getattr(obj, "label", name)),
                      skills=_skills(context.get("skills"), name),
                      notes=_text(context.get("notes"), ADDON_NOTES_MAX_BYTES),
-                     tools=_tools(obj, name) if hasattr(obj, "run_tool") else [], provider=obj)
+                     tools=_tools(obj, name) if hasattr(obj, "run_tool") else [], provider=obj,
+                     namespaces=scoped, read_namespaces=tuple(namespaces))
 
 
-def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: str | None, delete: bool) -> None:
-    """Hand a note the policy let through (saved at once, or confirmed) to the add-on ``name``. Raises
-    ``ServiceUnavailable`` (503) when it is not running, takes no notes or fails: nothing was written, and
-    a proposal stays waiting."""
-    from localai_memory.core.errors import ServiceUnavailable
+def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: str | None, delete: bool,
+                namespace: str = "user") -> None:
+    """Hand a note the policy let through (saved at once, or confirmed) to the add-on ``name``, for the
+    namespace ``namespace`` (where the chat's memory choice sends it). Raises ``ServiceUnavailable`` (503) when
+    it is not running, takes no notes or fails, and Conflict (409 ``memory_provider_one_store``) for a
+    namespace other than ``user`` when it keeps one store: nothing was written, and a proposal stays waiting."""
+    from localai_memory.core.errors import Conflict, ServiceUnavailable
 
     serving = _serving(name, "write")
     if serving is None:
         raise ServiceUnavailable(f"The memory add-on {name!r} is not running, so the note cannot be saved now; "
                                  "try again once it runs.", code="memory_provider_unavailable")
+    scoped = keeps_namespaces(serving[1])
+    if not scoped and namespace != "user":
+        raise Conflict(f"The memory add-on {name!r} keeps one set of notes for all your chats, so it cannot keep "
+                       f"this note apart for {namespace}; nothing was saved.", code="memory_provider_one_store")
     try:
-        serving[1].write(user_id=user_id, topic=topic, summary=summary, details=details, delete=delete)
+        serving[1].write(user_id=user_id, topic=topic, summary=summary, details=details, delete=delete,
+                         **({"namespace": namespace} if scoped else {}))
     except Exception:
         log.warning("memory provider %s failed to write a note", name, exc_info=True)
         raise ServiceUnavailable(f"The memory add-on {name!r} could not save the note; try again later.",

@@ -16,7 +16,7 @@ from localai_memory.notes.models import NoteFile
 from localai_memory.notes.paths import ROOT, IndexEntry, Scope
 
 from .models import MemorySettings, MessagingSave, Proposal, SaveMode
-from .providers import BUILTIN, OFF, canonical, provider_state
+from .providers import BUILTIN, OFF, canonical, provider_status
 
 #: ``MemoryState.forgot_at`` of a user who never forgot everything: earlier than any forget.
 NEVER_FORGOT = datetime(1, 1, 1, tzinfo=UTC)
@@ -37,6 +37,8 @@ class MemoryState:
     mcp_propose_enabled: bool
     #: when the user last forgot everything (``NEVER_FORGOT``: never)
     forgot_at: datetime = NEVER_FORGOT
+    #: the serving add-on keeps notes apart per namespace (``providers.keeps_namespaces``)
+    addon_namespaces: bool = False
 
     @property
     def available(self) -> bool:
@@ -72,10 +74,11 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
     if row is None:
         row = MemorySettings(user_id=user_id)
     enabled = row.enabled and not (row.legacy_addon_disabled and not row.enabled_set)
+    namespaces = False
     if not enabled:
         state, provider = OFF, OFF
     else:
-        state, provider = provider_state(row.provider), canonical(row.provider)
+        (state, namespaces), provider = provider_status(row.provider), canonical(row.provider)
     return MemoryState(
         enabled=enabled,
         enabled_set=row.enabled_set,
@@ -89,6 +92,7 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
         consolidation_enabled=row.consolidation_enabled,
         mcp_propose_enabled=row.mcp_propose_enabled,
         forgot_at=row.forgot_at or NEVER_FORGOT,
+        addon_namespaces=namespaces,
     )
 
 

@@ -262,12 +262,14 @@ def test_in_a_discord_thread_under_paired_private_nothing_saves_at_once(discord_
 
 def test_a_note_for_a_memory_addon_waits_for_a_yes_even_under_save_for_a_paired_sender(bot, owner, model, alice,
                                                                                        monkeypatch):
-    """The add-on keeps one store for every chat: more than this conversation, so never saved at once here."""
+    """An add-on of one store for every chat (no namespaces): more than this conversation, so never saved at once
+    here."""
     import sample_memory_provider
 
     from localai_memory.memory.services import provider_pick
 
     monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.setenv("SAMPLE_PROVIDER_ONE_STORE", "1")
     store: dict[str, str] = {}
     monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, store)
     provider_pick(user_id=owner.pk, provider="sample")

@@ -139,6 +139,15 @@ TURN_TABLE = [
     pytest.param(
         facts(provider="addon_unavailable"), off("memory_provider_unavailable", "provider"), id="add_on_gone"
     ),
+    # "A saved agent has its own choice of notes… The host enforces it": an add-on that keeps notes apart per
+    # namespace is handed the choice; one of one store for every chat serves no agent beyond the user's notes.
+    pytest.param(agent("own", provider="addon", addon_namespaces=True), on({"agent"}, ("agent",), "ask"),
+                 id="own_with_an_add_on_of_namespaces"),
+    pytest.param(agent("own", provider="addon"), off("memory_provider_one_store", "provider"),
+                 id="own_with_an_add_on_of_one_store"),
+    pytest.param(agent("mine_and_own", provider="addon"), off("memory_provider_one_store", "provider"),
+                 id="mine_and_own_with_an_add_on_of_one_store"),
+    pytest.param(agent("mine", provider="addon"), on({"user"}, ("user",), "ask"), id="mine_with_an_add_on_of_one_store"),
     # "The narrowest level wins, and a wider level never overrides a narrower one."
     pytest.param(
         facts(private_chat=True, user_enabled=False, server_files_on=False),
@@ -614,6 +623,9 @@ def oracle_turn(v: dict[str, Any]) -> dict[str, Any]:
         off = ("server_files_off", "server")
     elif v["provider"] == "addon_unavailable":
         off = ("memory_provider_unavailable", "provider")
+    elif v["provider"] == "addon" and not v.get("addon_namespaces") and agent_on and choice != "mine":
+        # An add-on of one store for every chat cannot keep to an agent's choice beyond the user's notes.
+        off = ("memory_provider_one_store", "provider")
     if off:
         return {
             "memory_on": False,
@@ -741,6 +753,17 @@ def origin_configs() -> list[dict[str, Any]]:
     return configs
 
 
+#: The providers the walks try: ``addon`` keeps one store, ``addon_namespaces`` keeps notes apart per namespace.
+PROVIDERS = ("builtin", "off", "addon", "addon_namespaces", "addon_unavailable")
+
+
+def with_provider(provider: str) -> dict[str, Any]:
+    """The facts' fields for one of ``PROVIDERS``."""
+    if provider == "addon_namespaces":
+        return {"provider": "addon", "addon_namespaces": True}
+    return {"provider": provider, "addon_namespaces": False}
+
+
 def check_turn(v: dict[str, Any]) -> tuple[TurnFacts, dict[str, Any]]:
     turn_facts = TurnFacts(**v)
     decision = decide_turn(turn_facts)
@@ -769,7 +792,7 @@ def test_the_off_levels_over_the_whole_space_match_the_oracle() -> None:
         (False, True),
         (True, False, None),
         (True, False),
-        ("builtin", "off", "addon", "addon_unavailable"),
+        PROVIDERS,
         ("auto", "never"),
     ):
         check_turn(
@@ -779,7 +802,7 @@ def test_the_off_levels_over_the_whole_space_match_the_oracle() -> None:
                 "private_chat": private,
                 "user_enabled": enabled,
                 "server_files_on": server,
-                "provider": provider,
+                **with_provider(provider),
                 "save_mode": save_mode,
             }
         )
@@ -804,7 +827,7 @@ def test_every_turn_with_memory_on_and_every_note_match_the_oracle() -> None:
         agent_configs(include_tools_off=False),
         origin_configs(),
         ("auto", "ask", "always", "never", None),
-        ("builtin", "addon"),
+        ("builtin", "addon", "addon_namespaces"),
     ):
         v = {
             **agent_values,
@@ -812,7 +835,7 @@ def test_every_turn_with_memory_on_and_every_note_match_the_oracle() -> None:
             "private_chat": False,
             "user_enabled": True,
             "server_files_on": True,
-            "provider": provider,
+            **with_provider(provider),
             "save_mode": save_mode,
         }
         turn_facts, turn = check_turn(v)
@@ -820,7 +843,7 @@ def test_every_turn_with_memory_on_and_every_note_match_the_oracle() -> None:
         revert = decide_revert(turn_facts)
         assert revert.allowed == ("revert_change" in turn["tools"] and turn["effective_level"] != "always")
 
-        if provider == "addon":
+        if provider != "builtin":
             continue  # an add-on serves the same decisions; notes are walked once
         for scope, shape in itertools.product((None, "user", "agent", "channel"), NOTE_SHAPES):
             n: dict[str, Any] = {"scope": scope, **shape}

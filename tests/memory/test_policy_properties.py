@@ -43,6 +43,7 @@ turn_facts = st.builds(
     messaging_save=st.sampled_from(["ask", "paired_private", "never", None]),
     server_files_on=st.booleans(),
     provider=st.sampled_from(["builtin", "off", "addon", "addon_unavailable"]),
+    addon_namespaces=st.booleans(),
     origin=st.sampled_from(["web", "messaging", "subagent", "trigger", "job"]),
     sender_paired=st.booleans(),
     one_to_one=st.sampled_from([True, False, None]),
@@ -138,6 +139,9 @@ def test_memory_off_means_no_tools_no_notes_and_no_saving(f: TurnFacts, n: NoteF
         or not f.server_files_on
     )
     if off_somewhere:
+        assert not turn.memory_on
+    # An add-on of one store never serves an agent whose choice reaches beyond the user's notes.
+    if f.provider == "addon" and not f.addon_namespaces and f.has_agent and f.agent_memory != "mine":
         assert not turn.memory_on
 
 

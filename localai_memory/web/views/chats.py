@@ -54,6 +54,11 @@ UNSENT = "chat_unsent"
 #: The codes whose fix (``policy.MESSAGES``) opens with a sentence that says again what the line's title says
 #: ("Memory is off in your settings. Turn it on …"): the line gives only the rest, what to do.
 FIX_REPEATS_TITLE = frozenset({"user_off", "private_chat", "memory_provider_unavailable"})
+#: A code whose level is fixed elsewhere than its level's line says.
+BLOCKED_CODES = {
+    "memory_provider_one_store": ("Memory is off because your memory add-on cannot keep this agent's notes apart",
+                                  "agent", "Open the agent form"),
+}
 SCOPE_WORDS = {"user": "Your notes", "agent": "The agent's notes", "channel": "This conversation's notes"}
 #: What the chip says when recall could not rank by meaning (``report["recall"]["degraded"]``).
 RECALL_DEGRADED = {
@@ -242,7 +247,8 @@ def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -
     rows = list(chat_selectors.chat_messages(chat=chat))
     status = chat_selectors.memory_status(chat=chat)
     memory = status["memory"]
-    blocked = BLOCKED.get(memory.get("blocked_by") or "", ("Memory is off", None, None))
+    blocked = BLOCKED_CODES.get(memory.get("code") or "") or BLOCKED.get(memory.get("blocked_by") or "",
+                                                                         ("Memory is off", None, None))
     fix_url = blocked[1]
     if fix_url == "agent" and chat.agent_id:
         fix_url = f"/agents/{chat.agent_id}/"
