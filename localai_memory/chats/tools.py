@@ -27,12 +27,12 @@ from django.utils import timezone
 
 from bridges.selectors import BOT_GONE_MESSAGE, bot_scope_gone
 from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
-from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound, ServiceUnavailable
+from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.parsers import json_loads
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, addon_proposal_create, proposal_create
-from localai_memory.memory.providers import AddonTurn, addon_write
+from localai_memory.memory.providers import AddonTurn
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import TOPIC_RE, Scope, clean_summary
@@ -40,7 +40,6 @@ from localai_memory.notes.services import (
     CapExceeded,
     Forgotten,
     change_undo,
-    check_not_forgotten,
     lock_owner,
     note_upsert,
 )
@@ -407,11 +406,12 @@ def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, top
 def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | None, delete: bool, text: str,
                    scope_name: str | None) -> dict[str, Any]:
     """A note for the add-on that serves memory, checked against the save level exactly as a built-in note:
-    handed to the add-on at once (no Undo: the host keeps no copy), proposed in the inbox (the confirm hands
-    it over), or refused. "The host enforces it: the model does not choose where a note goes": an add-on that
-    keeps namespaces gets the note for the scope the policy answers for the chat's memory choice (as a built-in
-    note); one that keeps one store serves only chats whose choice is the user's notes (the policy turns the
-    others off), so its note is the user's."""
+    proposed in the inbox (the confirm hands it over) or refused. It is never saved at once: the host cannot
+    give an add-on's note the Undo and the entry in the audit of changes that every automatic note has, so
+    under "Save it and tell me" it waits too (``addon_no_undo``). "The host enforces it: the model does not
+    choose where a note goes": an add-on that keeps namespaces gets the note for the scope the policy answers
+    for the chat's memory choice (as a built-in note); one that keeps one store serves only chats whose choice
+    is the user's notes (the policy turns the others off), so its note is the user's."""
     assert ctx.addon is not None
     scoped = ctx.addon.namespaces
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
@@ -422,33 +422,21 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
         return refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
     target = ctx.scopes[decision.scope] if scoped and decision.scope is not None else Scope.user()
     try:
-        # Under the owner's note lock, held until the add-on has the note or the proposal is made: a Forget
-        # everything that came first is seen here, and one that comes later asks the add-on to forget after
-        # this write; an agent or a bot deleted meanwhile is seen as gone.
+        # Under the owner's note lock: an agent or a bot deleted meanwhile is seen as gone, and so is a Forget
+        # everything that came first (``addon_proposal_create``).
         with transaction.atomic():
             lock_owner(ctx.chat.owner_id)
             if agent_scope_gone(owner_id=ctx.chat.owner_id, scope=target):
                 return refused(ctx, topic, "agent_deleted", AGENT_GONE_MESSAGE)
             if bot_scope_gone(owner_id=ctx.chat.owner_id, scope=target):
                 return refused(ctx, topic, "bot_deleted", BOT_GONE_MESSAGE)
-            if decision.outcome == "save_now":
-                check_not_forgotten(ctx.chat.owner_id, ctx.read_after)
-                addon_write(ctx.addon.name, user_id=ctx.chat.owner_id, topic=topic, summary=summary,
-                            details=details, delete=delete, namespace=target.name)
-            else:
-                proposal = addon_proposal_create(
-                    owner_id=ctx.chat.owner_id, provider=ctx.addon.name, scope=target, topic=topic,
-                    summary=summary, details=details, delete=delete, reason=decision.reason,
-                    locked=decision.outcome == "locked", requester_only=decision.requester_only,
-                    origin=ctx.chat.origin, chat_id=ctx.chat.pk,
-                    requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None, read_after=ctx.read_after)
-    except (Forgotten, Conflict, ServiceUnavailable) as exc:  # forgotten meanwhile, the add-on down or failing
+            proposal = addon_proposal_create(
+                owner_id=ctx.chat.owner_id, provider=ctx.addon.name, scope=target, topic=topic, summary=summary,
+                details=details, delete=delete, reason=decision.reason, locked=decision.outcome == "locked",
+                requester_only=decision.requester_only, origin=ctx.chat.origin, chat_id=ctx.chat.pk,
+                requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None, read_after=ctx.read_after)
+    except Forgotten as exc:
         return refused(ctx, topic, exc.code, exc.message)
-    if decision.outcome == "save_now":
-        ctx.saved_now += 1
-        ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": "addon", "summary": summary,
-                                    "undo_until": None, "provider": ctx.addon.name, "namespace": target.name})
-        return {"status": "saved", "topic": topic, "provider": ctx.addon.name, "message": decision.message}
     entry = {"proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": "addon",
              "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,
              "delete": delete, "provider": ctx.addon.name, "namespace": target.name}

@@ -142,8 +142,8 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         # Notes (NoteDecision.reason).
         "save_and_tell": "Saved to memory. You can undo it for 30 minutes.",
         "paired_private": "Saved to this conversation's notes. You can undo it for 30 minutes.",
-        "saved_by_addon": "Saved by your memory add-on, which keeps its own notes: change or remove it there "
-        "(there is no Undo here).",
+        "addon_no_undo": "Your memory add-on keeps its own notes, and the host cannot give a note there an Undo or "
+        "an entry in the audit of changes, so the note waits for your confirmation.",
         "ask_first": "The note waits for your confirmation.",
         "settings_unreadable": "Your save setting could not be read, so the note waits for your confirmation.",
         "messaging_asks": "The note waits for confirmation: reply yes to save it or no to drop it.",
@@ -598,8 +598,13 @@ def _decide_note(facts: TurnFacts, note: NoteFacts) -> NoteDecision:
         return _note("ask", scope, "reply_limit")
     if note.outside_text:
         return _note("ask", scope, "outside_text")
-    return _note("save_now", scope, "paired_private" if facts.origin == "messaging"
-                 else "saved_by_addon" if addon else "save_and_tell")
+    if addon:
+        # "An automatic note is one change set like any other. The Undo on the chat, the model's revert_change
+        # and the Files history restore the earlier text. Every automatic note is in the audit of changes." The
+        # add-on keeps its notes itself and offers no way to read the earlier text back, so the host can give
+        # its note neither: the note waits for confirmation instead.
+        return _note("ask", scope, "addon_no_undo")
+    return _note("save_now", scope, "paired_private" if facts.origin == "messaging" else "save_and_tell")
 
 
 def decide_typed_note(facts: TurnFacts, note: NoteFacts, *, sender_can_confirm: bool = False) -> NoteDecision:

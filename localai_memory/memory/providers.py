@@ -17,8 +17,9 @@ An add-on that serves may also supply, as optional methods (each one's failure o
 
 * ``write(*, user_id: int, topic: str, summary: str, details: str | None, delete: bool) -> dict``: the host then
   offers its own ``propose_change`` tool and checks each write against the person's save level with the
-  policy, as for the built-in notes: saved at once (no Undo: the host keeps no copy), proposed in the
-  inbox (the confirm calls ``write``), or refused.
+  policy, as for the built-in notes: proposed in the inbox (the confirm calls ``write``), or refused. It is
+  never handed over at once, not even under "Save it and tell me": every automatic note has an Undo and an
+  entry in the audit of changes, and the host keeps no copy of an add-on's notes to give it either.
 
 Whose notes (namespaces). A saved agent has its own choice of notes, and the host enforces it: the model does
 not choose where a note goes. An add-on that keeps notes apart per namespace says so with ``namespaces =
@@ -283,7 +284,7 @@ def addon_turn(choice: str, *, user_id: int, message: str, namespaces: Sequence[
 
 def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: str | None, delete: bool,
                 namespace: str = "user") -> None:
-    """Hand a note the policy let through (saved at once, or confirmed) to the add-on ``name``, for the
+    """Hand a note the person confirmed to the add-on ``name``, for the
     namespace ``namespace`` (where the chat's memory choice sends it). Raises ``ServiceUnavailable`` (503) when
     it is not running, takes no notes or fails, and Conflict (409 ``memory_provider_one_store``) for a
     namespace other than ``user`` when it keeps one store: nothing was written, and a proposal stays waiting."""

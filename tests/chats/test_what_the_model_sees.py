@@ -236,19 +236,28 @@ def sample_serves(owner, monkeypatch):
     return store
 
 
-def test_with_save_it_and_tell_me_the_addon_gets_the_note_at_once(api, owner, model, sample_serves):
+def test_with_save_it_and_tell_me_the_addons_note_waits_since_the_host_cannot_give_it_an_undo(
+        api, owner, model, sample_serves):
+    """"An automatic note is one change set like any other. The Undo on the chat, the model's revert_change and
+    the Files history restore the earlier text. Every automatic note is in the audit of changes": the host
+    keeps no copy of an add-on's notes, so it can give one neither, and the note waits instead."""
     set_memory(owner, save_mode="auto")
     model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})),
-                 reply("Noted."))
+                 reply("It waits for you."))
 
     body = send(api, new_chat(api), "Remember that I am vegan.")
 
     assert list(tools_of(model.requests[-2])) == ["propose_change", "sample_lookup"]
+    assert sample_serves == {} and body["memory"]["saved"] == []
+    [proposed] = body["memory"]["proposed"]
+    assert (proposed["topic"], proposed["provider"], proposed["reason"]) == ("diet", "sample", "addon_no_undo")
+    [result] = tool_results(model.requests[-1])
+    assert result["status"] == "proposed" and "Undo" in result["message"] and "audit" in result["message"]
+    assert api.get("/api/chats/changes/audit").json()["changes"] == []  # nothing saved that the audit misses
+    confirmed = api.post(f"/api/chats/memory/proposals/{proposed['proposal_id']}/confirm")
+    assert confirmed.status_code == 200, confirmed.content
     assert sample_serves == {"diet": "vegan"}
-    assert [(s["topic"], s["provider"], s["change_id"]) for s in body["memory"]["saved"]] == [("diet", "sample", None)]
     assert notes_of_user(owner) == ""  # the built-in notes are not written
-    [result] = tool_results(model.requests[-1])  # the model is told there is no Undo, so it does not promise one
-    assert "undo" not in result["message"].lower().replace("no undo", "") and "add-on" in result["message"]
 
 
 @pytest.mark.django_db(transaction=True)  # as a live request: no test transaction around the turn's writes

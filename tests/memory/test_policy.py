@@ -279,6 +279,12 @@ NOTE_TABLE = [
     # Reading: a turn that read a client's tool results (a page, a search) may have been told what to
     # remember by them, so its notes wait for the owner's yes.
     pytest.param(AUTO, note(outside_text=True), asked("user", "outside_text"), id="after_outside_text_asks"),
+    # "An automatic note is one change set like any other… Every automatic note is in the audit of changes":
+    # the host keeps no copy of an add-on's notes, so it cannot give one either, and the note waits.
+    pytest.param(facts(save_mode="auto", provider="addon"), note(), asked("user", "addon_no_undo"),
+                 id="an_add_ons_note_waits_under_save_and_tell"),
+    pytest.param(agent("own", save_mode="auto", provider="addon", addon_namespaces=True), note(),
+                 asked("agent", "addon_no_undo"), id="an_add_ons_note_for_the_agent_waits_too"),
     # "A reply saves at most 5 notes at once."
     pytest.param(AUTO, note(saved_in_this_reply=4), saved("user", "save_and_tell"), id="the_5th_saves"),
     pytest.param(AUTO, note(saved_in_this_reply=5), asked("user", "reply_limit"), id="the_6th_waits"),
@@ -696,13 +702,17 @@ def oracle_note(v: dict[str, Any], turn: dict[str, Any], n: dict[str, Any]) -> t
     if scope not in turn["propose_scopes"]:
         return "refuse", None
     level = turn["effective_level"]
-    if v["origin"] == "messaging" and scope != "channel" and level == "auto":
+    one_store = v["provider"] == "addon" and not v["addon_namespaces"]
+    if v["origin"] == "messaging" and (scope != "channel" or one_store) and level == "auto":
         level = "ask"  # "a note for another scope never saves at once"
     if level == "always":
         return "locked", scope
     if level == "ask":
         return "ask", scope
     waits = n["looks_secret"] or n["length"] > 500 or n["saved_in_this_reply"] >= 5 or n["is_delete"]
+    # "An automatic note is one change set like any other… Every automatic note is in the audit of changes":
+    # the host has neither for an add-on's note, so it waits.
+    waits = waits or v["provider"] == "addon"
     return ("ask" if waits else "save_now"), scope
 
 
@@ -843,8 +853,8 @@ def test_every_turn_with_memory_on_and_every_note_match_the_oracle() -> None:
         revert = decide_revert(turn_facts)
         assert revert.allowed == ("revert_change" in turn["tools"] and turn["effective_level"] != "always")
 
-        if provider != "builtin":
-            continue  # an add-on serves the same decisions; notes are walked once
+        # An add-on of one store serves every chat from it: in a messaging chat that is more than the conversation.
+        one_store = provider == "addon"
         for scope, shape in itertools.product((None, "user", "agent", "channel"), NOTE_SHAPES):
             n: dict[str, Any] = {"scope": scope, **shape}
             decision = decide_note(turn_facts, NoteFacts(**n))
@@ -852,7 +862,7 @@ def test_every_turn_with_memory_on_and_every_note_match_the_oracle() -> None:
             assert (decision.outcome, decision.scope) == (outcome, target), (v, n)
             assert decision.requester_only == (
                 outcome == "locked"
-                or (outcome == "ask" and v["origin"] == "messaging" and target != "channel")
+                or (outcome == "ask" and v["origin"] == "messaging" and (target != "channel" or one_store))
             )
             # The host's own make-room delete says so whenever it waits, asked or locked.
             if n.get("makes_room") and outcome in ("ask", "locked"):
