@@ -31,7 +31,12 @@ from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput,
 from localai_memory.core.parsers import json_loads
 from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
-from localai_memory.memory.proposals import AlreadySaved, addon_proposal_create, proposal_create
+from localai_memory.memory.proposals import (
+    AlreadySaved,
+    ProviderChanged,
+    addon_proposal_create,
+    proposal_create,
+)
 from localai_memory.memory.providers import AddonTurn
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
@@ -435,7 +440,7 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
                 details=details, delete=delete, reason=decision.reason, locked=decision.outcome == "locked",
                 requester_only=decision.requester_only, origin=ctx.chat.origin, chat_id=ctx.chat.pk,
                 requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None, read_after=ctx.read_after)
-    except Forgotten as exc:
+    except (Forgotten, ProviderChanged) as exc:  # forgotten, or another provider picked, while the turn ran
         return refused(ctx, topic, exc.code, exc.message)
     entry = {"proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": "addon",
              "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,

@@ -253,6 +253,8 @@ def addon_proposal_create(*, owner_id: int, provider: str, topic: str, summary: 
     lock_owner(owner_id)
     _check_chat_there(owner_id, chat_id)
     check_not_forgotten(owner_id, read_after)
+    if not addon_chosen(owner_id=owner_id, provider=provider):  # another provider was picked while the turn ran
+        raise ProviderChanged(DROPPED[PROVIDER_CHANGED].refusal)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic, summary=text,
                                        details=f"{provider}\n{body}", delete=delete)
     waiting = _waiting_twin(owner_id, fingerprint, now)
@@ -367,6 +369,7 @@ def proposal_may_answer(proposal: Proposal, sender: Sender) -> bool:
 
 
 _EXPIRED = object()
+_PROVIDER_CHANGED = object()
 #: ``decided_by`` of a suggestion whose agent was deleted while it waited (``proposals_drop_for_agent``).
 AGENT_DELETED = "the agent was deleted"
 #: ``decided_by`` of a suggestion dropped when everything was forgotten (``proposals_drop_for_forget``).
@@ -377,6 +380,9 @@ BOT_DELETED = "the bot was deleted"
 CHAT_DELETED = "the chat was deleted"
 #: ``decided_by`` of a suggestion an administrator ended (the admin's "Expire now").
 ADMIN_EXPIRED = "an administrator"
+#: ``decided_by`` of a suggestion for a memory add-on that no longer serves: the person picked another
+#: provider (``proposals_drop_for_provider``).
+PROVIDER_CHANGED = "another memory provider was picked"
 
 
 @dataclass(frozen=True)
@@ -400,6 +406,10 @@ DROPPED = {
     CHAT_DELETED: Dropped("Dropped: its chat was deleted.", "chat_deleted",
                           "Its chat was deleted, so this note can no longer be saved."),
     ADMIN_EXPIRED: Dropped("Dropped by an administrator.", "admin_dropped", "An administrator dropped this suggestion."),
+    PROVIDER_CHANGED: Dropped(
+        "Dropped: it was for a memory add-on, and you picked another memory provider.", "provider_changed",
+        "This note was for a memory add-on that no longer serves your memory (you picked another provider), so "
+        "it was dropped: a note is never saved somewhere you did not choose."),
 }
 DROPPED_BECAUSE = {decided_by: dropped.listed for decided_by, dropped in DROPPED.items()}
 #: The codes of the 410s of dropped suggestions (a bot says their refusal as it is).
@@ -413,6 +423,34 @@ def proposals_drop_for_forget(*, owner_id: int) -> int:
     under the owner's note lock. Returns how many."""
     return Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING).update(
         status=Proposal.Status.EXPIRED, decided_at=timezone.now(), decided_by=FORGOTTEN, notified=True)
+
+
+def proposals_drop_for_provider(*, owner_id: int, provider: str) -> int:
+    """End the suggestions still waiting for a memory add-on other than ``provider``, the one the owner just
+    picked ("One serves at a time"): confirmed later, one would be saved into an add-on that no longer serves,
+    while the built-in notes or another add-on do. Notes for the built-in notes stay: they are files the person
+    reads and edits on the Memory tab whatever serves. They count as expired, with nothing announced
+    (``PROVIDER_CHANGED``); an answer to one is told why. Call inside the pick's transaction, under the owner's
+    note lock. Returns how many it ended."""
+    return Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING).exclude(provider="").exclude(
+        provider=provider).update(status=Proposal.Status.EXPIRED, decided_at=timezone.now(),
+                                  decided_by=PROVIDER_CHANGED, notified=True)
+
+
+def addon_chosen(*, owner_id: int, provider: str) -> bool:
+    """Whether ``provider`` is the memory add-on the owner chose (switched on or off: Off keeps the choice).
+    Ask under the owner's note lock, which ``memory.services.provider_pick`` holds while it changes it."""
+    from .models import MemorySettings
+    from .providers import BUILTIN, canonical
+
+    choice = MemorySettings.objects.filter(user_id=owner_id).values_list("provider", flat=True).first()
+    return canonical(choice or BUILTIN) == provider
+
+
+class ProviderChanged(Gone):
+    """410 ``provider_changed``: the memory add-on a note was for no longer serves the owner's memory."""
+
+    code = "provider_changed"
 
 
 def proposals_drop_for_bot(*, owner_id: int, binding_id: int) -> int:
@@ -458,12 +496,17 @@ def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: 
     pending, so the owner can make room and confirm again), NotFound for another owner's, Conflict (409,
     ``changed_since``) when the note changed after it was proposed: it would overwrite what the person did not
     see, so the proposal now shows the note as it is, and a second confirm saves it. Returns None when memory
-    already held exactly this note (the proposal counts as confirmed).
+    already held exactly this note (the proposal counts as confirmed), and for a note handed to a memory add-on.
+    A note for a memory add-on that is no longer the owner's choice raises ProviderChanged (410
+    ``provider_changed``) and is dropped; one for the add-on chosen that is down, ServiceUnavailable (503), and
+    it keeps waiting.
     """
     result = _confirm(owner_id=owner_id, proposal_id=proposal_id, actor=actor, sender=sender)
     if result is _EXPIRED:
         raise Gone("This proposal expired: a proposal waits 24 hours. Ask again in the chat.",
                    code="proposal_expired")
+    if result is _PROVIDER_CHANGED:
+        raise ProviderChanged(DROPPED[PROVIDER_CHANGED].refusal)
     if isinstance(result, _Changed):
         now = (f"it now says \u201c{result.summary}\u201d" if result.summary
                else "it was forgotten" if not result.details else "its details changed")
@@ -512,6 +555,13 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
     proposal = _answerable(owner_id=owner_id, proposal_id=proposal_id, sender=sender, now=now)
     if proposal is _EXPIRED:
         return _EXPIRED
+    if proposal.provider and not addon_chosen(owner_id=owner_id, provider=proposal.provider):
+        # "Memory does not move … so a note is never saved somewhere you did not choose": one made before the
+        # switch (or missed by it) is dropped now, and the 410 says why.
+        proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.EXPIRED, now, PROVIDER_CHANGED
+        proposal.notified = True
+        proposal.save(update_fields=["status", "decided_at", "decided_by", "notified"])
+        return _PROVIDER_CHANGED
     change: ChangeSet | None = None
     if not proposal.provider:  # the built-in notes: the note must be as it was when proposed
         scope = proposal_scope(proposal)

@@ -17,6 +17,7 @@ from localai_memory.notes.api import change_json
 
 from . import policy, proposals
 from .models import Proposal
+from .providers import addon_label
 
 
 def _message(proposal: Proposal, status: str) -> str:
@@ -24,6 +25,9 @@ def _message(proposal: Proposal, status: str) -> str:
     if status == "pending":
         return policy.MESSAGES.get(proposal.reason, "")
     if status == "confirmed":
+        if proposal.provider:
+            return (f"Confirmed: handed to the memory add-on {addon_label(proposal.provider)}"
+                    + (" to forget." if proposal.is_delete else "."))
         return "Confirmed: forgotten." if proposal.is_delete else "Confirmed: saved to memory."
     if status == "rejected":
         return "Turned down: nothing was changed."
@@ -37,6 +41,10 @@ def _message(proposal: Proposal, status: str) -> str:
 def proposal_json(proposal: Proposal) -> dict[str, Any]:
     scope = proposals.proposal_scope(proposal)
     status = proposals.proposal_status(proposal)
+    # A note for a memory add-on goes to that add-on, which keeps its notes itself: no path of the built-in
+    # notes, and the scope's label says whose add-on notes.
+    addon = proposal.provider or None
+    scope_label = f"{scope.label} in the memory add-on {addon_label(addon)}" if addon else scope.label
     return {
         "id": proposal.pk,
         "status": status,
@@ -49,9 +57,11 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
         # The note as the person last saw it here: when proposed, or as a refused confirm showed it.
         "current": dict(zip(("summary", "details"), (text or None for text in proposal.shown_before),
                             strict=True)),
-        "scope": {"kind": scope.kind, "key": scope.key, "label": scope.label},
-        "path": scope.topic_path(proposal.topic),
-        "index_path": scope.index_path,
+        "scope": {"kind": scope.kind, "key": scope.key, "label": scope_label},
+        # The memory add-on the note goes to (its name); null: the built-in notes, at ``path``.
+        "provider": addon,
+        "path": None if addon else scope.topic_path(proposal.topic),
+        "index_path": None if addon else scope.index_path,
         "locked": proposal.locked,
         "requester_only": proposal.requester_only,
         "reason": proposal.reason,

@@ -96,6 +96,12 @@ def addon(name: str) -> Any | None:
     return _addons().get(name)
 
 
+def addon_label(name: str) -> str:
+    """How the memory add-on ``name`` is named to the person: its label, or its name once it is not installed."""
+    obj = addon(name)
+    return str(getattr(obj, "label", name)) if obj is not None else name
+
+
 def addon_running(obj: Any) -> bool:
     try:
         return bool(obj.is_running())

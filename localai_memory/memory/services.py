@@ -53,16 +53,28 @@ def settings_update(*, user_id: int, enabled: bool | None = None, save_mode: str
 
 @transaction.atomic
 def provider_pick(*, user_id: int, provider: str) -> MemoryState:
-    """Pick the memory provider: builtin, off (the same as the switch), or an installed add-on."""
+    """Pick the memory provider: builtin, off (the same as the switch), or an installed add-on.
+
+    "One serves at a time": picking another provider than the one chosen drops the suggestions still waiting
+    for a memory add-on other than the new choice (``proposals.proposals_drop_for_provider``), so none is saved
+    into an add-on that no longer serves. Off keeps the choice, and them. Under the owner's note lock, which a
+    confirm holds while it checks the add-on is still the choice."""
+    from localai_memory.notes.services import lock_owner
+
+    from .proposals import proposals_drop_for_provider
+
     if not isinstance(provider, str) or not provider:
         raise InvalidInput("provider is required", code="invalid_provider")
     provider = canonical(provider)  # "memory", the old add-on's name, is the built-in provider
     if provider not in (BUILTIN, OFF) and addon(provider) is None:
         raise InvalidInput(f"no installed add-on serves memory as {provider!r}", code="unknown_provider")
+    lock_owner(user_id)
     row = _row_for_update(user_id)
     if provider == OFF:
         row.enabled = False
     else:
+        if canonical(row.provider) != provider:
+            proposals_drop_for_provider(owner_id=user_id, provider=provider)
         row.enabled, row.provider = True, provider
     row.enabled_set = True
     row.save(update_fields=["enabled", "enabled_set", "provider", "updated_at"])

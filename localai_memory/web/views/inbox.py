@@ -23,6 +23,7 @@ from localai_memory.growth.consolidation import REPLACED_BY_NEWER
 from localai_memory.memory import policy
 from localai_memory.memory import proposals as proposal_services
 from localai_memory.memory.models import Proposal
+from localai_memory.memory.providers import addon_label
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
@@ -132,10 +133,13 @@ def proposal_views(owner_id: int, proposals: list[Proposal]) -> list[ProposalVie
     for proposal in proposals:
         status = proposal_services.proposal_status(proposal, now=now)
         change = proposal.change_set if status == Proposal.Status.CONFIRMED else None
+        where = scope_label(proposal.scope_kind, proposal.scope_key, names, conversations)
+        if proposal.provider:  # the memory add-on keeps the note, not the built-in notes
+            where = f"{where} in the memory add-on “{addon_label(proposal.provider)}”"
         views.append(ProposalView(
             proposal=proposal,
             status=status,
-            scope_label=scope_label(proposal.scope_kind, proposal.scope_key, names, conversations),
+            scope_label=where,
             origin_label=origin_label(proposal, titles, senders),
             chat_url=f"/chats/{proposal.chat_id}/" if proposal.chat_id in titles else None,
             reason_message=policy.MESSAGES.get(proposal.reason, ""),

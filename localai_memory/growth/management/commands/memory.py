@@ -309,7 +309,8 @@ class Command(BaseCommand):
 
         self.emit({"proposals": data}, table(
             ["id", "status", "scope", "topic", "change", "from", "correction"],
-            [[d["id"], d["status"], Scope(d["scope"]["kind"], d["scope"]["key"]).name, d["topic"], change(d),
+            [[d["id"], d["status"], Scope(d["scope"]["kind"], d["scope"]["key"]).name
+              + (f" in the add-on {d['provider']}" if d["provider"] else ""), d["topic"], change(d),
               d["source"], "yes" if p.correction else ""] for d, p in zip(data, rows, strict=True)]))
 
     def do_stats(self, **_: Any) -> None:
