@@ -148,21 +148,24 @@ def account_delete(*, user_id: int, told: Callable[[str], None] | None = None) -
     (``growth.services.memory_clear``: files, versions, change sets, Trash, suggestions, recall's copies, what
     memory did on each turn), under the owner's note lock, so a turn saving meanwhile waits and then finds
     nobody to save for; then the user row goes, and with it their settings, tokens, agents, chats and bots.
-    One transaction: it all goes or nothing does. Once it commits, the memory add-on their settings name is
-    asked to forget them (as Forget everything asks it, but also while their memory is switched off: the
-    add-on still keeps what it took); ``told`` hears the add-on's answer (``"forgot"`` or ``"failed"``).
+    One transaction: it all goes or nothing does. Once it commits, every memory add-on they used is asked to
+    forget them (as Forget everything asks each, serving or not, also while their memory is switched off: an
+    add-on still keeps what it took); ``told`` hears the add-ons' answer (``"forgot"``, or ``"failed"`` when
+    one did not or could not be asked).
     Returns what was erased of the notes, per kind. A user who does not exist is nothing to delete.
     """
     from localai_memory.growth.services import memory_clear
-    from localai_memory.memory.providers import addon_forget
-    from localai_memory.memory.selectors import memory_state
+    from localai_memory.memory.providers import addons_forget, forget_summary
+    from localai_memory.memory.selectors import addons_used
 
-    choice = memory_state(user_id=user_id).provider_choice
+    used = addons_used(user_id=user_id)  # read before the settings row goes with the user
 
     def forget_in_the_addon() -> None:
-        answer = addon_forget(choice, user_id=user_id)
-        if answer == "failed":
-            log.warning("user %s was deleted, but the memory add-on %s could not forget them", user_id, choice)
+        answers = addons_forget(used, user_id=user_id)
+        for failed in (answer for answer in answers if answer.status != "forgot"):
+            log.warning("user %s was deleted, but the memory add-on %s did not forget them: %s", user_id,
+                        failed.name, failed.status)
+        answer = forget_summary(answers)
         if answer is not None and told is not None:
             told(answer)
 

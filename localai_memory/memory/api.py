@@ -29,7 +29,7 @@ from localai_memory.notes.services import (
 from . import services
 from .categories import CATEGORIES, Profile, ProfileNote, category_of, profile
 from .models import MessagingSave, SaveMode
-from .providers import memory_providers
+from .providers import forget_summary, memory_providers
 from .selectors import memory_state, owned_scope
 
 
@@ -126,10 +126,12 @@ class ForgetApi(ApiView):
         data = validated(ForgetInput, request.data)
         if not data["confirm"]:
             raise InvalidInput("send {\"confirm\": true} to forget everything", code="confirm_required")
-        entry, addon = services.memory_forget_all(user_id=request.user.pk)
+        entry, addons = services.memory_forget_all(user_id=request.user.pk)
         return Response({"trash_id": entry.pk if entry else None,
                          "files": entry.files.count() if entry else 0,
-                         "addon": addon,
+                         # every memory add-on you used, serving or not: forgot, or why not (null: none to ask)
+                         "addon": forget_summary(addons),
+                         "addons": [answer.as_dict() for answer in addons],
                          "message": "Your notes are in the Trash; restore them from Files." if entry
                          else "There were no notes to forget."})
 

@@ -30,6 +30,10 @@ class MemorySettings(models.Model):
     messaging_save = models.CharField(max_length=20, choices=MessagingSave.choices, default=MessagingSave.ASK)
     provider = models.CharField(max_length=100, default="builtin",
                                 help_text="builtin or an add-on's name; 'off' is the enabled switch.")
+    addons_used = models.JSONField(
+        default=list, blank=True,
+        help_text="The memory add-ons the user picked at some time (names), which may still hold their notes: "
+                  "Export and Forget everything go to each, whether it serves now or not.")
     legacy_addon_disabled = models.BooleanField(
         default=False, help_text="The user had disabled the old Memory add-on to stop memory and never chose since.")
     consolidation_enabled = models.BooleanField(default=True)

@@ -37,6 +37,10 @@ notes (no agent, or an agent whose memory is Mine); the chats of other agents ge
   ``addons/<name>/<file>`` beside the notes (an import leaves that folder to the add-on);
 * ``forget(*, user_id: int) -> None``: Forget everything then asks the add-on to forget too.
 
+Export and Forget everything go to every add-on the person picked at some time (``MemorySettings.addons_used``)
+and still may hold their notes, whether it serves now or not: switching away from an add-on leaves its notes
+in it. One that is not running (or no longer installed) is named in the answer, never counted as forgotten.
+
 ``memory`` names the old "Short memory" add-on, whose work the host now does itself: it is an alias of the
 built-in provider. Picking it picks Built-in, a stored choice of it serves as Built-in, and an installed
 add-on of that name is not listed a second time.
@@ -46,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, cast
@@ -313,40 +317,93 @@ def addon_write(name: str, *, user_id: int, topic: str, summary: str, details: s
                                  code="memory_provider_failed") from None
 
 
-#: Where an export carries what the serving add-on exported (``addons/<name>/<file>``).
+#: Where an export carries what an add-on exported (``addons/<name>/<file>``).
 ADDON_EXPORT_FOLDER = "addons"
 
 
-def addon_export(choice: str, *, user_id: int) -> tuple[str, bytes] | None:
-    """The serving add-on's export as ``(path in the zip, bytes)``; None when it supplies none. When it fails,
-    a short text saying so takes its place, so the person sees the export is incomplete."""
-    serving = _serving(choice, "export")
-    if serving is None:
-        return None
-    name, obj = serving
-    folder = f"{ADDON_EXPORT_FOLDER}/{name}"
-    try:
-        result = obj.export(user_id=user_id)
-        file_name, data = result if isinstance(result, tuple) else (f"{name}-export", result)
-        file_name = re.sub(r"[^A-Za-z0-9._-]", "_", str(file_name))[:100].lstrip(".") or f"{name}-export"
-        if not isinstance(data, bytes | bytearray):
-            raise TypeError("an export must be bytes")
-        return f"{folder}/{file_name}", bytes(data)
-    except Exception:
-        log.warning("memory provider %s failed to export", name, exc_info=True)
-        return (f"{folder}/EXPORT-FAILED.txt",
-                f"The memory add-on {name} could not export its notes; export again once it works.\n".encode())
+def addons_export(names: Iterable[str], *, user_id: int) -> list[tuple[str, bytes]]:
+    """The exports of the add-ons ``names`` (those the person used), each as ``(path in the zip, bytes)``; an
+    add-on that supplies no export adds nothing. In place of one that fails, is not running or is not installed,
+    a short text says so, so the person sees the export is incomplete."""
+    files: list[tuple[str, bytes]] = []
+    for name in sorted(set(names)):
+        obj = addon(name)
+        folder = f"{ADDON_EXPORT_FOLDER}/{name}"
+        if obj is not None and not hasattr(obj, "export"):
+            continue
+        if obj is None or not addon_running(obj):
+            why = "is not installed" if obj is None else "is not running"
+            files.append((f"{folder}/EXPORT-FAILED.txt",
+                          f"The memory add-on {name} {why}, so its notes are not in this export; export again "
+                          "once it runs.\n".encode()))
+            continue
+        try:
+            result = obj.export(user_id=user_id)
+            file_name, data = result if isinstance(result, tuple) else (f"{name}-export", result)
+            file_name = re.sub(r"[^A-Za-z0-9._-]", "_", str(file_name))[:100].lstrip(".") or f"{name}-export"
+            if not isinstance(data, bytes | bytearray):
+                raise TypeError("an export must be bytes")
+            files.append((f"{folder}/{file_name}", bytes(data)))
+        except Exception:
+            log.warning("memory provider %s failed to export", name, exc_info=True)
+            files.append((f"{folder}/EXPORT-FAILED.txt",
+                          f"The memory add-on {name} could not export its notes; export again once it works.\n"
+                          .encode()))
+    return files
 
 
-def addon_forget(choice: str, *, user_id: int) -> str | None:
-    """Ask the serving add-on to forget the person's notes: ``"forgot"``, ``"failed"``, or None (none to ask)."""
-    serving = _serving(choice, "forget")
-    if serving is None:
+@dataclass(frozen=True)
+class AddonForget:
+    """What one add-on answered when asked to forget a person's notes."""
+
+    name: str
+    label: str
+    #: forgot; failed (it raised); not_running; not_installed; no_forget (it offers no way to forget)
+    status: str
+
+    @property
+    def message(self) -> str:
+        return {
+            "forgot": f"The memory add-on {self.label} forgot your notes.",
+            "failed": f"The memory add-on {self.label} could not forget your notes; try again once it works.",
+            "not_running": f"The memory add-on {self.label} is not running, so it was not asked to forget your "
+                           "notes and may still hold them; forget everything again once it runs.",
+            "not_installed": f"The memory add-on {self.label} is no longer installed, so it was not asked to forget "
+                             "your notes; if it kept them elsewhere, clear them there.",
+            "no_forget": f"The memory add-on {self.label} offers no way to forget your notes; clear them there.",
+        }[self.status]
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "label": self.label, "status": self.status, "message": self.message}
+
+
+def addons_forget(names: Iterable[str], *, user_id: int) -> list[AddonForget]:
+    """Ask each add-on of ``names`` (those the person used) to forget the person's notes, whether it serves now
+    or not, and say what each answered (``AddonForget``)."""
+    answers: list[AddonForget] = []
+    for name in sorted(set(names)):
+        obj = addon(name)
+        label = str(getattr(obj, "label", name)) if obj is not None else name
+        if obj is None:
+            status = "not_installed"
+        elif not callable(getattr(obj, "forget", None)):
+            status = "no_forget"
+        elif not addon_running(obj):
+            status = "not_running"
+        else:
+            try:
+                obj.forget(user_id=user_id)
+                status = "forgot"
+            except Exception:
+                log.warning("memory provider %s failed to forget", name, exc_info=True)
+                status = "failed"
+        answers.append(AddonForget(name, label, status))
+    return answers
+
+
+def forget_summary(answers: list[AddonForget]) -> str | None:
+    """One word for all the add-ons' answers: None (none to ask), ``forgot`` (every one forgot) or ``failed``
+    (at least one did not, or could not be asked)."""
+    if not answers:
         return None
-    name, obj = serving
-    try:
-        obj.forget(user_id=user_id)
-    except Exception:
-        log.warning("memory provider %s failed to forget", name, exc_info=True)
-        return "failed"
-    return "forgot"
+    return "forgot" if all(answer.status == "forgot" for answer in answers) else "failed"

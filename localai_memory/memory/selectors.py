@@ -96,6 +96,17 @@ def memory_state_of(row: MemorySettings | None, *, user_id: int) -> MemoryState:
     )
 
 
+def addons_used(*, user_id: int) -> list[str]:
+    """The memory add-ons that may hold the user's notes: each they picked at some time
+    (``MemorySettings.addons_used``) and the one their settings name now, whether it serves or not."""
+    row = MemorySettings.objects.filter(user_id=user_id).values_list("provider", "addons_used").first()
+    if row is None:
+        return []
+    choice, used = row
+    names = {str(name) for name in (used if isinstance(used, list) else [])} | {canonical(choice)}
+    return sorted(names - {BUILTIN, OFF})
+
+
 def forgotten_after(*, owner_id: int, moment: datetime) -> bool:
     """Whether the owner forgot everything (Forget everything, the terminal's clear) after ``moment``: what was
     read or said before it may become neither a note nor a suggestion. Ask under the owner's note lock

@@ -11,8 +11,8 @@ from django.utils import timezone
 from localai_memory.core.errors import InvalidInput
 
 from .models import MemorySettings, MessagingSave, SaveMode
-from .providers import BUILTIN, OFF, addon, addon_export, addon_forget, canonical
-from .selectors import MemoryState, memory_state
+from .providers import BUILTIN, OFF, AddonForget, addon, addons_export, addons_forget, canonical
+from .selectors import MemoryState, addons_used, memory_state
 
 
 def _row_for_update(user_id: int) -> MemorySettings:
@@ -76,8 +76,10 @@ def provider_pick(*, user_id: int, provider: str) -> MemoryState:
         if canonical(row.provider) != provider:
             proposals_drop_for_provider(owner_id=user_id, provider=provider)
         row.enabled, row.provider = True, provider
+        if provider != BUILTIN and provider not in row.addons_used:  # it may hold their notes from now on
+            row.addons_used = [*row.addons_used, provider]
     row.enabled_set = True
-    row.save(update_fields=["enabled", "enabled_set", "provider", "updated_at"])
+    row.save(update_fields=["enabled", "enabled_set", "provider", "addons_used", "updated_at"])
     return memory_state(user_id=user_id)
 
 
@@ -98,32 +100,33 @@ def settings_mark_forgotten(*, user_id: int) -> datetime:
 
 
 def memory_export_all(*, user_id: int) -> bytes:
-    """Export: the zip of every Memory file, with the serving add-on's own export beside them (``addons/``)."""
+    """Export: the zip of every Memory file, with the own export of each memory add-on the user used beside
+    them (``addons/<name>/…``), whether it serves now or not (``providers.addons_export``)."""
     import io
     import zipfile
 
     from localai_memory.notes.services import memory_export
 
     body = memory_export(owner_id=user_id)
-    state = memory_state(user_id=user_id)
-    extra = addon_export(state.provider_choice, user_id=user_id) if state.provider_state == "addon" else None
-    if extra is None:
+    extra = addons_export(addons_used(user_id=user_id), user_id=user_id)
+    if not extra:
         return body
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(body)) as notes, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for info in notes.infolist():
             archive.writestr(info, notes.read(info))
-        archive.writestr(extra[0], extra[1])
+        for path, data in extra:
+            archive.writestr(path, data)
     return out.getvalue()
 
 
-def memory_forget_all(*, user_id: int) -> tuple[Any, str | None]:
+def memory_forget_all(*, user_id: int) -> tuple[Any, list[AddonForget]]:
     """Forget everything: every note to the Trash (``notes.services.memory_forget``), the suggestions still
     waiting dropped, every chat marked as read for suggestions (``growth.consolidation
     .consolidation_forget_chats``: nothing said before is suggested afterwards, not even by a pass that was
     running) and the time recorded (``settings_mark_forgotten``: a chat turn still answering suggests and
-    saves nothing it read before), in one transaction; and the serving add-on asked to forget its own
-    (``"forgot"``, ``"failed"`` or None)."""
+    saves nothing it read before), in one transaction; and every memory add-on the user used asked to forget
+    its own, whether it serves now or not (``addons_forget_all``), with what each answered."""
     from localai_memory.growth.consolidation import consolidation_forget_chats
     from localai_memory.notes.services import memory_forget
 
@@ -134,6 +137,20 @@ def memory_forget_all(*, user_id: int) -> tuple[Any, str | None]:
         proposals_drop_for_forget(owner_id=user_id)
         consolidation_forget_chats(owner_id=user_id)
         settings_mark_forgotten(user_id=user_id)
-    state = memory_state(user_id=user_id)
-    addon = addon_forget(state.provider_choice, user_id=user_id) if state.provider_state == "addon" else None
-    return entry, addon
+    return entry, addons_forget_all(user_id=user_id)
+
+
+def addons_forget_all(*, user_id: int) -> list[AddonForget]:
+    """Ask every memory add-on the user used to forget their notes (``providers.addons_forget``). One that
+    forgot and no longer serves them holds nothing of theirs now, so later exports and forgets leave it out;
+    one that could not be asked stays, and is named in each answer until it forgets."""
+    answers = addons_forget(addons_used(user_id=user_id), user_id=user_id)
+    done = {answer.name for answer in answers if answer.status == "forgot"}
+    if done:
+        with transaction.atomic():
+            row = _row_for_update(user_id)
+            kept = [name for name in row.addons_used if name not in done or name == canonical(row.provider)]
+            if kept != row.addons_used:
+                row.addons_used = kept
+                row.save(update_fields=["addons_used"])
+    return answers

@@ -188,13 +188,81 @@ def test_export_says_so_when_the_addon_cannot_export(api, owner, sample_serves, 
         assert archive.namelist() == ["addons/sample/EXPORT-FAILED.txt"]
 
 
+def forget(api) -> dict:
+    answer = api.post("/api/chats/memory/forget", {"confirm": True}, format="json")
+    assert answer.status_code == 200, answer.content
+    return answer.json()
+
+
 def test_forget_everything_asks_the_serving_addon_to_forget_too(api, owner, sample_serves):
     put_json(api, PICK, {"provider": "sample"})
-    answer = api.post("/api/chats/memory/forget", {"confirm": True}, format="json")
-    assert answer.status_code == 200 and answer.json()["addon"] == "forgot"
+    answer = forget(api)
+    assert answer["addon"] == "forgot"
+    assert [(a["name"], a["status"]) for a in answer["addons"]] == [("sample", "forgot")]
     assert sample_serves == {}
+
+
+@pytest.mark.django_db
+def test_a_user_who_never_picked_an_addon_has_none_asked_and_none_exported(api, owner, sample_serves):
+    import io
+    import zipfile
+
+    assert (forget(api)["addon"], forget(api)["addons"]) == (None, [])
+    with zipfile.ZipFile(io.BytesIO(api.get("/api/chats/memory/export").content)) as archive:
+        assert not any(name.startswith("addons/") for name in archive.namelist())
+
+
+def test_forget_everything_asks_an_addon_you_switched_away_from_so_its_note_does_not_come_back(
+        api, owner, sample_serves, model):  # noqa: F811
+    put_json(api, PICK, {"provider": "sample"})
+    put_json(api, PICK, {"provider": "builtin"})  # the add-on still holds the garden note
+
+    answer = forget(api)
+
+    assert answer["addon"] == "forgot" and answer["addons"][0]["status"] == "forgot"
+    assert sample_serves == {}
+    assert forget(api)["addons"] == []  # it forgot and serves no more: nothing of yours is left in it
+    put_json(api, PICK, {"provider": "sample"})
+    model.script("Hello.")
+    chat = api.post("/api/chats", {}, format="json").json()["id"]
+    api.post(f"/api/chats/{chat}/messages", {"content": "What do I grow?"}, format="json")
+    assert "tomatoes" not in model.last_request["messages"][0]["content"]
+
+
+def test_forget_everything_says_when_an_addon_you_used_is_not_running_rather_than_claim_it_forgot(
+        api, client, owner, sample_serves, monkeypatch):
+    put_json(api, PICK, {"provider": "sample"})
     put_json(api, PICK, {"provider": "builtin"})
-    assert api.post("/api/chats/memory/forget", {"confirm": True}, format="json").json()["addon"] is None
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+
+    answer = forget(api)
+
+    assert answer["addon"] == "failed"
+    [said] = answer["addons"]
+    assert (said["name"], said["status"]) == ("sample", "not_running")
+    assert "is not running, so it was not asked to forget your notes" in said["message"]
+    assert sample_serves == {"garden": "grows tomatoes"}
+    client.force_login(owner)
+    page = client.post("/settings/memory/forget/", follow=True).content.decode()
+    assert "Sample memory add-on is not running" in page
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN")
+    assert forget(api)["addon"] == "forgot" and sample_serves == {}  # asked again once it runs
+
+
+def test_export_carries_the_notes_of_an_addon_you_switched_away_from_and_says_when_it_is_down(
+        api, owner, sample_serves, monkeypatch):
+    import io
+    import zipfile
+
+    put_json(api, PICK, {"provider": "sample"})
+    put_json(api, PICK, {"provider": "builtin"})
+    with zipfile.ZipFile(io.BytesIO(api.get("/api/chats/memory/export").content)) as archive:
+        assert archive.read("addons/sample/notes.txt") == b"garden: grows tomatoes\n"
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    with zipfile.ZipFile(io.BytesIO(api.get("/api/chats/memory/export").content)) as archive:
+        assert archive.namelist() == ["addons/sample/EXPORT-FAILED.txt"]
+        assert b"is not running, so its notes are not in this export" in archive.read(
+            "addons/sample/EXPORT-FAILED.txt")
 
 
 @pytest.mark.django_db

@@ -366,15 +366,13 @@ def memory_export(request: AuthenticatedHttpRequest) -> HttpResponse:
 def memory_forget(request: AuthenticatedHttpRequest) -> HttpResponse:
     files = notes_selectors.file_list(owner_id=request.user.pk)
     if request.method == "POST":
-        entry, addon = memory_services.memory_forget_all(user_id=request.user.pk)
+        entry, addons = memory_services.memory_forget_all(user_id=request.user.pk)
         if entry is None:
             messages.info(request, "There were no notes to forget.")
         else:
             messages.success(request, "Your notes are in the Trash. You can restore them from Files → Trash.")
-        if addon == "forgot":
-            messages.success(request, "Your memory add-on forgot its notes too.")
-        elif addon == "failed":
-            messages.error(request, "Your memory add-on could not forget its notes; try again once it works.")
+        for answer in addons:  # every memory add-on you used, serving or not
+            (messages.success if answer.status == "forgot" else messages.error)(request, answer.message)
         return redirect(MEMORY_TAB)
     notes = sum(len(notes_selectors.index_entries(owner_id=request.user.pk, scope=scope))
                 for scope in owner_scopes(owner_id=request.user.pk))

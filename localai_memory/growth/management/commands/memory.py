@@ -36,8 +36,9 @@ from localai_memory.growth.services import memory_clear, memory_leftovers
 from localai_memory.memory import proposals
 from localai_memory.memory.policy import MESSAGES
 from localai_memory.memory.proposals_api import proposal_json
-from localai_memory.memory.providers import addon_forget
-from localai_memory.memory.selectors import memory_state, owned_scope
+from localai_memory.memory.providers import forget_summary
+from localai_memory.memory.selectors import owned_scope
+from localai_memory.memory.services import addons_forget_all
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, NoteFile
@@ -479,13 +480,16 @@ class Command(BaseCommand):
         if left:
             raise CommandError("Clear did not finish; still stored: "
                                + ", ".join(f"{what} {count}" for what, count in sorted(left.items())))
-        # the memory add-on the settings name keeps its own notes: asked to forget them too (memory off or on)
-        addon = addon_forget(memory_state(user_id=self.user.pk).provider_choice, user_id=self.user.pk)
+        # every memory add-on the user used keeps its own notes: each asked to forget them too (serving or not)
+        addons = addons_forget_all(user_id=self.user.pk)
+        addon = forget_summary(addons)
         erased = (f"Erased every note of {name}: nothing is left (files, versions, changes, Trash and "
                   "suggestions checked).")
         if addon == "failed":
-            raise CommandError(erased + " But the memory add-on could not forget its own notes: clear them there.")
-        self.emit({"cleared": True, "deleted": deleted, "left": left, "addon": addon},
+            but = "But the memory add-on could not forget its own notes: clear them there."
+            raise CommandError(" ".join([erased, but, *(a.message for a in addons if a.status != "forgot")]))
+        self.emit({"cleared": True, "deleted": deleted, "left": left, "addon": addon,
+                   "addons": [a.as_dict() for a in addons]},
                   erased + (" The memory add-on forgot its notes too." if addon == "forgot" else ""))
 
     def do_consolidate(self, **_: Any) -> None:
