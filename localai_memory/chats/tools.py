@@ -137,6 +137,12 @@ def run_tool(ctx: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
 
 
 def _not_offered(ctx: ToolContext, name: str) -> dict[str, Any]:
+    if name == "revert_change" and ctx.decision.memory_on and ctx.decision.served_by == "builtin":
+        # Under Always confirm it is not offered, and a call made anyway is refused as the spec says it is
+        # ("revert_change is refused"), with the policy's reason.
+        locked = policy.decide_revert(ctx.facts, outside_text=ctx.outside_text)
+        if locked.reason == "revert_locked":
+            return refused(ctx, None, locked.reason, locked.message)
     if name in ("context_read", "memory_search", "propose_change", "revert_change") and not ctx.decision.memory_on:
         reason = ctx.decision.code or "memory_off"
         fix = ctx.decision.fix or ""

@@ -503,7 +503,11 @@ def decide_turn(facts: TurnFacts) -> TurnDecision:
     level, save_code = _level(facts)
     tools: set[Tool] = {"context_read", "memory_search"}
     if level != "never":
-        tools |= {"propose_change", "revert_change"}
+        tools.add("propose_change")
+    if level not in ("never", "always"):
+        # Under Always confirm "revert_change is refused, and you undo with the Undo of the note": it is not
+        # offered either (``decide_revert`` still refuses a call the model makes anyway).
+        tools.add("revert_change")
     return TurnDecision(
         memory_on=True,
         code=None,
@@ -648,11 +652,11 @@ def decide_revert(facts: TurnFacts, *, outside_text: bool = False) -> RevertDeci
     that read text the person did not type (``outside_text``, as for notes: a web page must not make memory
     forget; the person's own Undo still can)."""
     turn = decide_turn(facts)
+    if turn.effective_level == "always":  # not offered, and refused when called anyway
+        return RevertDecision(allowed=False, reason="revert_locked", message=MESSAGES["revert_locked"])
     if "revert_change" not in turn.tools:
         assert turn.save_code is not None
         return RevertDecision(allowed=False, reason=turn.save_code, message=MESSAGES[turn.save_code])
-    if turn.effective_level == "always":
-        return RevertDecision(allowed=False, reason="revert_locked", message=MESSAGES["revert_locked"])
     if outside_text:
         return RevertDecision(allowed=False, reason="revert_outside_text", message=MESSAGES["revert_outside_text"])
     return RevertDecision(allowed=True, reason="revert_allowed", message=MESSAGES["revert_allowed"])

@@ -20,6 +20,7 @@ from tests.chats.helpers import (
     note,
     send,
     set_memory,
+    system_of,
     tool_results,
     tools_of,
 )
@@ -217,6 +218,12 @@ def test_revert_change_is_refused_under_always_confirm(api, owner, model):
     set_memory(owner, save_mode="always")
     model.script(tool_calls(("revert_change", {})), reply("Use the Undo of the note."))
     body = send(api, chat, "Forget that.")
+    # Not offered, nor named in the memory skill: every call would be refused.
+    first = model.requests[-2]
+    assert sorted(tools_of(first)) == ["context_read", "propose_change"]
+    assert "revert_change" not in system_of(first) and "Skill memory:" in system_of(first)
+    assert api.get(f"/api/chats/{chat}/tools").json()["tools"] == ["context_read", "propose_change"]
+    # A call made anyway is refused, as the spec says.
     [result] = tool_results(model.last_request)
     assert result["status"] == "refused" and result["reason"] == "revert_locked"
     assert body["memory"]["refused"][0]["reason"] == "revert_locked"

@@ -89,8 +89,9 @@ def note(scope: str | None = None, **overrides: Any) -> NoteFacts:
 
 
 def on(reads: set[str], scopes: tuple[str, ...] = (), level: str = "never") -> dict[str, Any]:
-    """Memory on: these notes read, these scopes offered to propose_change (none: no propose tool)."""
-    tools = ALL_TOOLS if scopes else READ_TOOLS
+    """Memory on: these notes read, these scopes offered to propose_change (none: no propose tool). Under
+    Always confirm "revert_change is refused": it is not offered."""
+    tools = (ALL_TOOLS - {"revert_change"} if level == "always" else ALL_TOOLS) if scopes else READ_TOOLS
     return {
         "memory_on": True,
         "code": None,
@@ -396,6 +397,7 @@ def test_the_model_may_revert_its_own_note_except_under_always_confirm() -> None
     # "The model's own undo and forget wait for you too: revert_change is refused"
     refused = decide_revert(facts(save_mode="always"))
     assert (refused.allowed, refused.reason) == (False, "revert_locked")
+    assert decide_turn(facts(save_mode="always")).tools == {"context_read", "memory_search", "propose_change"}
     assert not decide_revert(agent(save_mode="auto", agent_memory_save="always")).allowed
     # No saving, no reverting.
     assert decide_revert(facts(save_mode="never")).reason == "save_mode_never"
@@ -686,7 +688,8 @@ def oracle_turn(v: dict[str, Any]) -> dict[str, Any]:
         "code": None,
         "blocked_by": None,
         "read_scopes": reads,
-        "tools": ALL_TOOLS if may_save else READ_TOOLS,
+        # "Always confirm … revert_change is refused": not offered either.
+        "tools": (ALL_TOOLS - {"revert_change"} if level == "always" else ALL_TOOLS) if may_save else READ_TOOLS,
         "propose_scopes": writes if may_save else (),
         "default_scope": writes[0] if may_save else None,
         "effective_level": level,
@@ -784,7 +787,8 @@ def check_turn(v: dict[str, Any]) -> tuple[TurnFacts, dict[str, Any]]:
     if not decision.memory_on:
         assert not decision.tools and not decision.read_scopes
     assert ("context_read" in decision.tools) == bool(decision.read_scopes)
-    assert ("propose_change" in decision.tools) == ("revert_change" in decision.tools)
+    assert ("revert_change" in decision.tools) == (
+        "propose_change" in decision.tools and decision.effective_level != "always")
     assert ("propose_change" in decision.tools) == (decision.effective_level != "never")
     # Conversation notes exist only in messaging chats, and every messaging chat with memory on reads them.
     assert ("channel" in decision.read_scopes) == (decision.memory_on and v["origin"] == "messaging")

@@ -223,6 +223,7 @@ def test_the_agents_rule_only_makes_saving_stricter(f: TurnFacts, rule: AgentRul
 def test_always_confirm_refuses_the_models_revert(f: TurnFacts) -> None:
     for locked in (replace(f, save_mode="always"), replace(f, has_agent=True, agent_memory_save="always")):
         assert not decide_revert(locked).allowed
+        assert "revert_change" not in decide_turn(locked).tools  # nor offered
 
 
 @fast
