@@ -161,6 +161,16 @@ def test_a_put_can_pick_a_clearer_choice_for_an_as_before_agent(api, make_agent)
     assert response.json()["memory"] == "mine"
 
 
+def test_the_forms_as_before_choice_comes_first_and_points_to_the_clearer_choices_below_it(
+        client, owner, make_agent):
+    agent = make_agent()  # without memory: as before
+    client.force_login(owner)
+    page = client.get(f"/agents/{agent['id']}/").content.decode()
+    choices = [page.index(f'name="memory" value="{value}"') for value in ("as_before", "mine_and_own", "none")]
+    assert choices == sorted(choices)  # listed first
+    assert "Pick one of the clearer choices below to change that." in page and "choices above" not in page
+
+
 def test_memory_null_in_a_put_sets_as_before(api, make_agent):
     agent = make_agent(memory="own")
     api.put(f"{AGENTS}/{agent['id']}", {"memory": None}, format="json")

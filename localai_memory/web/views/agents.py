@@ -37,7 +37,7 @@ MEMORY_CHOICES = [
 AS_BEFORE_DESC = ("This agent has no memory choice: it was saved before memory choices existed, or without one. "
                   "It reads your notes and its own when its "
                   "Add-ons list names memory, and the model chooses where a note goes. Pick one of the clearer "
-                  "choices above to change that.")
+                  "choices below to change that.")
 SAVE_RULES = [
     ("use_mine", "Use my setting", "Follow the choice on your Memory tab."),
     ("always", "Always confirm", "Every note this agent proposes waits for your confirmation."),
