@@ -149,6 +149,10 @@ class Reply:
     """For a button tap: one line about the outcome (the adapter shows it on the question it answered)."""
     settled: bool = False
     """For a button tap: the question is answered for good (the adapter may remove its buttons)."""
+    private: bool = False
+    """For a button tap: ``messages`` are for the tapper alone. The adapter shows them where nobody else sees
+    them (Telegram's answer to the tap, a Slack ephemeral message, a Discord ephemeral response), or not at
+    all, and never posts them in the chat."""
     duplicate: bool = False
 
 
@@ -195,6 +199,8 @@ UNDO_CLOSED_TEXT = ("Too late to undo here: a note can be undone for 30 minutes 
 ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
 NO_ANSWER_TEXT = "(The assistant gave no answer to that.)"
 UNREADABLE_TEXT = "I can only read text messages."
+UNPAIRED_TAP_TEXT = ("Only people paired with this bot can answer its questions, so your tap did not count. Write "
+                     "to the bot to get a pairing code.")
 NOT_HERE_TEXT = ("I keep notes only for a conversation I have had with you: write me a message first (directly, "
                  "or by mentioning me in a channel I was invited to), then use /remember there.")
 
@@ -233,9 +239,7 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     sender = services.sender_seen(binding_id=binding.pk, external_id=message.sender_id,
                                   display=message.sender_display)
     if message.answer is not None:
-        questions = list(Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION,
-                                               proposal_id=message.proposal_id).order_by("created_at", "id"))
-        return _answer(binding, conversation, sender, message.answer, questions, tapped=True)
+        return _tap(binding, conversation, sender, message.answer, message.proposal_id)
     if sender.status == SenderStatus.BLOCKED:
         return Reply()
     text = message.text.strip()
@@ -467,6 +471,20 @@ def question_sent(*, binding_id: int, conversation_id: str, proposal_id: int, me
     it (an adapter calls this once the question's message is sent)."""
     Notice.objects.filter(conversation__binding_id=binding_id, conversation__external_id=str(conversation_id)[:200],
                           kind=NoticeKind.QUESTION, proposal_id=proposal_id).update(message_ref=message_ref[:64])
+
+
+def _tap(binding: Binding, conversation: Conversation, sender: Sender, answer: Answer,
+         proposal_id: int | None) -> Reply:
+    """A tap on a Yes/No button. Checked before anything is said, as a message is: a blocked sender's tap is
+    ignored without a word, and an unpaired sender's is answered to them alone (``Reply.private``), so nobody
+    the owner did not pair can make the bot post in a chat, once per tap."""
+    if sender.status == SenderStatus.BLOCKED:
+        return Reply()
+    if not sender.paired:
+        return Reply([Outbound(UNPAIRED_TAP_TEXT)], private=True)
+    questions = list(Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION,
+                                           proposal_id=proposal_id).order_by("created_at", "id"))
+    return _answer(binding, conversation, sender, answer, questions, tapped=True)
 
 
 def _question_to_answer(binding: Binding, conversation: Conversation, sender: Sender,

@@ -162,7 +162,16 @@ class BridgeClient(discord.Client):
         reply = await run_sync(core.handle, inbound)
         if reply.duplicate:
             return
-        text = "\n".join(outbound.text for outbound in reply.messages) or reply.answered or "OK"
+        text = "\n".join(outbound.text for outbound in reply.messages) or reply.answered or ""
+        if not text:  # nothing to say (a blocked sender's click): acknowledged without a word
+            await interaction.response.defer()
+            return
+        if reply.private:  # for the clicker alone: an ephemeral response only they see, never a post
+            first, *rest = core.split_text(text, MESSAGE_LIMIT)
+            await interaction.response.send_message(first, ephemeral=True)
+            for part in rest:
+                await interaction.followup.send(part, ephemeral=True)
+            return
         if reply.settled and interaction.message is not None:
             # Decided: the question shows the answer and loses its buttons (one reply, as Telegram's
             # keyboard goes away), so nobody taps a question that is already answered.

@@ -186,6 +186,13 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
         reply = _handle(binding_id, inbound)
         if reply.duplicate:
             return
+        if reply.private:  # for the clicker alone: an ephemeral message only they see, never a post
+            for outbound in reply.messages:
+                try:
+                    respond(text=_escape(outbound.text), response_type="ephemeral", replace_original=False)
+                except Exception:
+                    log.warning("slack binding %s: could not answer a click", binding_id, exc_info=True)
+            return
         if reply.settled:
             question = ((body.get("message") or {}).get("text") or "").strip()
             try:

@@ -252,16 +252,22 @@ async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
         await run_sync(pending.sent, pending_id)
 
 
+#: How long the answer to a tap waits for the tap's outcome, which it then shows (the only place Telegram shows
+#: something to the tapper alone). A slower outcome does not keep the spinner going, and Telegram refuses an
+#: answer that comes too late: the spinner stops, and the outcome follows as a message.
+TAP_ANSWER_SECONDS = 3.0
+#: Telegram shows at most this many characters in the answer to a tap.
+TAP_ANSWER_LIMIT = 200
+
+
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Answers a Yes/No tap: confirms or drops the proposal, then clears the buttons of the question."""
     query = update.callback_query
     assert query is not None and query.data is not None
-    # Answered first: the tap stops spinning at once, and Telegram refuses an answer that comes too late
-    # ("query is too old"). The outcome goes as a message, so a refused answer keeps back nothing.
-    await _answer_query(query)
     match = CALLBACK_RE.match(query.data)
     chat = update.effective_chat
     if match is None or chat is None or query.from_user is None:
+        await _answer_query(query)
         return
     user = query.from_user
     inbound = core.InboundMessage(
@@ -269,8 +275,22 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         sender_id=str(user.id), sender_display=user.full_name or user.username or str(user.id),
         delivery_key=f"update:{update.update_id}", conversation_title=chat.title or chat.full_name or "",
         answer=match.group(1), proposal_id=int(match.group(2)))  # type: ignore[arg-type]
-    reply = await run_sync(core.handle, inbound)
-    if reply.duplicate:
+    handling = asyncio.ensure_future(run_sync(core.handle, inbound))
+    try:
+        reply = await asyncio.wait_for(asyncio.shield(handling), TAP_ANSWER_SECONDS)
+    except TimeoutError:
+        await _answer_query(query)
+        reply = await handling
+        if reply.private:  # meant for the tapper alone, and too late for the only place that shows it so
+            log.info("telegram: the answer to a tap came too late to show it to the tapper alone")
+            return
+    except Exception:
+        await _answer_query(query)
+        raise
+    else:
+        said = "\n".join(outbound.text for outbound in reply.messages) if reply.private else reply.answered or ""
+        await _answer_query(query, said[:TAP_ANSWER_LIMIT])
+    if reply.duplicate or reply.private:
         return
     if reply.settled:
         try:
@@ -281,10 +301,11 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await send_all(context.bot, chat.id, messages)
 
 
-async def _answer_query(query: CallbackQuery) -> None:
-    """Stop the tapped button's spinner; a failure (too late, a network error) is logged, never raised."""
+async def _answer_query(query: CallbackQuery, text: str = "") -> None:
+    """Stop the tapped button's spinner, showing ``text`` to the tapper alone when there is one; a failure (too
+    late, a network error) is logged, never raised."""
     try:
-        await with_retries(query.answer, classify, what="telegram answerCallbackQuery")
+        await with_retries(lambda: query.answer(text=text or None), classify, what="telegram answerCallbackQuery")
     except InvalidToken:
         raise
     except TelegramError:

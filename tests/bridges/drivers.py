@@ -49,6 +49,17 @@ class Said:
         return match.group(1)
 
 
+@dataclass
+class Tapped:
+    """What a tap on a Yes/No button led to, by who sees it: posted in the chat for everyone (``public``),
+    shown to the tapper alone (``private``: Telegram's answer to the tap, a Slack ephemeral message, a Discord
+    ephemeral response), and what the question itself now says (``card``: Slack and Discord replace it)."""
+
+    public: list[str] = field(default_factory=list)
+    private: list[str] = field(default_factory=list)
+    card: list[str] = field(default_factory=list)
+
+
 class Driver:
     """One bot binding seen from the platform's side."""
 
@@ -78,6 +89,11 @@ class Driver:
 
     def tap(self, person: Person, answer: str, proposal_id: int, *, expect: int = 1) -> Said:
         """``person`` taps Yes or No under the question about ``proposal_id`` in their direct chat."""
+        raise NotImplementedError
+
+    def tap_seen(self, person: Person, answer: str, proposal_id: int, *, in_group: bool = False) -> Tapped:
+        """``person`` taps Yes or No under the question about ``proposal_id`` in their direct chat, or in the
+        group; what came of it, by who sees it."""
         raise NotImplementedError
 
     def dm_id(self, person: Person) -> str:
@@ -158,6 +174,17 @@ class TelegramDriver(Driver):
         said = self._said(before)
         toasts = [c.params.get("text", "") for c in self.server.calls_to("answerCallbackQuery")[answered:]]
         return Said([*toasts, *said.texts], said.buttons)
+
+    def tap_seen(self, person: Person, answer: str, proposal_id: int, *, in_group: bool = False) -> Tapped:
+        before = len(self.server.sent)
+        answered = len(self.server.calls_to("answerCallbackQuery"))
+        where: dict[str, Any] = {"chat_id": self.GROUP_ID, "chat_type": "supergroup"} if in_group else {}
+        update = telegram_fake.callback_query(f"memory:{answer}:{proposal_id}", user_id=person.number,
+                                              first_name=person.name, username=person.name.lower(), **where)
+        assert self.post(update) == 200
+        toasts = [c.params.get("text") or "" for c in self.server.calls_to("answerCallbackQuery")[answered:]]
+        assert len(toasts) == 1, toasts  # every tap is answered, once
+        return Tapped(public=[item["text"] for item in self.server.sent[before:]], private=[t for t in toasts if t])
 
     def dm_id(self, person: Person) -> str:
         return str(person.number)
@@ -245,6 +272,22 @@ class SlackDriver(Driver):
         assert self.post(signed) == 200
         return self._said(before)
 
+    def tap_seen(self, person: Person, answer: str, proposal_id: int, *, in_group: bool = False) -> Tapped:
+        before, responses = len(self.server.posts), len(self.server.responses)
+        signed = self.server.block_actions_request(f"memory_{answer}", str(proposal_id), signing_secret=self.secret,
+                                                   user=self.user(person),
+                                                   channel=self.GROUP_ID if in_group else self.dm_id(person))
+        assert self.post(signed) == 200
+        tapped = Tapped(public=[post["text"] for post in self.server.posts[before:]])
+        for response in self.server.responses[responses:]:
+            if response.get("response_type") == "ephemeral":
+                tapped.private.append(response.get("text", ""))
+            elif response.get("replace_original") in (True, "true"):
+                tapped.card.append(response.get("text", ""))
+            else:
+                tapped.public.append(response.get("text", ""))
+        return tapped
+
     def dm_id(self, person: Person) -> str:
         return f"D{person.number}"
 
@@ -315,6 +358,29 @@ class DiscordDriver(Driver):
                                       username=person.name.lower())
         self._wait(before, interactions, expect)
         return self._said(before, interactions)
+
+    def tap_seen(self, person: Person, answer: str, proposal_id: int, *, in_group: bool = False) -> Tapped:
+        before, interactions = len(self.server.messages), len(self.server.interaction_responses)
+        self.server.push_button_click(f"memory:{answer}:{proposal_id}", author_id=person.number,
+                                      username=person.name.lower(),
+                                      guild_id=self.server.guild_id if in_group else None)
+        # Every click gets one interaction response (else Discord tells the clicker it failed).
+        self.server.wait_for(lambda: len(self.server.interaction_responses) > interactions, timeout=15,
+                             message="the click was not answered")
+        tapped = Tapped()
+        for response in self.server.interaction_responses[interactions:]:
+            data = response["data"]
+            content = data.get("content") or ""
+            if response["type"] == 7:  # the question message itself updated
+                tapped.card.append(content)
+            elif response["type"] == 4 and int(data.get("flags") or 0) & 64:  # ephemeral
+                tapped.private.append(content)
+            elif response["type"] == 4:
+                tapped.public.append(content)
+        for message in self.server.messages[before:]:
+            flags = int((message.get("payload") or {}).get("flags") or 0)
+            (tapped.private if flags & 64 else tapped.public).append(message["content"])
+        return tapped
 
     def dm_id(self, person: Person) -> str:
         return str(self.server.dm_channel_id(person.number))

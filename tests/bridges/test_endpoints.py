@@ -114,6 +114,7 @@ def test_an_unknown_sender_in_a_group_gets_a_code_only_when_they_address_the_bot
 
 def test_a_telegram_button_from_someone_else_does_not_count(telegram_bot, owner, model, alice, bob):
     pair(telegram_bot, alice, can_confirm=True)
+    pair(telegram_bot, bob, can_confirm=True)  # paired, and allowed to confirm in his own chat
     model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "diet", "summary": "vegan"})),
                  reply("Noted."))
     telegram_bot.dm(alice, "Remember I am vegan")
