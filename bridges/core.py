@@ -172,7 +172,11 @@ def pairing_text(code: str | None, expires_at: datetime | None) -> str:
             f"(valid for {minutes} minutes). Until then nothing you write is passed on.")
 
 
-def question_text(*, summary: str, topic: str, scope: str, requester_can_answer: bool, delete: bool = False) -> str:
+def question_text(*, summary: str, topic: str, scope: str, requester_can_answer: bool, delete: bool = False,
+                  only_requester: str | None = None) -> str:
+    """The question under the Yes/No buttons. ``only_requester``: why only the person who asked may answer it
+    (a key of ``policy.MESSAGES``: ``answer_requester_only`` under Always confirm, ``confirm_other_scope``),
+    said where others could answer it too (a group)."""
     where = _SCOPE_WORDS.get(scope, "memory")
     if delete:
         text = f"I can forget the note \u201c{topic}\u201d in {where}. Reply yes to forget it or no to keep it."
@@ -181,6 +185,10 @@ def question_text(*, summary: str, topic: str, scope: str, requester_can_answer:
     if not requester_can_answer:
         text += (" You cannot confirm notes here yourself, so it waits for the owner or for someone the owner "
                  "allows to confirm changes.")
+    elif only_requester == "answer_requester_only":
+        text += " Always confirm is on, so only the person who asked can confirm it here."
+    elif only_requester == "confirm_other_scope":
+        text += " It is for more than this conversation, so only the person who asked can confirm it here."
     return text
 
 
@@ -189,8 +197,21 @@ def saved_text(*, summary: str, topic: str, scope: str) -> str:
     return (f"Saved to {where}: \u201c{summary}\u201d ({topic}). Reply undo within 30 minutes to take it back.")
 
 
-NOT_ALLOWED_TEXT = ("You cannot confirm notes in this chat, so the note waits for the owner. The owner can allow "
-                    "you to confirm changes from the chat.")
+#: The policy's reasons an answer does not count that are about who answers (``policy.answer_refusal``); the
+#: others (memory or saving off in this chat now, a scope it may not save to) follow ``NOT_CONFIRMABLE_TEXT``.
+_WHO_MAY_ANSWER = frozenset({"answer_needs_confirmer", "answer_requester_only", "confirm_other_scope"})
+NOT_CONFIRMABLE_TEXT = "This note cannot be confirmed in the chat now, so it waits for the owner."
+
+
+def refusal_text(reason: str | None) -> str:
+    """What an answer that does not count is told, for the policy's ``reason`` (``policy.answer_refusal``)."""
+    if reason is None or reason not in policy.MESSAGES:
+        return policy.MESSAGES["answer_needs_confirmer"]
+    if reason in _WHO_MAY_ANSWER:
+        return policy.MESSAGES[reason]
+    return f"{NOT_CONFIRMABLE_TEXT} {policy.MESSAGES[reason]}"
+
+
 EXPIRED_TEXT = "That note was not saved: a proposal waits 24 hours for an answer, and this one expired."
 EXPIRED_FORGET_TEXT = ("That note was not forgotten: a proposal waits 24 hours for an answer, and this one "
                        "expired.")
@@ -431,12 +452,23 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
             Notice.objects.create(conversation=conversation, kind=NoticeKind.QUESTION, proposal_id=proposal.pk,
                                   sender=sender, topic=proposal.topic, summary=proposal.summary[:300],
                                   created_at=now)
-        can_answer = policy.may_answer(
-            turn_facts(chat=chat, sender=turn_sender), requester_only=proposal.requester_only or proposal.locked,
-            answerer_paired=sender.paired, answerer_can_confirm=sender.can_confirm, answerer_is_requester=True,
-            scope=proposal.scope_kind)  # type: ignore[arg-type]
+        facts = turn_facts(chat=chat, sender=turn_sender)
+        scope = proposal.scope_kind
+        requester_only = proposal.requester_only or proposal.locked
+        can_answer = policy.answer_refusal(
+            facts, requester_only=requester_only, locked=proposal.locked, scope=scope,  # type: ignore[arg-type]
+            answerer_paired=sender.paired, answerer_can_confirm=sender.can_confirm,
+            answerer_is_requester=True) is None
+        # In a group, what a permitted sender other than the one who asked would be told: under Always confirm,
+        # or for a note beyond this conversation, only the one who asked may answer.
+        others = (policy.answer_refusal(
+            facts, requester_only=requester_only, locked=proposal.locked, scope=scope,  # type: ignore[arg-type]
+            answerer_paired=True, answerer_can_confirm=True, answerer_is_requester=False)
+            if can_answer and conversation.kind != ConversationKind.ONE_TO_ONE else None)
         text_ = question_text(summary=proposal.summary, topic=proposal.topic, scope=proposal.scope_kind,
-                              requester_can_answer=can_answer, delete=proposal.is_delete)
+                              requester_can_answer=can_answer, delete=proposal.is_delete,
+                              only_requester=others if others in ("answer_requester_only", "confirm_other_scope")
+                              else None)
         yes, no = ("Yes, forget it", "No, keep it") if proposal.is_delete else ("Yes, save it", "No, drop it")
         reply.messages.append(Outbound(text_, buttons=(Button(yes, "yes", proposal.pk), Button(no, "no", proposal.pk))))
     return reply
@@ -561,9 +593,11 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
                              else f"Dropped: \u201c{notice.summary}\u201d ({notice.topic}). Nothing was saved.")
                 outcomes.append("Kept." if forget else "Dropped.")
             _close(notice)
-        except Forbidden:
-            lines.append(NOT_ALLOWED_TEXT)
-            outcomes.append("You cannot confirm this note.")
+        except Forbidden as exc:
+            reason = exc.details.get("reason") if isinstance(exc.details, dict) else None
+            lines.append(refusal_text(reason))
+            outcomes.append("You cannot confirm this note." if reason in _WHO_MAY_ANSWER or reason is None
+                            else "It cannot be confirmed here now.")
         except Gone as exc:
             _close(notice)
             if exc.code in proposals_services.DROPPED_CODES:

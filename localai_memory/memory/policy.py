@@ -17,7 +17,8 @@ Entry points:
 * ``decide_typed_note(facts, note, ...)``  what happens to a note the person typed themselves with
   ``/remember``: the same four outcomes, where their own words count as their confirmation.
 * ``decide_revert(facts)``  whether the model's ``revert_change`` may run.
-* ``may_answer(facts, ...)``  whether a sender's yes/no in a messaging chat counts.
+* ``may_answer(facts, ...)``  whether a sender's yes/no in a messaging chat counts; ``answer_refusal`` says
+  why not.
 * ``looks_secret(text)``, ``proposal_expired(...)``, ``undo_open(...)``, ``strictest(...)``.
 
 The rules are those of ``spec/short-memory.md`` with the readings fixed in ``DESIGN.md`` §6. Readings this
@@ -56,6 +57,7 @@ __all__ = [
     "Tool",
     "TurnDecision",
     "TurnFacts",
+    "answer_refusal",
     "could_read",
     "decide_note",
     "decide_revert",
@@ -169,6 +171,13 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "Ask the assistant to remember it instead.",
         "typed_needs_confirmer": "You cannot confirm notes in this chat, so the note waits for the owner or "
         "for someone the owner allows to confirm changes.",
+        # Answers in a messaging chat (answer_refusal).
+        "answer_outside_messaging": "Only a note suggested in a messaging chat can be answered in one; it waits for "
+        "your confirmation.",
+        "answer_needs_confirmer": "You cannot confirm notes in this chat, so the note waits for the owner. The owner "
+        "can allow you to confirm changes from the chat.",
+        "answer_requester_only": "Always confirm is on, so only the person who asked for this note can confirm it "
+        "in the chat; otherwise it waits for the owner.",
         # Reverts (RevertDecision.reason).
         "revert_allowed": "The change can be reverted.",
         "revert_locked": "Always confirm is on, so revert_change is refused. Undo the note with its Undo.",
@@ -677,20 +686,48 @@ def may_answer(
     ``answerer_paired``). ``requester_only`` is the note's ``NoteDecision.requester_only``; ``scope`` the
     note's scope, when known. Expiry is the caller's (``proposal_expired``). An answer that does not count is
     ignored and the note waits for the owner in the web inbox, whose own confirmation this does not govern.
+    Why it does not count is ``answer_refusal``.
     """
+    return answer_refusal(facts, requester_only=requester_only, answerer_paired=answerer_paired,
+                          answerer_can_confirm=answerer_can_confirm, answerer_is_requester=answerer_is_requester,
+                          scope=scope) is None
+
+
+def answer_refusal(
+    facts: TurnFacts,
+    *,
+    requester_only: bool,
+    answerer_paired: bool,
+    answerer_can_confirm: bool,
+    answerer_is_requester: bool,
+    scope: Scope | None = None,
+    locked: bool = False,
+) -> str | None:
+    """Why a sender's yes/no in a messaging chat does not answer a pending note (a key of ``MESSAGES``), or
+    None when it does (``may_answer``, with the same arguments). ``locked``: the note was proposed under
+    Always confirm (``requester_only`` is then true as well); it names the reason when the level is looser
+    now.
+
+    The first reason that holds, widest first: the chat is no messaging chat; memory or saving is off there
+    now (the turn's ``save_code``: ``user_off``, ``messaging_never``, ``save_mode_never``…); the note's scope
+    is not one this chat may save to now (``sender_not_paired`` for an unpaired answerer, else
+    ``scope_not_allowed``); the answerer is not paired or lacks the permission Confirm changes from the chat
+    (``answer_needs_confirmer``); only the paired sender who asked may answer (``answer_requester_only``
+    under Always confirm, ``confirm_other_scope`` for a note beyond the conversation)."""
     if facts.origin != "messaging":
-        return False
+        return "answer_outside_messaging"
     turn = decide_turn(replace(facts, sender_paired=answerer_paired))
     # Memory off, or saving off since the note was proposed: the chat cannot save it; the owner still can.
     if "propose_change" not in turn.tools:
-        return False
+        return turn.save_code or "save_mode_never"
     if scope is not None and scope not in turn.propose_scopes:
-        return False
+        return "scope_not_allowed" if answerer_paired else "sender_not_paired"
     if not (answerer_paired and answerer_can_confirm):
-        return False
-    if requester_only or turn.effective_level == "always":
-        return answerer_is_requester
-    return True
+        return "answer_needs_confirmer"
+    always = locked or turn.effective_level == "always"
+    if (requester_only or always) and not answerer_is_requester:
+        return "answer_requester_only" if always else "confirm_other_scope"
+    return None
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -334,18 +334,26 @@ def _locked_pending(*, owner_id: int, proposal_id: object) -> Proposal:
 
 
 def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
-    """A sender's yes/no in a messaging chat counts only if the policy's may-answer rule says so."""
+    """A sender's yes/no in a messaging chat counts only if the policy's may-answer rule says so. The 403's
+    ``details.reason`` is the policy's reason (``policy.answer_refusal``: a key of ``policy.MESSAGES``)."""
     if sender is None:
         return  # the owner, in the web inbox or the API
-    if not proposal_may_answer(proposal, sender):
+    reason = proposal_answer_refusal(proposal, sender)
+    if reason is not None:
         raise Forbidden("This sender cannot answer this proposal; it waits for the owner in the inbox.",
-                        code="may_not_answer")
+                        code="may_not_answer", details={"reason": reason, "message": policy.MESSAGES[reason]})
 
 
 def proposal_may_answer(proposal: Proposal, sender: Sender) -> bool:
     """Whether ``sender``'s yes/no in a messaging chat would count for ``proposal`` now (the policy's
     may-answer rule, with the conversation's settings now). A read: it neither locks nor checks the status
     or the expiry, which the confirm and reject do."""
+    return proposal_answer_refusal(proposal, sender) is None
+
+
+def proposal_answer_refusal(proposal: Proposal, sender: Sender) -> str | None:
+    """Why ``sender``'s yes/no in a messaging chat would not count for ``proposal`` now (``policy
+    .answer_refusal``: a key of ``policy.MESSAGES``), or None when it would. A read, as ``proposal_may_answer``."""
     from localai_memory.chats.models import Chat
     from localai_memory.chats.selectors import turn_facts
 
@@ -353,19 +361,18 @@ def proposal_may_answer(proposal: Proposal, sender: Sender) -> bool:
     chat = (Chat.objects.select_related("agent")
             .filter(pk=proposal.chat_id, owner_id=proposal.owner_id)  # type: ignore[misc]
             .first())
-    allowed = False
-    if chat is not None:
-        facts = turn_facts(chat=chat, sender=sender)
-        allowed = policy.may_answer(
-            facts,
-            requester_only=proposal.requester_only or proposal.locked,
-            answerer_paired=sender.paired,
-            answerer_can_confirm=sender.can_confirm,
-            answerer_is_requester=proposal.requested_by_sender_id is not None
-            and sender.sender_id == proposal.requested_by_sender_id,
-            scope=proposal.scope_kind,  # type: ignore[arg-type]
-        )
-    return allowed
+    if chat is None:
+        return "answer_outside_messaging"
+    return policy.answer_refusal(
+        turn_facts(chat=chat, sender=sender),
+        requester_only=proposal.requester_only or proposal.locked,
+        locked=proposal.locked,
+        answerer_paired=sender.paired,
+        answerer_can_confirm=sender.can_confirm,
+        answerer_is_requester=proposal.requested_by_sender_id is not None
+        and sender.sender_id == proposal.requested_by_sender_id,
+        scope=proposal.scope_kind,  # type: ignore[arg-type]
+    )
 
 
 _EXPIRED = object()

@@ -1,5 +1,6 @@
 """Taps on the Yes/No buttons, on each platform through its real library: who is told what, and where. A
-blocked sender's tap says nothing; an unpaired sender's is answered to them alone."""
+blocked sender's tap says nothing; an unpaired sender's is answered to them alone; a paired sender who cannot
+confirm is told the real reason."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from bridges.models import SenderStatus
 from localai_memory.memory.models import Proposal
 from tests.bridges.conftest import group_scope, notes_of, pair, sender_key
 from tests.bridges.drivers import Driver, Person
+from tests.chats.helpers import set_memory
 from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,3 +59,54 @@ def test_an_unpaired_senders_tap_in_a_group_is_answered_to_them_alone(bot, owner
         assert tapped.private == [core.UNPAIRED_TAP_TEXT]
     proposal.refresh_from_db()
     assert proposal.status == "pending" and notes_of(owner, group_scope(bot)) == ""
+
+
+@pytest.mark.parametrize(("settings_", "says"), [
+    ({"enabled": False}, "Memory is off in your settings."),
+    ({"messaging_save": "never"}, "Saving notes from messaging apps is off in your settings (In messaging apps)."),
+    ({"save_mode": "never"}, "Saving notes is off in your settings (Never)."),
+])
+def test_a_tap_that_cannot_count_now_says_which_setting_stops_it(bot, owner, model, alice, settings_, says):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    asked = bot.dm(alice, "I drink green tea.", expect=2)
+    set_memory(owner, **settings_)
+
+    tapped = bot.tap(alice, "yes", asked.buttons[0][1])
+
+    assert "This note cannot be confirmed in the chat now, so it waits for the owner. " + says in tapped.text
+    assert "The owner can allow you" not in tapped.text
+    assert Proposal.objects.get().status == "pending"
+
+
+def test_under_always_confirm_only_the_one_who_asked_can_confirm_and_others_are_told_so(bot, owner, model, alice,
+                                                                                      bob):
+    set_memory(owner, save_mode="always")
+    pair(bot, alice, can_confirm=True)
+    pair(bot, bob, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+
+    asked = bot.group(alice, "remember that the team drinks green tea", expect=2)
+
+    assert "Always confirm is on, so only the person who asked can confirm it here." in asked.text
+    proposal = Proposal.objects.get()
+
+    tapped = bot.tap_seen(bob, "yes", proposal.pk, in_group=True)
+
+    said = "\n".join(tapped.public + tapped.card)
+    assert ("Always confirm is on, so only the person who asked for this note can confirm it in the chat; "
+            "otherwise it waits for the owner.") in said
+    assert "The owner can allow you" not in said
+    proposal.refresh_from_db()
+    assert proposal.status == "pending"
+
+
+def test_a_question_in_a_direct_chat_under_always_confirm_does_not_say_who_may_answer(telegram_bot, owner, model,
+                                                                                    alice):
+    set_memory(owner, save_mode="always")
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+
+    asked = telegram_bot.dm(alice, "I drink green tea.")
+
+    assert "Reply yes to save it or no to drop it." in asked.text and "only the person" not in asked.text

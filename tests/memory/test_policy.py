@@ -21,6 +21,7 @@ from localai_memory.memory.policy import (
     UNDO_WINDOW,
     NoteFacts,
     TurnFacts,
+    answer_refusal,
     decide_note,
     decide_revert,
     decide_turn,
@@ -453,6 +454,40 @@ def test_no_chat_answer_counts_once_memory_or_saving_is_off_or_outside_messaging
     assert not answer(messaging(user_enabled=False))
     assert not answer(messaging(messaging_save="never"))
     assert not answer(facts())
+
+
+def why_not(turn_facts: TurnFacts, **overrides: Any) -> str | None:
+    values: dict[str, Any] = {
+        "requester_only": False,
+        "answerer_paired": True,
+        "answerer_can_confirm": True,
+        "answerer_is_requester": False,
+    }
+    values.update(overrides)
+    reason = answer_refusal(turn_facts, **values)
+    assert (reason is None) == may_answer(turn_facts, **{k: v for k, v in values.items() if k != "locked"})
+    assert reason is None or reason in MESSAGES
+    return reason
+
+
+def test_an_answer_that_does_not_count_says_why() -> None:
+    # A bot tells the sender the real reason, not always "you cannot confirm notes".
+    assert why_not(messaging()) is None
+    assert why_not(messaging(user_enabled=False)) == "user_off"
+    assert why_not(messaging(messaging_save="never")) == "messaging_never"
+    assert why_not(messaging(save_mode="never")) == "save_mode_never"
+    assert why_not(facts()) == "answer_outside_messaging"
+    assert why_not(messaging(), answerer_can_confirm=False) == "answer_needs_confirmer"
+    assert why_not(messaging(), answerer_paired=False) == "answer_needs_confirmer"
+    assert why_not(messaging(), scope="user", answerer_paired=False) == "sender_not_paired"
+    assert why_not(messaging(), scope="agent") == "scope_not_allowed"
+    # "Under Always confirm only the paired sender who asked can confirm a note"
+    assert why_not(messaging(save_mode="always")) == "answer_requester_only"
+    assert why_not(messaging(save_mode="always"), answerer_is_requester=True) is None
+    # Proposed under Always confirm, the level looser now: still the one who asked, and still that reason.
+    assert why_not(messaging(), requester_only=True, locked=True) == "answer_requester_only"
+    # A note beyond this conversation: only the one who asked, for that reason.
+    assert why_not(messaging(), requester_only=True, scope="user") == "confirm_other_scope"
 
 
 def test_a_proposal_lives_24_hours_and_an_undo_30_minutes() -> None:
