@@ -555,6 +555,10 @@ _DROPPED_UNTOLD = frozenset({proposals_services.AGENT_DELETED, proposals_service
                              proposals_services.CHAT_DELETED, proposals_services.ADMIN_EXPIRED})
 
 
+#: Each way a suggestion is dropped before its time, by the code of the 410 an answer to it gets.
+_DROPPED_BY_CODE = {dropped.code: dropped for dropped in proposals_services.DROPPED.values()}
+
+
 def _still_waiting_text(conversation: Conversation) -> str | None:
     waiting = _open_questions(conversation).count()
     if not waiting:
@@ -600,11 +604,13 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
                             else "It cannot be confirmed here now.")
         except Gone as exc:
             _close(notice)
-            if exc.code in proposals_services.DROPPED_CODES:
-                lines.append(f"That note was not saved: {exc.message}")
+            dropped = _DROPPED_BY_CODE.get(exc.code)
+            if dropped is not None:  # ended before its time (a forget, its agent deleted…): it did not expire
+                lines.append(f"That note was not {'forgotten' if forget else 'saved'}: {exc.message}")
+                outcomes.append(dropped.listed)
             else:
                 lines.append(EXPIRED_FORGET_TEXT if forget else EXPIRED_TEXT)
-            outcomes.append("Expired.")
+                outcomes.append("Expired.")
         except NotFound:
             _close(notice)
             lines.append("That note is gone.")

@@ -1,6 +1,6 @@
 """Taps on the Yes/No buttons, on each platform through its real library: who is told what, and where. A
 blocked sender's tap says nothing; an unpaired sender's is answered to them alone; a paired sender who cannot
-confirm is told the real reason."""
+confirm is told the real reason; a question that was dropped says why."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from bridges import core, services
 from bridges.models import SenderStatus
 from localai_memory.memory.models import Proposal
+from localai_memory.memory.services import memory_forget_all
 from tests.bridges.conftest import group_scope, notes_of, pair, sender_key
 from tests.bridges.drivers import Driver, Person
 from tests.chats.helpers import set_memory
@@ -110,3 +111,21 @@ def test_a_question_in_a_direct_chat_under_always_confirm_does_not_say_who_may_a
     asked = telegram_bot.dm(alice, "I drink green tea.")
 
     assert "Reply yes to save it or no to drop it." in asked.text and "only the person" not in asked.text
+
+
+def test_a_tap_on_a_question_dropped_by_forget_everything_says_why_not_that_it_expired(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    proposal = asked_in_group(bot, model, alice)
+    memory_forget_all(user_id=owner.pk)
+
+    tapped = bot.tap_seen(alice, "yes", proposal.pk, in_group=True)
+
+    said = "\n".join([*tapped.public, *tapped.private, *tapped.card])
+    assert "Everything in memory was forgotten after this was suggested, so it was dropped." in said
+    assert "Expired" not in said
+    # The outcome shown on the question itself (Slack) and in the answer to the tap (Telegram).
+    label = "Dropped: everything in memory was forgotten after it was suggested."
+    if bot.platform == "slack":
+        assert any(text.endswith(label) for text in tapped.card), tapped
+    if bot.platform == "telegram":
+        assert tapped.private == [label]
