@@ -559,8 +559,10 @@ _DROPPED_UNTOLD = frozenset({proposals_services.AGENT_DELETED, proposals_service
 _DROPPED_BY_CODE = {dropped.code: dropped for dropped in proposals_services.DROPPED.values()}
 
 
-def _still_waiting_text(conversation: Conversation) -> str | None:
-    waiting = _open_questions(conversation).count()
+def _still_waiting_text(conversation: Conversation, answered: list[Notice]) -> str | None:
+    """A line saying how many other questions wait here, if any (``answered``: the ones this answer was for,
+    which are not counted even when they stay open, as after a "changed since" refusal)."""
+    waiting = _open_questions(conversation).exclude(pk__in=[notice.pk for notice in answered]).count()
     if not waiting:
         return None
     notes = "1 more note waits" if waiting == 1 else f"{waiting} more notes wait"
@@ -627,7 +629,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             lines.append(f"It could not be saved: {exc.message}")
             outcomes.append("Not saved.")
     if not tapped:
-        waiting = _still_waiting_text(conversation)
+        waiting = _still_waiting_text(conversation, notices)
         if waiting:
             lines.append(waiting)
     unique = list(dict.fromkeys(lines))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from localai_memory.memory.models import Proposal
+from localai_memory.notes.services import note_upsert
 from tests.bridges.conftest import dm_scope, group_scope, notes_of, pair
 from tests.fakes import slack_server as slack_fake
 from tests.fakes import telegram_server as telegram_fake
@@ -168,3 +169,24 @@ def test_on_discord_a_yes_replying_to_a_questions_message_answers_that_question(
 
     assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
     assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "confirmed", "bike": "pending"}
+
+
+def test_a_yes_refused_as_changed_since_does_not_count_its_own_question_as_still_waiting(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="drink", summary="black coffee",
+                source="files", actor="you")
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.dm(alice, "I switched to green tea.", expect=2)
+    note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="drink", summary="espresso",
+                source="files", actor="you")  # the owner changes the note meanwhile
+
+    refused = bot.dm(alice, "yes")
+
+    assert "changed since this was suggested" in refused.text
+    assert "waits for an answer" not in refused.text and "wait for an answer" not in refused.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- drink: espresso\n"
+
+    again = bot.dm(alice, "yes")  # seen the note as it is now: a second yes saves over it
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in again.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- drink: green tea\n"
