@@ -8,10 +8,10 @@ platform's event into an ``InboundMessage``, calls ``handle`` (a blocking call; 
 * the conversation (one-to-one only when the platform said so; unknown counts as a group) and the sender;
 * pairing: an unpaired sender gets a short code and nothing of theirs reaches the model;
 * the turn, with origin ``messaging``, through ``chats.services.turn_run`` (the policy decides memory there);
-* the answers in the chat: "yes"/"no" to the most recent open proposal the sender may answer
-  (``memory.proposals``, which applies the policy's may-answer rule; a yes/no that answers nothing is an
-  ordinary message) and "undo" of an automatic note within its window (``notes.services.change_undo``). In a
-  group only an answer said to the bot counts.
+* the answers in the chat: "yes"/"no" to the question it replies to, else to the most recent open proposal
+  the sender may answer (``memory.proposals``, which applies the policy's may-answer rule; a yes/no that
+  answers nothing is an ordinary message), and "undo" of an automatic note within its window
+  (``notes.services.change_undo``). In a group only an answer said to the bot counts.
 
 This module must never decide a memory rule itself: who may answer, whether a note saves at once, and how
 long a proposal or an Undo lives are the policy's, applied by the services it calls.
@@ -443,15 +443,17 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
                               summary=(saved.get("summary") or "")[:300], created_at=now)
         reply.messages.append(Outbound(saved_text(summary=saved.get("summary") or "", topic=saved["topic"],
                                                   scope=saved.get("scope", "channel"))))
+    asked: set[int] = set()
     for proposed in report.get("proposed", []):
         proposal = Proposal.objects.filter(pk=proposed["proposal_id"], owner_id=binding.owner_id).first()
-        if proposal is None:
+        if proposal is None or proposal.pk in asked:
             continue
-        if not Notice.objects.filter(conversation=conversation, proposal_id=proposal.pk,
-                                     closed_at__isnull=True).exists():
-            Notice.objects.create(conversation=conversation, kind=NoticeKind.QUESTION, proposal_id=proposal.pk,
-                                  sender=sender, topic=proposal.topic, summary=proposal.summary[:300],
-                                  created_at=now)
+        asked.add(proposal.pk)
+        # Asked again (the model proposed the same note while it waits): this question is the open one; the
+        # earlier one is closed but keeps its message, so a reply to either answers this proposal.
+        _open_questions(conversation).filter(proposal_id=proposal.pk).update(closed_at=now)
+        Notice.objects.create(conversation=conversation, kind=NoticeKind.QUESTION, proposal_id=proposal.pk,
+                              sender=sender, topic=proposal.topic, summary=proposal.summary[:300], created_at=now)
         facts = turn_facts(chat=chat, sender=turn_sender)
         scope = proposal.scope_kind
         requester_only = proposal.requester_only or proposal.locked
@@ -500,9 +502,11 @@ def _close(notice: Notice) -> None:
 
 def question_sent(*, binding_id: int, conversation_id: str, proposal_id: int, message_ref: str) -> None:
     """Record which platform message asked about ``proposal_id`` in a conversation, so a reply to it answers
-    it (an adapter calls this once the question's message is sent)."""
+    it (an adapter calls this once the question's message is sent; on Slack, a question asked in a thread is
+    recorded as that thread, since a reply there names the thread). A question asked earlier keeps its own."""
     Notice.objects.filter(conversation__binding_id=binding_id, conversation__external_id=str(conversation_id)[:200],
-                          kind=NoticeKind.QUESTION, proposal_id=proposal_id).update(message_ref=message_ref[:64])
+                          kind=NoticeKind.QUESTION, proposal_id=proposal_id,
+                          message_ref="").update(message_ref=message_ref[:64])
 
 
 def _tap(binding: Binding, conversation: Conversation, sender: Sender, answer: Answer,
@@ -521,12 +525,19 @@ def _tap(binding: Binding, conversation: Conversation, sender: Sender, answer: A
 
 def _question_to_answer(binding: Binding, conversation: Conversation, sender: Sender,
                         reply_to: str = "") -> Notice | None:
-    """The conversation's open question that ``sender``'s typed yes/no answers: the one whose message it
-    replies to (``reply_to``), else the most recent; or None (then the message is an ordinary one).
-    Questions whose proposal was decided meanwhile elsewhere (the web inbox, the expiry sweep) are closed
-    first, and one dropped unannounced (its agent deleted, a forget) is answered once with why nothing was
-    saved; whether this sender may answer is the memory app's rule (``proposal_may_answer``). A question
-    past its 24 hours but not yet swept still counts: the answer says it expired."""
+    """The question ``sender``'s typed yes/no answers, or None (then the message is an ordinary one).
+
+    A reply to a question's message (``reply_to``) answers that question and no other: one decided, expired
+    or dropped meanwhile is answered with what became of it, and one this sender may not answer with why
+    (``_answer``). Otherwise it is the conversation's most recent open question this sender may answer
+    (``proposal_may_answer``, the memory app's rule). Questions whose proposal was decided meanwhile
+    elsewhere (the web inbox, the expiry sweep) are closed first, and one dropped unannounced (its agent
+    deleted, a forget) is answered once with why nothing was saved. A question past its 24 hours but not yet
+    swept still counts: the answer says it expired."""
+    if reply_to:
+        replied = _question_replied_to(binding, conversation, reply_to)
+        if replied is not None:
+            return replied
     notices = list(_open_questions(conversation).order_by("-created_at", "-id"))
     proposals = Proposal.objects.in_bulk([notice.proposal_id for notice in notices])
     turn_sender = _turn_sender(sender)
@@ -540,12 +551,27 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
                 untold = notice  # the answer says why nothing was saved (once: the answer closes it)
             else:
                 _close(notice)
-        elif (chosen is None or (reply_to and notice.message_ref == reply_to)) \
-                and proposals_services.proposal_may_answer(proposal, turn_sender):
-            chosen = notice  # the most recent, unless the answer replies to another question's message
+        elif chosen is None and proposals_services.proposal_may_answer(proposal, turn_sender):
+            chosen = notice  # the most recent this sender may answer
     if chosen is not None and untold is not None:
         _close(untold)
     return chosen or untold
+
+
+def _question_replied_to(binding: Binding, conversation: Conversation, reply_to: str) -> Notice | None:
+    """The question whose message ``reply_to`` names (open or not), or None when it names none (a reply to
+    another message of the bot's). Several questions can share one (on Slack, those asked in one thread):
+    the most recent that still waits, else the most recent. A question asked again stays one proposal: its
+    open question is the one answered."""
+    notices = list(Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION, message_ref=reply_to)
+                   .order_by("-created_at", "-id"))
+    proposals = Proposal.objects.filter(owner_id=binding.owner_id).in_bulk([n.proposal_id for n in notices])
+    for notice in notices:
+        proposal = proposals.get(notice.proposal_id)
+        if proposal is not None and proposal.status == Proposal.Status.PENDING:
+            return (_open_questions(conversation).filter(proposal_id=proposal.pk).order_by("-created_at", "-id")
+                    .first() or notice)
+    return notices[0] if notices else None
 
 
 #: Suggestions dropped without an announcement in the chat (their agent deleted, everything forgotten, their
@@ -620,7 +646,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
         except Conflict as exc:
             if exc.code == "proposal_decided":
                 _close(notice)
-                lines.append(f"That note was answered already ({notice.topic}).")
+                lines.append(_answered_already_text(notice, forget, exc.details))
                 outcomes.append("Answered already.")
             else:
                 lines.append(f"It could not be saved: {exc.message}")
@@ -636,6 +662,20 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
     settled = not Notice.objects.filter(pk__in=[n.pk for n in notices], closed_at__isnull=True).exists()
     return Reply([Outbound("\n".join(unique))], answered=" ".join(dict.fromkeys(outcomes)) if tapped else None,
                  settled=settled)
+
+
+def _answered_already_text(notice: Notice, forget: bool, details: object) -> str:
+    """What an answer to a question decided already is told: what became of its note."""
+    status = details.get("status") if isinstance(details, dict) else None
+    if status == Proposal.Status.CONFIRMED:
+        outcome = (f"the note \u201c{notice.topic}\u201d was forgotten." if forget
+                   else f"\u201c{notice.summary}\u201d ({notice.topic}) was saved.")
+    elif status == Proposal.Status.REJECTED:
+        outcome = (f"the note \u201c{notice.topic}\u201d was kept." if forget
+                   else f"\u201c{notice.summary}\u201d ({notice.topic}) was dropped.")
+    else:
+        outcome = f"\u201c{notice.topic}\u201d."
+    return f"That question was already answered: {outcome}"
 
 
 def _undo(binding: Binding, conversation: Conversation, sender: Sender) -> Reply:

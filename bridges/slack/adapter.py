@@ -313,9 +313,9 @@ def _post_or_revoke(binding_id: int, client: WebClient, channel: str, outbound: 
                     thread_ts: str | None = None) -> None:
     try:
         posted = post(client, channel, outbound, thread_ts=thread_ts)
-        if posted and outbound.buttons:  # a reply in this message's thread answers its question
+        if posted and outbound.buttons:  # a reply in this message's thread (or the thread it is in) answers it
             _closing(core.question_sent)(binding_id=binding_id, conversation_id=channel,
-                                         proposal_id=outbound.buttons[0].proposal_id, message_ref=posted)
+                                         proposal_id=outbound.buttons[0].proposal_id, message_ref=thread_ts or posted)
     except Revoked as exc:
         _closing(services.binding_report_revoked)(binding_id=binding_id, code=exc.code, reason=exc.reason)
         raise

@@ -4,9 +4,14 @@ meanwhile elsewhere; anything else is a message like any other."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+import time_machine
+from django.utils import timezone
 
 from localai_memory.memory.models import Proposal
+from localai_memory.memory.tasks import sweep_proposals
 from localai_memory.notes.services import note_upsert
 from tests.bridges.conftest import dm_scope, group_scope, notes_of, pair
 from tests.fakes import slack_server as slack_fake
@@ -190,3 +195,138 @@ def test_a_yes_refused_as_changed_since_does_not_count_its_own_question_as_still
 
     assert "Saved: \u201cgreen tea\u201d (drink)." in again.text
     assert notes_of(owner, dm_scope(bot, alice)) == "- drink: green tea\n"
+
+
+def _telegram_question(bot, proposal: Proposal) -> dict:
+    """The bot's message that asks about ``proposal`` (its first one), as a reply to it quotes it."""
+    question = next(item for item in bot.server.sent if f":{proposal.pk}\"" in str(item.get("reply_markup"))
+                    or f":{proposal.pk}'" in str(item.get("reply_markup")))
+    return {"message_id": question["message_id"], "date": 0, "text": question["text"],
+            "chat": {"id": int(question["chat_id"]), "type": "private", "first_name": "Alice"},
+            "from": {"id": telegram_fake.BOT_ID, "is_bot": True, "first_name": "Memory",
+                     "username": telegram_fake.BOT_USERNAME}}
+
+
+def _telegram_reply(bot, person, text: str, question: dict):
+    return bot._deliver(telegram_fake.private_message(text, user_id=person.number, first_name=person.name,
+                                                      reply_to=question), 1)
+
+
+def test_on_telegram_a_yes_replying_to_a_question_answered_already_says_so_and_saves_no_other(telegram_bot, owner,
+                                                                                            model, alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    telegram_bot.dm(alice, "I drink green tea.")
+    tea = Proposal.objects.get(topic="drink")
+    tea_question = _telegram_question(telegram_bot, tea)
+    telegram_bot.tap(alice, "no", tea.pk)
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    telegram_bot.dm(alice, "I ride a blue bike.")
+
+    late = _telegram_reply(telegram_bot, alice, "yes", tea_question)  # she changed her mind about the tea
+
+    assert "That question was already answered: \u201cgreen tea\u201d (drink) was dropped." in late.text
+    assert "1 more note waits for an answer here" in late.text  # the bike
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "rejected", "bike": "pending"}
+    assert notes_of(owner, dm_scope(telegram_bot, alice)) == ""
+
+
+def test_on_telegram_a_no_replying_to_an_expired_question_says_it_expired_and_drops_no_other(telegram_bot, owner,
+                                                                                           model, alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    telegram_bot.dm(alice, "I drink green tea.")
+    tea = Proposal.objects.get(topic="drink")
+    with time_machine.travel(timezone.now() + timedelta(hours=25)):
+        sweep_proposals()  # expired, and announced in the chat
+        model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+        telegram_bot.dm(alice, "I ride a blue bike.")
+
+        late = _telegram_reply(telegram_bot, alice, "no", _telegram_question(telegram_bot, tea))
+
+    assert "this one expired" in late.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "expired", "bike": "pending"}
+
+
+def test_on_telegram_a_yes_replying_to_the_first_of_two_questions_about_one_note_answers_that_note(
+        telegram_bot, owner, model, alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    telegram_bot.dm(alice, "I drink green tea.")
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea again."))
+    telegram_bot.dm(alice, "Did you get that I drink green tea?")  # the same note, asked a second time
+    tea = Proposal.objects.get(topic="drink")
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    telegram_bot.dm(alice, "I ride a blue bike.")
+
+    answered = _telegram_reply(telegram_bot, alice, "yes", _telegram_question(telegram_bot, tea))
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "confirmed", "bike": "pending"}
+
+
+def test_on_discord_a_yes_replying_to_a_question_answered_already_saves_no_other(discord_bot, owner, model, alice):
+    pair(discord_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    discord_bot.dm(alice, "I drink green tea.", expect=2)
+    tea = Proposal.objects.get(topic="drink")
+    question = next(m for m in discord_bot.server.messages if f"memory:yes:{tea.pk}" in str(m.get("components")))
+    discord_bot.tap(alice, "no", tea.pk)
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    discord_bot.dm(alice, "I ride a blue bike.", expect=2)
+    before, interactions = len(discord_bot.server.messages), len(discord_bot.server.interaction_responses)
+
+    discord_bot.server.push_message("yes", author_id=alice.number, username=alice.name.lower(), reply_to=question)
+    discord_bot._wait(before, interactions, 1)
+    late = discord_bot._said(before, interactions)
+
+    assert "That question was already answered: \u201cgreen tea\u201d (drink) was dropped." in late.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "rejected", "bike": "pending"}
+
+
+def test_on_slack_a_yes_in_the_thread_of_a_question_answered_already_saves_no_other(slack_bot, owner, model, alice):
+    pair(slack_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    slack_bot._deliver(slack_fake.message_event(f"<@{slack_fake.BOT_USER_ID}> I drink green tea",
+                                                user=slack_bot.user(alice), channel=slack_bot.GROUP_ID,
+                                                channel_type="channel"), 1)
+    tea = Proposal.objects.get(topic="drink")
+    question = next(post for post in slack_bot.server.posts if f"'{tea.pk}'" in str(post.get("blocks")))
+    slack_bot.tap_seen(alice, "no", tea.pk, in_group=True)
+    assert Proposal.objects.get(topic="drink").status == "rejected"
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    slack_bot._deliver(slack_fake.message_event(f"<@{slack_fake.BOT_USER_ID}> I ride a blue bike",
+                                                user=slack_bot.user(alice), channel=slack_bot.GROUP_ID,
+                                                channel_type="channel"), 1)
+
+    late = slack_bot._deliver(slack_fake.message_event(
+        "yes", user=slack_bot.user(alice), channel=slack_bot.GROUP_ID, channel_type="channel",
+        thread_ts=question["ts"], parent_user_id=slack_fake.BOT_USER_ID), 1)
+
+    assert "That question was already answered: \u201cgreen tea\u201d (drink) was dropped." in late.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "rejected", "bike": "pending"}
+
+
+def test_on_slack_a_yes_in_a_thread_answers_the_question_asked_last_in_that_thread(slack_bot, owner, model, alice):
+    pair(slack_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    slack_bot._deliver(slack_fake.message_event(f"<@{slack_fake.BOT_USER_ID}> I drink green tea",
+                                                user=slack_bot.user(alice), channel=slack_bot.GROUP_ID,
+                                                channel_type="channel"), 1)
+    tea = Proposal.objects.get(topic="drink")
+    thread = next(post for post in slack_bot.server.posts if f"'{tea.pk}'" in str(post.get("blocks")))["ts"]
+
+    def in_thread(text: str):
+        return slack_bot._deliver(slack_fake.message_event(
+            text, user=slack_bot.user(alice), channel=slack_bot.GROUP_ID, channel_type="channel",
+            thread_ts=thread, parent_user_id=slack_fake.BOT_USER_ID), 1)
+
+    in_thread("no")
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    asked = in_thread("I ride a blue bike")  # asked in the same thread
+    assert any(pid == Proposal.objects.get(topic="bike").pk for _, pid in asked.buttons)
+
+    answered = in_thread("yes")
+
+    assert "Saved: \u201ca blue bike\u201d (bike)." in answered.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "rejected", "bike": "confirmed"}

@@ -217,7 +217,7 @@ def test_a_yes_in_the_chat_and_a_click_in_the_inbox_at_the_same_moment_save_once
         if chat_won:
             assert inbox_status == 409
         else:  # the chat read the question as open and lost the race, or found it answered and passed the yes on
-            assert "answered already" in chat_text or chat_text == "OK", chat_text  # "OK": the model's answer
+            assert "already answered" in chat_text or chat_text == "OK", chat_text  # "OK": the model's answer
         answers["chat" if chat_won else "inbox"] += 1
         assert saved_for(proposal) == 1
     assert sum(answers.values()) == 3
