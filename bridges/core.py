@@ -31,6 +31,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from localai_memory.chats import services as chats_services
+from localai_memory.chats.llm import ModelRefused
 from localai_memory.chats.models import Chat
 from localai_memory.chats.selectors import turn_facts
 from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, NotFound, UpstreamError
@@ -218,6 +219,17 @@ EXPIRED_FORGET_TEXT = ("That note was not forgotten: a proposal waits 24 hours f
 UNDO_CLOSED_TEXT = ("Too late to undo here: a note can be undone for 30 minutes after it was saved. The owner "
                     "can restore an earlier version from Files.")
 ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
+#: The model server refused the request itself (``chats.llm.ModelRefused``: 400, 413, 422), most often a
+#: conversation grown past the model's context; every later message would be refused the same way.
+MODEL_REFUSED_TEXT = ("Sorry, the model refused this conversation: it may have grown too long for the model. Send "
+                      "/new to start a fresh chat; this conversation's notes stay.")
+NEW_CHAT_TEXT = ("Started a fresh chat: I no longer read what was said here before. This conversation's notes "
+                 "stay (/memory lists them).")
+HELP_TEXT = ("You are paired with this bot. Write to me as you would in the chat. To save a note yourself, write "
+             "/remember and the fact, for example: /remember I live in Rome. /memory lists this conversation's "
+             "notes. /new starts a fresh chat: I forget what was said here before, and the notes stay.")
+#: The commands that start a fresh chat (``_start_over``).
+NEW_CHAT_COMMANDS = ("/new", "/reset")
 NO_ANSWER_TEXT = "(The assistant gave no answer to that.)"
 UNREADABLE_TEXT = "I can only read text messages."
 UNPAIRED_TAP_TEXT = ("Only people paired with this bot can answer its questions, so your tap did not count. Write "
@@ -286,10 +298,20 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     if text.split()[0].lower() == "/memory":
         return _notes_here(binding, conversation, sender)
     if text.lower() in ("/start", "/help"):
-        return Reply([Outbound("You are paired with this bot. Write to me as you would in the chat. To save a "
-                               "note yourself, write /remember and the fact, for example: /remember I live in "
-                               "Rome. /memory lists this conversation's notes.")])
+        return Reply([Outbound(HELP_TEXT)])
+    if text.lower() in NEW_CHAT_COMMANDS:
+        return _start_over(conversation)
     return _turn(binding, conversation, sender, text)
+
+
+def _start_over(conversation: Conversation) -> Reply:
+    """``/new`` (or ``/reset``): the conversation goes on in a new chat, made on its next turn, that reads
+    nothing said before, so a conversation grown past the model's context can go on. What belongs to the
+    conversation stays: its notes, the questions waiting here, the Undo of a note just saved, and the old
+    chat, which the owner still finds on the web."""
+    Conversation.objects.filter(pk=conversation.pk).update(chat=None)
+    conversation.chat_id = None
+    return Reply([Outbound(NEW_CHAT_TEXT)])
 
 
 #: The most lines ``/memory`` lists in a chat (an index holds at most 40).
@@ -417,6 +439,9 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
             # The owner deleted this conversation's chat on the web while the model answered; the person here
             # deleted nothing: the message is answered in the conversation's new chat.
             result = chats_services.turn_run(chat=_chat(binding, conversation), content=text, sender=turn_sender)
+    except ModelRefused:
+        log.warning("binding %s: the model server refused the conversation", binding.pk, exc_info=True)
+        return Reply([Outbound(MODEL_REFUSED_TEXT)])
     except UpstreamError:
         log.warning("binding %s: the model failed", binding.pk, exc_info=True)
         return Reply([Outbound(ERROR_TEXT)])

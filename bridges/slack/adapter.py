@@ -73,8 +73,9 @@ def web_client(token: str) -> WebClient:
     return WebClient(token=token, base_url=base if base.endswith("/") else base + "/")
 
 
-#: The slash commands the bot answers (each must be added in the Slack app's Slash Commands).
-SLASH_COMMANDS = ("/remember", "/memory")
+#: The slash commands the bot answers (each must be added in the Slack app's Slash Commands; ``/reset`` is
+#: ``/new``'s other name).
+SLASH_COMMANDS = ("/remember", "/memory", "/new", "/reset")
 
 
 #: The message subtypes that are a person writing: a plain message, one with a file (its text is the
@@ -137,7 +138,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
                 _closing(pending.sent)(pending_id)
 
     def on_command(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
-        """``/remember <fact>`` and ``/memory``: Slack keeps messages that start with a slash for the app whose
+        """``/remember <fact>``, ``/memory`` and ``/new``: Slack keeps messages that start with a slash for the app whose
         command it is, so these arrive as slash commands (register them in the app's Slash Commands, with the
         Events URL as their Request URL). The core handles each as the message it stands for, in a
         conversation the bot already has; a reply the bot cannot post there is shown to the typist alone."""

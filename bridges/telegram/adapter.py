@@ -467,7 +467,8 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
 
 #: The commands Telegram lists in its menu when someone types "/" to the bot.
 COMMANDS = (("remember", "Save a note yourself: /remember I live in Rome"),
-            ("memory", "List this conversation's notes"), ("help", "What this bot does"))
+            ("memory", "List this conversation's notes"),
+            ("new", "Start a fresh chat; this conversation's notes stay"), ("help", "What this bot does"))
 
 
 async def _offer_commands(app: Application, binding_id: int) -> None:

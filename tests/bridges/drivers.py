@@ -82,6 +82,10 @@ class Driver:
         """``/memory`` in ``person``'s direct chat with the bot, as the platform delivers it."""
         return self.dm(person, "/memory")
 
+    def start_over(self, person: Person) -> Said:
+        """``/new`` in ``person``'s direct chat with the bot, as the platform delivers it."""
+        return self.dm(person, "/new")
+
     def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
         """``person`` sends a photo with ``caption`` (none: a photo alone) to the bot directly, or in the group
         (mentioning the bot only if ``caption`` does)."""
@@ -255,6 +259,9 @@ class SlackDriver(Driver):
 
     def memory(self, person: Person) -> Said:
         return self._command(person, "/memory", "")
+
+    def start_over(self, person: Person) -> Said:
+        return self._command(person, "/new", "")
 
     def _command(self, person: Person, command: str, text: str, *, channel: str | None = None) -> Said:
         before = len(self.server.posts)

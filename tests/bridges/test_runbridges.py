@@ -78,7 +78,7 @@ def test_runbridges_polls_telegram_and_answers_a_paired_sender(owner, telegram, 
     assert telegram.sent_texts(alice.number) == ["Hello from the poller."]
     assert telegram.calls_to("deleteWebhook")
     [listed] = telegram.calls_to("setMyCommands")  # "/" in the chat lists /remember
-    assert [c["command"] for c in listed.params["commands"]] == ["remember", "memory", "help"]
+    assert [c["command"] for c in listed.params["commands"]] == ["remember", "memory", "new", "help"]
     binding.refresh_from_db()
     assert binding.last_connected_at is not None and binding.bot_identity == "@memory_test_bot"
 
