@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,10 +51,46 @@ log = logging.getLogger(__name__)
 Kind = Literal["one_to_one", "group", "unknown"]
 Answer = Literal["yes", "no"]
 
-# Only unmistakable answers count; anything else is a message for the model.
-_YES = {"yes", "y", "yes please"}
-_NO = {"no", "n", "no thanks"}
-_UNDO = {"undo"}
+# An answer is a short message of nothing but a yes (or nothing but a no), in the languages the app reads
+# (English, German, French, Spanish, Italian, Portuguese, Dutch and a few more) or as a thumb, with at most
+# a word of politeness or the words of the button ("Yes, save it"). Anything else is a message for the model:
+# "yes but the bike is red", "ok, what about tomorrow?" (a question is no answer).
+_YES_WORDS = frozenset({
+    "yes", "y", "yep", "yeah", "yea", "yup", "sure", "ok", "okay", "okey", "k",  # en
+    "ja", "jawohl", "jo", "jep", "klar", "gerne",  # de (ja also nl, sv, da, no)
+    "oui", "ouais", "d'accord", "dac",  # fr
+    "sí", "si", "vale", "claro",  # es (claro also pt)
+    "sì", "certo", "va",  # it ("va bene")
+    "sim",  # pt
+    "jazeker", "jawel", "oké", "prima",  # nl
+    "tak", "ano", "kyllä", "igen", "evet", "да", "はい", "是", "是的", "好", "好的", "네", "예",
+    "نعم", "כן",
+    "👍", "✅", "👌", "✔", "☑",
+})
+_NO_WORDS = frozenset({
+    "no", "n", "nope", "nah",  # en (no also es, it)
+    "nein", "nö", "ne",  # de
+    "non",  # fr
+    "não", "nao",  # pt
+    "nee", "neen",  # nl
+    "nej", "nei", "nie", "ei", "nem", "hayır", "hayir", "нет", "いいえ", "不", "不是", "不要", "아니요",
+    "아니오", "لا", "לא",
+    "👎", "❌", "✖",
+})
+#: Words that go with an answer of either kind: politeness, in the same languages.
+_POLITE_WORDS = frozenset({
+    "please", "pls", "plz", "thanks", "thank", "you", "thx", "ty", "bitte", "danke", "schön", "merci",
+    "beaucoup", "s'il", "te", "vous", "plaît", "plait", "gracias", "por", "favor", "grazie", "per", "favore",
+    "bene", "obrigado", "obrigada", "graag", "dank", "je", "bedankt", "alsjeblieft", "alstublieft",
+    "🙏", "🙂", "😊",
+})
+#: The words of the buttons ("Yes, save it", "No, drop it", "Yes, forget it", "No, keep it").
+_YES_EXTRA = frozenset({"save", "forget", "it", "do", "confirm"})
+_NO_EXTRA = frozenset({"drop", "keep", "it", "don't", "dont"})
+#: The most words (or emoji) an answer has.
+_ANSWER_MAX_WORDS = 6
+#: What an emoji may carry that does not change it (a skin tone, the emoji presentation selector).
+_EMOJI_MODIFIERS = re.compile("[\ufe0f\U0001f3fb-\U0001f3ff]")
 
 
 @dataclass(frozen=True)
@@ -301,7 +338,30 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
         return Reply([Outbound(HELP_TEXT)])
     if text.lower() in NEW_CHAT_COMMANDS:
         return _start_over(conversation)
-    return _turn(binding, conversation, sender, text)
+    # A yes or no with more said ("yes but the bike is red") is the model's to answer; the question it may
+    # have meant to answer is named after that, so nobody thinks it was answered.
+    waiting = _question_to_answer(binding, conversation, sender, message.reply_to) if _leans(text) else None
+    reply = _turn(binding, conversation, sender, text)
+    if waiting is not None:
+        still = _still_asks_text(binding, waiting)
+        if still:
+            reply.messages.append(Outbound(still))
+    return reply
+
+
+def _still_asks_text(binding: Binding, notice: Notice) -> str | None:
+    """A line naming a question that still waits for a plain yes or no, or None once it does not."""
+    if not Notice.objects.filter(pk=notice.pk, closed_at__isnull=True).exists():
+        return None
+    proposal = Proposal.objects.filter(pk=notice.proposal_id or 0, owner_id=binding.owner_id,
+                                       status=Proposal.Status.PENDING).first()
+    if proposal is None:
+        return None
+    if proposal.is_delete:
+        return (f"The note \u201c{notice.topic}\u201d still waits to be forgotten: reply yes to forget it or no to "
+                "keep it.")
+    return (f"The note \u201c{notice.summary}\u201d ({notice.topic}) still waits: reply yes to save it or no to "
+            "drop it.")
 
 
 def _start_over(conversation: Conversation) -> Reply:
@@ -340,15 +400,40 @@ def _notes_here(binding: Binding, conversation: Conversation, sender: Sender) ->
     return Reply([Outbound("\n".join(lines))])
 
 
+def _words(text: str) -> list[str] | None:
+    """The words and emoji of ``text``, lower case, without punctuation (a leading "/" of "/yes" too), or None
+    for a question (a "?" in it)."""
+    text = _EMOJI_MODIFIERS.sub("", text.strip().lower().replace("\u2019", "'"))
+    if any(mark in text for mark in "?\uff1f\u00bf"):
+        return None
+    tokens = re.findall(r"\w+(?:'\w+)*|[^\w\s]", text)
+    return [token for token in tokens if not unicodedata.category(token[0]).startswith("P")]
+
+
 def _word(text: str) -> Literal["yes", "no", "undo"] | None:
-    cleaned = re.sub(r"[\s!.,]+$", "", text.strip().lower()).lstrip("/")
-    if cleaned in _YES:
-        return "yes"
-    if cleaned in _NO:
-        return "no"
-    if cleaned in _UNDO:
+    """``text`` as an answer: "yes", "no" or "undo" when it is nothing but one (see ``_YES_WORDS``), else
+    None (a message for the model)."""
+    words = _words(text)
+    if not words or len(words) > _ANSWER_MAX_WORDS:
+        return None
+    if words == ["undo"]:
         return "undo"
+    yes, no = any(word in _YES_WORDS for word in words), any(word in _NO_WORDS for word in words)
+    if yes == no:
+        return None  # neither, or both ("yes no")
+    kind, extra = (_YES_WORDS, _YES_EXTRA) if yes else (_NO_WORDS, _NO_EXTRA)
+    if all(word in kind or word in extra or word in _POLITE_WORDS for word in words):
+        return "yes" if yes else "no"
     return None
+
+
+def _leans(text: str) -> bool:
+    """``text`` starts with a yes or a no but says more ("yes but the bike is red"), and asks nothing: the
+    model answers it, and a question still waiting is named after its answer."""
+    words = _words(text)
+    if not words:
+        return False
+    return (words[0] in _YES_WORDS or words[0] in _NO_WORDS) and _word(text) is None
 
 
 def _conversation_seen(binding: Binding, message: InboundMessage) -> Conversation:

@@ -1,6 +1,8 @@
-"""Which typed yes/no answers a question, on each platform through its real library: only the most recent
-open one, only one said to the bot in a group, only one the sender may answer, and never one decided
-meanwhile elsewhere; anything else is a message like any other."""
+"""Which typed yes/no answers a question, on each platform through its real library: the one it replies to
+(and no other, when that one was answered already or expired), else the most recent open one; only one said
+to the bot in a group, only one the sender may answer, and never one decided meanwhile elsewhere. A yes or a
+no is nothing but one, in any of the languages the app reads or as a thumb; anything else is a message like
+any other."""
 
 from __future__ import annotations
 
@@ -330,3 +332,75 @@ def test_on_slack_a_yes_in_a_thread_answers_the_question_asked_last_in_that_thre
 
     assert "Saved: \u201ca blue bike\u201d (bike)." in answered.text
     assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "rejected", "bike": "confirmed"}
+
+
+YES_ANSWERS = ("Yes, save it", "yes save it", "Yes!", "YES.", "Y", "/yes", "yep", "ok", "Okay 👍", "yes 👍", "👍",
+               "👍🏽", "yes please", "sí", "Sì, grazie", "oui", "oui merci", "ja", "Ja, bitte", "sim", "jazeker")
+NO_ANSWERS = ("No, drop it", "no thanks", "nope", "nein", "Nein danke", "non", "não", "nee", "👎", "no 👎")
+
+
+def test_a_yes_or_no_in_other_words_and_languages_or_a_thumb_answers_the_question(telegram_bot, owner, model,
+                                                                                   alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    for number, (said, status) in enumerate([*((word, "confirmed") for word in YES_ANSWERS),
+                                             *((word, "rejected") for word in NO_ANSWERS)]):
+        model.script(tool_calls(("propose_change", {"kind": "memory", "topic": f"fact{number}",
+                                                    "summary": f"fact number {number}"})), reply("Noted."))
+        telegram_bot.dm(alice, f"Remember fact number {number}.")
+        calls = len(model.requests)
+
+        answered = telegram_bot.dm(alice, said)
+
+        assert Proposal.objects.get(topic=f"fact{number}").status == status, (said, answered.texts)
+        assert len(model.requests) == calls, said  # an answer, not a message for the model
+
+
+@pytest.mark.parametrize("said", ["Yes, save it", "👍"])
+def test_the_buttons_own_label_or_a_thumb_typed_answers_the_question(bot, owner, model, alice, said):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+
+    answered = bot.dm(alice, said)
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- drink: green tea\n"
+
+
+@pytest.mark.parametrize("said", ["ok, what about tomorrow?", "yes?", "Yes, and what about tomorrow", "yes no",
+                                  "no idea, what do you think"])
+def test_a_message_that_only_starts_like_an_answer_goes_to_the_model(telegram_bot, owner, model, alice, said):
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    telegram_bot.dm(alice, "I drink green tea.")
+    model.script(reply("The model answers."))
+
+    answered = telegram_bot.dm(alice, said)
+
+    assert answered.texts[0] == "The model answers."
+    assert model.requests[-1]["messages"][-1]["content"] == said
+    assert Proposal.objects.get().status == "pending"
+
+
+def test_a_yes_with_more_said_goes_to_the_model_and_says_the_note_still_waits(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+    model.script(reply("Red bikes are nice."))
+
+    answered = bot.dm(alice, "yes but the bike is red", expect=2)
+
+    assert answered.texts == ["Red bikes are nice.",
+                              "The note \u201cgreen tea\u201d (drink) still waits: reply yes to save it or no to drop it."]
+    assert Proposal.objects.get().status == "pending"
+
+
+def test_a_question_to_the_model_that_starts_with_ok_names_no_waiting_note(telegram_bot, owner, model, alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    telegram_bot.dm(alice, "I drink green tea.")
+    model.script(reply("Tomorrow it rains."))
+
+    answered = telegram_bot.dm(alice, "ok, what about tomorrow?")
+
+    assert answered.texts == ["Tomorrow it rains."]
