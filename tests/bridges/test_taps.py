@@ -4,12 +4,16 @@ confirm is told the real reason; a question that was dropped says why."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import transaction
 
 from bridges import core, services
 from bridges.models import SenderStatus
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.services import memory_forget_all
+from localai_memory.notes.services import lock_owner
 from tests.bridges.conftest import group_scope, notes_of, pair, sender_key
 from tests.bridges.drivers import Driver, Person
 from tests.chats.helpers import set_memory
@@ -129,3 +133,27 @@ def test_a_tap_on_a_question_dropped_by_forget_everything_says_why_not_that_it_e
         assert any(text.endswith(label) for text in tapped.card), tapped
     if bot.platform == "telegram":
         assert tapped.private == [label]
+
+
+def test_on_telegram_a_slow_tap_stops_spinning_and_its_outcome_follows_as_a_message(telegram_bot, owner, model,
+                                                                                   alice):
+    pair(telegram_bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    proposal_id = telegram_bot.dm(alice, "I drink green tea.").buttons[0][1]
+    server = telegram_bot.server
+    answered, sent = len(server.calls_to("answerCallbackQuery")), len(server.sent)
+    tapping = threading.Thread(target=telegram_bot.tap, args=(alice, "yes", proposal_id))
+
+    with transaction.atomic():
+        lock_owner(owner.pk)  # another write of the owner's notes holds them: the confirm waits for it
+        tapping.start()
+        server.wait_for(lambda: len(server.calls_to("answerCallbackQuery")) > answered, timeout=15,
+                        message="the tap was not answered while its outcome was not known")
+        [answer] = server.calls_to("answerCallbackQuery")[answered:]
+        assert not answer.params.get("text")  # the spinner stops; nothing is claimed yet
+        assert len(server.sent) == sent
+    tapping.join(timeout=15)
+
+    assert not tapping.is_alive()
+    assert "Saved: \u201cgreen tea\u201d (drink)." in server.sent_texts()[-1]
+    assert Proposal.objects.get().status == "confirmed"
