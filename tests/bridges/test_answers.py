@@ -404,3 +404,25 @@ def test_a_question_to_the_model_that_starts_with_ok_names_no_waiting_note(teleg
     answered = telegram_bot.dm(alice, "ok, what about tomorrow?")
 
     assert answered.texts == ["Tomorrow it rains."]
+
+
+def test_on_telegram_a_reply_to_a_question_from_someone_who_may_not_answer_is_told_why(telegram_bot, owner, model,
+                                                                                      alice, bob):
+    pair(telegram_bot, alice, can_confirm=True)
+    pair(telegram_bot, bob, can_confirm=False)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    telegram_bot.group(alice, "remember that the team drinks green tea", expect=2)
+    question = telegram_bot.server.sent[-1]
+    bot_message = {"message_id": question["message_id"], "date": 0, "text": question["text"],
+                   "chat": {"id": telegram_bot.GROUP_ID, "type": "supergroup", "title": "Team"},
+                   "from": {"id": telegram_fake.BOT_ID, "is_bot": True, "first_name": "Memory",
+                            "username": telegram_fake.BOT_USERNAME}}
+    calls = len(model.requests)
+
+    answered = telegram_bot._deliver(telegram_fake.group_message(
+        "yes", chat_id=telegram_bot.GROUP_ID, user_id=bob.number, first_name=bob.name, reply_to=bot_message), 1)
+
+    assert answered.texts == [("You cannot confirm notes in this chat, so the note waits for the owner. The owner "
+                               "can allow you to confirm changes from the chat.")]
+    assert len(model.requests) == calls
+    assert Proposal.objects.get().status == "pending"
