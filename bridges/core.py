@@ -628,9 +628,16 @@ def _tap(binding: Binding, conversation: Conversation, sender: Sender, answer: A
         return Reply()
     if not sender.paired:
         return Reply([Outbound(UNPAIRED_TAP_TEXT)], private=True)
-    questions = list(Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION,
-                                           proposal_id=proposal_id).order_by("created_at", "id"))
-    return _answer(binding, conversation, sender, answer, questions, tapped=True)
+    question = _question_about(conversation, proposal_id)
+    return _answer(binding, conversation, sender, answer, [question] if question else [], tapped=True)
+
+
+def _question_about(conversation: Conversation, proposal_id: int | None) -> Notice | None:
+    """The conversation's question about ``proposal_id``: the open one, else the last one asked (a note asked
+    twice has two, the earlier closed), or None when it was never asked here."""
+    questions = Notice.objects.filter(conversation=conversation, kind=NoticeKind.QUESTION, proposal_id=proposal_id)
+    return (questions.filter(closed_at__isnull=True).order_by("-created_at", "-id").first()
+            or questions.order_by("-created_at", "-id").first())
 
 
 def _question_to_answer(binding: Binding, conversation: Conversation, sender: Sender,
@@ -679,8 +686,7 @@ def _question_replied_to(binding: Binding, conversation: Conversation, reply_to:
     for notice in notices:
         proposal = proposals.get(notice.proposal_id)
         if proposal is not None and proposal.status == Proposal.Status.PENDING:
-            return (_open_questions(conversation).filter(proposal_id=proposal.pk).order_by("-created_at", "-id")
-                    .first() or notice)
+            return _question_about(conversation, proposal.pk) or notice
     return notices[0] if notices else None
 
 

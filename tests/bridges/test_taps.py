@@ -157,3 +157,17 @@ def test_on_telegram_a_slow_tap_stops_spinning_and_its_outcome_follows_as_a_mess
     assert not tapping.is_alive()
     assert "Saved: \u201cgreen tea\u201d (drink)." in server.sent_texts()[-1]
     assert Proposal.objects.get().status == "confirmed"
+
+
+def test_a_tap_on_a_note_asked_twice_saves_it_and_says_so_once(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted again."))
+    bot.dm(alice, "Did you get that I drink green tea?", expect=2)  # the same note, asked a second time
+
+    tapped = bot.tap(alice, "yes", Proposal.objects.get().pk)
+
+    assert tapped.text.count("Saved: \u201cgreen tea\u201d (drink).") == 1, tapped.texts
+    assert "already answered" not in tapped.text
+    assert Proposal.objects.get().status == "confirmed"
