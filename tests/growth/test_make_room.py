@@ -245,7 +245,7 @@ def test_the_suggestion_says_what_it_makes_room_for_in_the_inbox_and_the_api(own
 
     client.force_login(owner)
     page = client.get("/inbox/").content.decode()
-    assert "It makes room for the note “home”: lives in Lisbon." in page
+    assert "It makes room for the note “home”: <span dir=\"auto\">lives in Lisbon</span>." in page
     body = api.get(f"/api/chats/memory/proposals/{suggestion.pk}").json()
     assert body["makes_room_for"] == {"topic": "home", "summary": "lives in Lisbon", "details": "Moved in March."}
     assert body["reason"] == "make_room" and body["delete"] is True  # the fields it had stay as they were
