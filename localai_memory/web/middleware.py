@@ -57,7 +57,10 @@ def _local(request: HttpRequest, url: str | None) -> str | None:
                                                       require_https=request.is_secure()):
         return None
     parts = urlsplit(url)
-    if not parts.path.startswith("/") or parts.path.startswith("//") or parts.path == resolve_url(settings.LOGIN_URL):
+    # A backslash is a slash to a browser: "/\\evil.example/" would leave the site from a path of ours.
+    if (not parts.path.startswith("/") or parts.path.startswith("//") or "\\" in parts.path
+            or not url_has_allowed_host_and_scheme(parts.path, allowed_hosts={request.get_host()})
+            or parts.path == resolve_url(settings.LOGIN_URL)):
         return None
     return parts.path + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 

@@ -38,3 +38,14 @@ def test_an_htmx_request_of_a_stale_page_puts_an_alert_on_top_and_leaves_the_pag
     assert response["HX-Retarget"] == "#main" and response["HX-Reswap"] == "afterbegin"
     assert shown.startswith('<p class="notice error" role="alert" data-testid="stale-page">Your session changed')
     assert "<main" not in shown and "CSRF verification failed" not in shown
+
+
+def test_a_next_that_a_browser_would_read_as_another_site_is_not_offered_as_the_way_back(owner):
+    """"/\\evil.example/" is a path of ours to Python and "//evil.example/" to a browser: the way back is the
+    form's own page instead."""
+    for next_ in ("http://testserver/\\evil.example/", "/\\evil.example/", "http://testserver/\\/evil.example/"):
+        response = stale_client(owner).post("/settings/memory/notes/add/", {"summary": "Rome", "next": next_})
+        shown = response.content.decode()
+        assert response.status_code == 403
+        assert "evil.example" not in shown, next_
+        assert '<a href="/settings/memory/">Back to the page</a>' in shown
