@@ -28,6 +28,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 
 from . import core, services
@@ -55,8 +56,17 @@ def answer(inbound: core.InboundMessage, *, keep: bool) -> tuple[core.Reply, int
                                                  conversation_id=inbound.conversation_id, said=inbound.text)
         with _answering_lock:
             _answering.add(pending_id)
+    kept = pending_id
     try:
         reply = core.handle(inbound)
+        # the answer is written down before the row leaves _answering: a bot's next run that finds the row
+        # then sends this answer late, never "please send it again" for an answer that exists
+        if pending_id is not None:
+            if reply.messages:
+                services.reply_pending_answered(pending_id=pending_id, messages=[_data(o) for o in reply.messages])
+            else:
+                services.reply_pending_close(pending_id=pending_id)
+                kept = None
     except BaseException:
         if pending_id is not None:  # handled (the platform's retry, or the error handler, takes it from here)
             services.reply_pending_close(pending_id=pending_id)
@@ -65,13 +75,7 @@ def answer(inbound: core.InboundMessage, *, keep: bool) -> tuple[core.Reply, int
         if pending_id is not None:
             with _answering_lock:
                 _answering.discard(pending_id)
-    if pending_id is not None:
-        if reply.messages:
-            services.reply_pending_answered(pending_id=pending_id, messages=[_data(o) for o in reply.messages])
-        else:
-            services.reply_pending_close(pending_id=pending_id)
-            pending_id = None
-    return reply, pending_id
+    return reply, kept
 
 
 def sent(pending_id: int | None) -> None:
@@ -121,6 +125,13 @@ def tell_left(*, binding_id: int, platform: str, credentials: dict[str, str]) ->
         with _answering_lock:
             if pending.pk in _answering:
                 continue
+        try:  # as it is now: its turn may have ended (and written its answer) while earlier rows were sent
+            pending.refresh_from_db()
+        except ObjectDoesNotExist:
+            continue
+        if now - pending.created_at >= TELL_FOR:  # a bot off for long: a message this old is not worth a word
+            services.reply_pending_close(pending_id=pending.pk)
+            continue
         if pending.messages:
             outbounds = [core.Outbound(late_text(pending.said)), *map(_outbound, pending.messages)]
         else:
