@@ -5,11 +5,7 @@ starts a new one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
-from django.db import connection
 
 from localai_memory.chats.models import Chat, Message
 from localai_memory.chats.services import chat_delete
@@ -17,23 +13,10 @@ from localai_memory.growth.models import ChatWatermark
 from localai_memory.memory.models import Proposal
 from localai_memory.notes.models import ChangeSet
 from tests.chats.helpers import index_of, new_chat, send, set_memory
-from tests.fakes.openai_server import ScriptedReply, reply, tool_calls
+from tests.fakes.openai_server import reply, tool_calls
+from tests.support.meanwhile import meanwhile
 
 VEGAN = {"kind": "memory", "topic": "diet", "summary": "vegan, no honey"}
-
-
-def meanwhile(action: Callable[[], Any], answer: ScriptedReply) -> Callable[[dict[str, Any]], ScriptedReply]:
-    """The model's ``answer``, given only after ``action`` ran (in the model server's thread, on its own
-    database connection): the owner deletes the chat in another tab while the model thinks."""
-
-    def answer_after(_request: dict[str, Any]) -> ScriptedReply:
-        try:
-            action()
-        finally:
-            connection.close()
-        return answer
-
-    return answer_after
 
 
 def bearer(user):

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.db import connection
 from django.utils import timezone
 
 from localai_memory.growth.services import memory_clear
@@ -30,23 +29,10 @@ from tests.chats.helpers import (
     set_memory,
     tool_results,
 )
-from tests.fakes.openai_server import ScriptedReply, reply, tool_calls
+from tests.fakes.openai_server import reply, tool_calls
+from tests.support.meanwhile import meanwhile
 
 VEGAN = {"kind": "memory", "topic": "diet", "summary": "vegan, no honey"}
-
-
-def meanwhile(action: Callable[[], Any], answer: ScriptedReply) -> Callable[[dict[str, Any]], ScriptedReply]:
-    """The model's ``answer``, given only after ``action`` ran (in the model server's thread, on its own
-    database connection): the owner presses Forget everything in another tab while the model thinks."""
-
-    def answer_after(_request: dict[str, Any]) -> ScriptedReply:
-        try:
-            action()
-        finally:
-            connection.close()
-        return answer
-
-    return answer_after
 
 
 def forgets(owner) -> Callable[[], Any]:

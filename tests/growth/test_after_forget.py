@@ -5,7 +5,6 @@ reads it keeps its suggestions out of the inbox just the same."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -27,7 +26,8 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import TrashEntry
 from localai_memory.notes.paths import Scope
-from tests.fakes.openai_server import ScriptedReply, reply
+from tests.fakes.openai_server import reply
+from tests.support.meanwhile import meanwhile
 
 from .conftest import add_messages, fact, facts_reply
 
@@ -41,20 +41,6 @@ def waiting(owner) -> list[Proposal]:
 
 def index_of(owner, scope: Scope | None = None) -> str:
     return notes_selectors.index_text(owner_id=owner.pk, scope=scope or Scope.user())
-
-
-def meanwhile(action: Callable[[], Any], answer: str) -> Callable[[dict[str, Any]], ScriptedReply]:
-    """A model reply given only after ``action`` ran (in the model server's thread, on its own database
-    connection): the owner acts while the pass waits for the model."""
-
-    def answer_after(_request: dict[str, Any]) -> ScriptedReply:
-        try:
-            action()
-        finally:
-            connection.close()
-        return reply(answer)
-
-    return answer_after
 
 
 @pytest.mark.django_db

@@ -4,11 +4,8 @@ user's chat is a 404; a chat deleted in another tab while the model answers send
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
 
 import pytest
-from django.db import connection
 from playwright.sync_api import expect
 
 from localai_memory.chats.models import Chat, Message
@@ -16,7 +13,8 @@ from localai_memory.chats.services import chat_create, chat_delete, message_add
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope
 from localai_memory.notes.services import note_upsert
-from tests.fakes.openai_server import ScriptedReply, reply, tool_calls
+from tests.fakes.openai_server import reply, tool_calls
+from tests.support.meanwhile import meanwhile
 
 from .conftest import signed_in
 
@@ -80,19 +78,6 @@ def test_another_users_chat_cannot_be_deleted_on_the_web(owner, outsider):
     assert client.get(f"/chats/{chat.pk}/delete/").status_code == 404
     assert client.post(f"/chats/{chat.pk}/delete/").status_code == 404
     assert Chat.objects.filter(pk=chat.pk).exists()
-
-
-def meanwhile(action: Callable[[], Any], answer: ScriptedReply) -> Callable[[dict[str, Any]], ScriptedReply]:
-    """``answer`` once ``action`` ran on the model server's thread (another tab, while the model thinks)."""
-
-    def answer_after(_request: dict[str, Any]) -> ScriptedReply:
-        try:
-            action()
-        finally:
-            connection.close()
-        return answer
-
-    return answer_after
 
 
 @pytest.mark.django_db(transaction=True)
