@@ -23,9 +23,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.urls import Resolver404, ResolverMatch, resolve
-from django.utils.http import url_has_allowed_host_and_scheme
 
-from .views.common import is_htmx
+from .views.common import is_htmx, own_path
 
 #: The views of the web app's pages (the only ones this middleware answers for).
 WEB_VIEWS = "localai_memory.web.views."
@@ -53,16 +52,10 @@ def page_of(path: str) -> str:
 def _local(request: HttpRequest, url: str | None) -> str | None:
     """``url`` as a path of this site (with its query and fragment), or None when it is not one of ours or is
     the log-in page itself."""
-    if not url or not url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()},
-                                                      require_https=request.is_secure()):
+    path = own_path(request, url)
+    if path is None or urlsplit(path).path == resolve_url(settings.LOGIN_URL):
         return None
-    parts = urlsplit(url)
-    # A backslash is a slash to a browser: "/\\evil.example/" would leave the site from a path of ours.
-    if (not parts.path.startswith("/") or parts.path.startswith("//") or "\\" in parts.path
-            or not url_has_allowed_host_and_scheme(parts.path, allowed_hosts={request.get_host()})
-            or parts.path == resolve_url(settings.LOGIN_URL)):
-        return None
-    return parts.path + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    return path
 
 
 def page_of_request(request: HttpRequest) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.messages.storage.base import Message
@@ -51,12 +52,23 @@ def page(request: AuthenticatedHttpRequest, template: str, context: dict[str, An
     return render(request, template, ctx, status=status)
 
 
+def own_path(request: HttpRequest, url: str | None) -> str | None:
+    """``url`` as a path of this site, its query and fragment kept; None when it is not one of ours: another
+    host or scheme, or a path a browser reads as another site ("//host", "/\\host")."""
+    if not url or not url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()},
+                                                      require_https=request.is_secure()):
+        return None
+    parts = urlsplit(url)
+    if not parts.path.startswith("/") or not url_has_allowed_host_and_scheme(parts.path, allowed_hosts=None):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+
+
 def back(request: HttpRequest, fallback: str) -> HttpResponse:
     """Redirect to the ``next`` field or the page the form was on, when it is ours; else ``fallback``."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    # a path of this site only: a bare word would be taken for a URL name by ``redirect`` (a 500, or a jump)
-    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                                  require_https=request.is_secure()):
+    # a path only: a bare word would be taken for a URL name by ``redirect`` (a 500, or a jump)
+    if target.startswith("/") and own_path(request, target) is not None:
         return HttpResponseRedirect(target)
     return redirect(fallback)
 
