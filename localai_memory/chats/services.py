@@ -654,7 +654,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     outside = not typed_by_user or any(m["role"] == "tool" or m.get("origin", "user") != "user"
                                        for m in (*earlier, *(pending or ())))
     ctx = ToolContext(chat=chat, facts=facts, decision=decision, scopes=scopes, tools=tools, sender=sender,
-                      report=report, addon=addon, outside_text=outside, read_after=read_after)
+                      report=report, addon=addon, outside_text=outside, read_after=read_after, prefetched=prefetched)
     try:
         reply = _loop(messages, definitions, ctx, timings, client_tools, options)
     except UpstreamError as exc:

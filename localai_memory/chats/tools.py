@@ -84,6 +84,16 @@ class ToolContext:
     #: a suggestion is refused (``forgotten``) once the owner forgot everything later: it would bring back what
     #: was said or read before they forgot.
     read_after: datetime = field(default_factory=timezone.now)
+    #: What the turn's first round trip read (``chats.services.turn_read_hooks``, by name): recall's notes of
+    #: every scope the chat can name, which the duplicate check compares instead of reading them again.
+    prefetched: dict[str, Any] = field(default_factory=dict)
+
+    def notes_read(self) -> list[Any] | None:
+        """The owner's notes as the turn read them, while that read still holds: not once this turn saved or
+        reverted a note (then the duplicate check reads afresh)."""
+        if self.report["saved"] or self.report["reverted"]:
+            return None
+        return self.prefetched.get(recall_service.TURN_READ)
 
     @property
     def readable(self) -> list[str]:
@@ -349,7 +359,7 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
     scope = ctx.scopes[decision.scope]
     if not delete:
         duplicate = recall_service.find_duplicate(owner_id=ctx.chat.owner_id, scope=scope, topic=topic,
-                                                  summary=summary, details=details)
+                                                  summary=summary, details=details, notes=ctx.notes_read())
         if duplicate is not None:
             return _duplicate(ctx, topic, duplicate)
     try:

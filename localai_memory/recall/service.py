@@ -756,7 +756,7 @@ class Duplicate:
 
 
 def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
-                   details: str | None = None) -> Duplicate | None:
+                   details: str | None = None, notes: Sequence[Note] | None = None) -> Duplicate | None:
     """The line of another topic in ``scope`` that means the same as the proposed ``summary``, or None.
 
     The proposal's own topic is never its duplicate: writing it is an update (or "already saved"). Numbers
@@ -764,10 +764,17 @@ def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
     matching note does not hold are new information, so such a note is not a duplicate either. Without an
     embedder the check is lexical: the lines compared are those that share a full-text word with the
     proposal (``lexical_scores``, the words lexical recall matches on), by content-word overlap.
+
+    ``notes`` are the owner's notes a turn read at its start (``turn_notes_read``, every scope its chat can
+    name), compared instead of reading them again: the check is a help against repeating a line, and a note
+    written elsewhere while the model thought is at worst not named as the duplicate (the turn's own writes
+    are not in that read, so a turn that saved a note reads afresh: ``chats.tools``).
     """
     if not summary or not summary.strip():
         return None
-    notes = [n for n in owner_notes(owner_id=owner_id, scopes=[scope]) if n.topic != topic and n.summary]
+    if notes is None:
+        notes = owner_notes(owner_id=owner_id, scopes=[scope])
+    notes = [n for n in notes if n.scope == scope and n.topic != topic and n.summary]
     if not notes:
         return None
     embedder = index.current_embedder()

@@ -106,6 +106,18 @@ def test_a_note_that_repeats_another_topics_line_is_reported_as_its_duplicate(ap
     assert body["memory"]["saved"] == [] and index_of(owner) == "- diet: vegetarian\n"
 
 
+def test_a_note_saved_earlier_in_the_same_reply_is_a_later_calls_duplicate(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "home", "lives in Rome")
+    propose(model, {"kind": "memory", "topic": "diet", "summary": "vegetarian"},
+            {"kind": "memory", "topic": "food", "summary": "is vegetarian"})
+    body = send(api, new_chat(api), "Remember that I'm vegetarian.")
+    assert [s["topic"] for s in body["memory"]["saved"]] == ["diet"]
+    [refused] = body["memory"]["refused"]
+    assert refused["reason"] == "duplicate" and refused["duplicate_of"]["topic"] == "diet"
+    assert index_of(owner) == "- home: lives in Rome\n- diet: vegetarian\n"
+
+
 def test_a_duplicate_does_not_wait_in_the_inbox_either(api, owner, model):
     note(owner, "pets", "has a dog named Rex")
     propose(model, {"kind": "memory", "topic": "dog", "summary": "Has a dog named Rex."})
