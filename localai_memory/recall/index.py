@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from localai_memory.core.errors import InvalidInput
 from localai_memory.core.queues import BACKGROUND
 from localai_memory.notes.models import ChangeSet, NoteFile
-from localai_memory.notes.paths import ROOT, Scope, check_topic, parse_index, parse_path
+from localai_memory.notes.paths import ROOT, NotePath, Scope, check_topic, parse_index, parse_path
 from localai_memory.notes.selectors import GIVES_BACK, author_of, note_writers
 
 from .embedders import Embedder, EmbeddingError, OnDeviceEmbedder, get_embedder
@@ -223,6 +224,13 @@ def scope_of_path(path: str) -> Scope | None:
         return None
 
 
+def _touched_files(owner_id: int, scope: Scope, touched: Touched) -> list[NoteFile]:
+    paths = [scope.topic_path(topic) for topic in sorted(touched.topics)]
+    if touched.index:
+        paths.append(scope.index_path)
+    return list(NoteFile.objects.filter(owner_id=owner_id, path__in=paths).only("path", "content"))
+
+
 def _scope_files(owner_id: int, scope: Scope) -> list[NoteFile]:
     """The files directly in the scope's folder (the user's folder also holds the agents' and channels')."""
     files = NoteFile.objects.filter(owner_id=owner_id, path__startswith=scope.root + "/")
@@ -231,11 +239,34 @@ def _scope_files(owner_id: int, scope: Scope) -> list[NoteFile]:
     return [f for f in files.only("path", "content") if "/" not in f.path[len(scope.root) + 1:]]
 
 
-def scope_passages(owner_id: int, scope: Scope) -> dict[tuple[str, str, int], Passage]:
+@dataclass(frozen=True)
+class Touched:
+    """What a write changed in one scope: its index (every line's row) and these topics' files."""
+
+    index: bool
+    topics: frozenset[str]
+
+    @classmethod
+    def of(cls, scope: Scope, paths: Iterable[str]) -> Touched:
+        parsed = [p for p in (_parsed(path) for path in paths) if p is not None and p.scope == scope]
+        return cls(any(p.is_index for p in parsed), frozenset(p.topic for p in parsed if p.topic is not None))
+
+
+def _parsed(path: str) -> NotePath | None:
+    try:
+        return parse_path(path)
+    except InvalidInput:
+        return None
+
+
+def scope_passages(owner_id: int, scope: Scope, touched: Touched | None = None
+                   ) -> dict[tuple[str, str, int], Passage]:
     """The rows ``scope`` should have now, by (topic, kind, part): one per index line, and one per passage
-    of each non-empty topic file (``ranking.details_parts``: one for a short file)."""
+    of each non-empty topic file (``ranking.details_parts``: one for a short file). With ``touched``, only the
+    rows of what it names: the index's lines, and the passages of its topics' files."""
     wanted: dict[tuple[str, str, int], Passage] = {}
-    for note in _scope_files(owner_id, scope):
+    files = _scope_files(owner_id, scope) if touched is None else _touched_files(owner_id, scope, touched)
+    for note in files:
         name = note.path.rsplit("/", 1)[-1][:-3]
         if name == "index":
             try:
@@ -288,6 +319,18 @@ def given_back_sources(owner_id: int, scope: Scope, change_set: ChangeSet | None
     return found
 
 
+def history_sources(owner_id: int, scope: Scope, topics: Iterable[str]) -> dict[tuple[str, str], tuple[str, datetime]]:
+    """Who last wrote each of ``topics``' index line and topic file, and when, as the notes' history has it, by
+    (topic, LINE or DETAILS); a piece whose writer is out of sight is left out."""
+    topics = list(dict.fromkeys(topics))
+    found: dict[tuple[str, str], tuple[str, datetime]] = {}
+    for topic, writers in (note_writers(owner_id=owner_id, scope=scope, topics=topics).items() if topics else ()):
+        for kind, piece in ((LINE, writers.line), (DETAILS, writers.file)):
+            if piece.last is not None:
+                found[(topic, kind)] = (piece.last.author, piece.last.at)
+    return found
+
+
 # --- keeping rows in step ---------------------------------------------------------------------------------
 
 
@@ -302,8 +345,11 @@ class SyncResult:
 
 
 def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet | None = None,
-                now: datetime | None = None, embed: bool = True) -> SyncResult:
+                now: datetime | None = None, embed: bool = True, paths: Iterable[str] | None = None) -> SyncResult:
     """Make the rows of ``scopes`` match the notes store. Caller holds the owner's lock (or owns the data).
+    With ``paths`` (the files a write changed), only their rows are made to match: the index's lines when the
+    index is among them, and the passages of the topic files among them; the scope's other rows stay as they
+    are (a note write reads two files, not the scope's forty).
 
     Rows are matched by (topic, kind, part): a file that grew gets rows for its new parts, one that shrank
     loses the parts it no longer has. New or changed passages get ``change_set``'s author and time (a change
@@ -322,11 +368,17 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
     to_update: list[NoteVector] = []
     moved: dict[int, list[NoteVector]] = {}  # id of the row whose vector a new or changed row takes
     gone: list[int] = []
+    written = list(paths) if paths is not None else None
     for scope in dict.fromkeys(scopes):
-        wanted = scope_passages(owner_id, scope)
-        existing = {(row.topic, row.kind, row.part): row for row in
-                    NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
-                    .defer("embedding", "search")}
+        touched = Touched.of(scope, written) if written is not None else None
+        if touched is not None and not touched.index and not touched.topics:
+            continue
+        wanted = scope_passages(owner_id, scope, touched)
+        rows = NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
+        if touched is not None:
+            of_touched = Q(kind=DETAILS, topic__in=sorted(touched.topics))
+            rows = rows.filter(of_touched | Q(kind=LINE) if touched.index else of_touched)
+        existing = {(row.topic, row.kind, row.part): row for row in rows.defer("embedding", "search")}
         # Which row embedded each passage before this write, by whom, when, and when a turn last used it (rows
         # are changed below). By the embedded text: a part that only gained the blank line above it embeds the
         # same.
@@ -335,17 +387,22 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
         gone += [row.pk for key, row in existing.items() if key not in wanted]
         changed = [key for key, item in wanted.items()
                    if (row := existing.get(key)) is None or row.text != item.text or row.path != item.path]
-        given_back = given_back_sources(owner_id, scope, change_set, (topic for topic, _kind, _part in changed))
+        changed_topics = [topic for topic, _kind, _part in changed]
+        given_back = given_back_sources(owner_id, scope, change_set, changed_topics)
+        # A rebuild (no change set: ``owner_reindex``) writes down who wrote each piece and when, from the notes'
+        # history, not "the user, now": a note of the model's stays the model's, and its age its own.
+        history = history_sources(owner_id, scope, changed_topics) if change_set is None else {}
         for key in changed:
             item, row = wanted[key], existing.get(key)
-            written_by = given_back.get((item.topic, item.kind), source)
+            written_by, written_at = history.get((item.topic, item.kind), (source, now))
+            written_by = given_back.get((item.topic, item.kind), written_by)
             if row is None:
                 row = NoteVector(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, topic=item.topic,
                                  kind=item.kind, part=item.part, path=item.path, text=item.text, source=written_by,
-                                 updated_at=now, embedding=None, model_id="", dim=None)
+                                 updated_at=written_at, embedding=None, model_id="", dim=None)
                 to_create.append(row)
             else:
-                row.text, row.path, row.source, row.updated_at = item.text, item.path, written_by, now
+                row.text, row.path, row.source, row.updated_at = item.text, item.path, written_by, written_at
                 row.embedding, row.model_id, row.dim, row.used_at = None, "", None, None
                 to_update.append(row)
             earlier = with_vector.get((item.topic, item.kind, passage(item.topic, item.kind, item.text)))
@@ -387,7 +444,7 @@ def on_notes_changed(sender: Any, *, owner_id: int, paths: Sequence[str], change
     """The ``notes_changed`` receiver: re-sync every scope the write touched, in its transaction."""
     scopes = [scope for scope in (scope_of_path(p) for p in paths) if scope is not None]
     if scopes:
-        scopes_sync(owner_id=owner_id, scopes=scopes, change_set=change_set)
+        scopes_sync(owner_id=owner_id, scopes=scopes, change_set=change_set, paths=paths)
 
 
 def owner_scopes_with_notes(owner_id: int) -> list[Scope]:

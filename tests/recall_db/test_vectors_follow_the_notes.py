@@ -4,6 +4,7 @@ recallable at once, and undo, the Trash and Forget take it out of recall (restor
 from __future__ import annotations
 
 import pytest
+import time_machine
 from django.db import transaction
 
 from localai_memory.notes.models import ChangeSet, TrashEntry
@@ -17,7 +18,7 @@ from localai_memory.notes.services import (
     note_upsert,
     trash_restore,
 )
-from localai_memory.recall import service
+from localai_memory.recall import index, service
 from localai_memory.recall.embedders import FAST_MODEL_ID
 from localai_memory.recall.models import NoteVector
 
@@ -140,3 +141,36 @@ def test_an_index_line_without_a_topic_file_and_a_topic_file_without_a_line_are_
     assert set(NoteVector.objects.filter(owner=owner).values_list("topic", "kind")) == {
         ("diet", "line"), ("garden", "details")}
     assert recalled(owner, "How are my balcony tomatoes doing?") == ["garden"]
+
+
+def test_a_write_to_one_note_leaves_every_other_notes_rows_as_they_were(owner):
+    for n in range(5):
+        note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=f"t{n}", summary=f"fact number {n}",
+                    details=f"More about fact {n}.", source=ChangeSet.Source.MODEL, actor="the model")
+    before = {(r.topic, r.kind): (r.pk, r.source, r.updated_at) for r in NoteVector.objects.filter(owner=owner)}
+    change = note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="t2", summary="fact number two, updated",
+                         details="Now with more.", source=ChangeSet.Source.FILES, actor="you")
+    after = {(r.topic, r.kind): (r.pk, r.source, r.updated_at) for r in NoteVector.objects.filter(owner=owner)}
+    assert set(after) == set(before)
+    assert {key: value for key, value in after.items() if key[0] != "t2"} == {
+        key: value for key, value in before.items() if key[0] != "t2"}
+    assert {after[("t2", kind)][1:] for kind in ("line", "details")} == {("user", change.created_at)}
+    rows = {r.kind: r.text for r in NoteVector.objects.filter(owner=owner, topic="t2")}
+    assert rows == {"line": "fact number two, updated", "details": "Now with more.\n"}
+
+
+def test_a_rebuild_of_recall_keeps_who_wrote_each_note_and_when(owner):
+    with time_machine.travel("2026-03-01 10:00Z", tick=False):
+        model_note = note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                                 details="Trastevere.", source=ChangeSet.Source.MODEL, actor="the model",
+                                 automatic=True)
+    with time_machine.travel("2026-04-01 10:00Z", tick=False):
+        own_note = note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegetarian",
+                               source=ChangeSet.Source.FILES, actor="you")
+    NoteVector.objects.filter(owner=owner).delete()  # lost rows (a restore of the database, a new model)
+    with time_machine.travel("2026-05-01 10:00Z", tick=False):
+        index.owner_reindex(owner_id=owner.pk)
+    rows = {(r.topic, r.kind): (r.source, r.updated_at) for r in NoteVector.objects.filter(owner=owner)}
+    assert rows == {("home", "line"): ("model", model_note.created_at),
+                    ("home", "details"): ("model", model_note.created_at),
+                    ("diet", "line"): ("user", own_note.created_at)}
