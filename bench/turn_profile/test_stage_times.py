@@ -39,9 +39,12 @@ STAGES = [
 #: KIND=propose: the model proposes a note in every turn (the load bench's model server decides the reply)
 PROPOSE = os.environ.get("KIND") == "propose"
 PROPOSE_STAGES = [
-    ("localai_memory.chats.tools", "run_tool"),
-    ("localai_memory.memory.proposals", "proposal_create"),
-    ("localai_memory.notes.services", "note_upsert"),
+    ("localai_memory.chats.services", "run_tool"),
+    ("localai_memory.chats.tools", "note_upsert"),
+    ("localai_memory.chats.tools", "_drops_lines"),
+    ("localai_memory.recall.service", "find_duplicate"),
+    ("localai_memory.recall.index", "scope_passages"),
+    ("localai_memory.chats.tools", "proposal_create"),
     ("localai_memory.notes.services", "apply_changes"),
     ("localai_memory.recall.index", "embed_texts"),
     ("localai_memory.recall.index", "embed_written"),
@@ -102,5 +105,8 @@ def turn_body() -> dict:
     if not PROPOSE:
         return body()
     number = next(_notes)
-    text = f"Please remember this. [[propose:p{number % 30:02d}:Note {number} about the garden]]"
+    # One of the seeded topics (the index is at its 40-line cap, so a new topic would be refused), with a
+    # line that says more than the seeded one: an update saved at once, as the load bench's proposing turns
+    # (a shorter line than theirs: this seed's lines are longer, and the index stays within its 2 KiB).
+    text = f"Please remember this. [[propose:t{number % 40:02d}:Note {number % 1000:03d} about garden and tea]]"
     return {"model": "bench-model", "messages": [{"role": "user", "content": text}]}
