@@ -106,6 +106,59 @@ def chat_completion(
     """One ``POST {LLM_BASE_URL}/chat/completions``; ``tool_choice`` (``auto`` when not given) and
     ``parallel_tool_calls`` go with the tools, and ``options`` (a client's sampling, ``SAMPLING_OPTIONS``)
     as they are. Raises ModelUnavailable or ModelBadResponse."""
+    return chat_completion_begin(messages=messages, tools=tools, model=model, tool_choice=tool_choice,
+                                 parallel_tool_calls=parallel_tool_calls, options=options).reply()
+
+
+class Asked:
+    """A chat completion sent whose answer is still to read (``chat_completion_begin``)."""
+
+    def __init__(self, posted: keepalive.Posted, base_url: str, timeout: float) -> None:
+        self._posted, self._base_url, self._timeout = posted, base_url, timeout
+
+    def reply(self) -> ModelReply:
+        """The model's answer; raises ModelUnavailable, ModelRefused, ModelBusy or ModelBadResponse."""
+        base_url, timeout = self._base_url, self._timeout
+        try:
+            response = self._posted.finish()
+        except TimeoutError:
+            raise ModelUnavailable(f"The model server did not answer within {timeout:g} seconds. Your message is "
+                                   "kept; try again.", status=504) from None
+        except (OSError, http.client.HTTPException) as exc:
+            log.warning("model server %s unreachable: %s", base_url, exc)
+            raise ModelUnavailable("The model server is not reachable. Your message is kept; try again once it "
+                                   "runs.") from None
+        if response.status >= 400:
+            detail = _error_text(response.content)
+            log.warning("model server answered %s: %s", response.status, detail)
+            said = f"The model server answered {response.status}{': ' + detail if detail else ''}. Your message is kept"
+            if response.status in (400, 413, 422):
+                raise ModelRefused(said + "; the same request would be refused again.")
+            if response.status == 429:
+                wait = response.headers.get("retry-after", "")
+                busy = ModelBusy(said + "; try again in a moment.")
+                busy.retry_after = wait if wait.isdigit() else "5"
+                raise busy
+            raise ModelUnavailable(said + "; try again.")
+        return parse_completion(response.content)
+
+    def abandon(self) -> None:
+        """The answer will not be read (the turn failed meanwhile)."""
+        self._posted.abandon()
+
+
+def chat_completion_begin(
+    *,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    model: str | None = None,
+    tool_choice: str | dict[str, Any] | None = None,
+    parallel_tool_calls: bool | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Asked:
+    """``chat_completion`` in two halves: the request is sent now and its answer read by ``Asked.reply``, so the
+    turn can finish its own work (commit the notes a tool call wrote) while the model thinks. A failure to
+    reach the server is raised by ``reply``, not here."""
     base_url = str(settings.LLM_BASE_URL).rstrip("/")
     body: dict[str, Any] = {**(options or {}), "model": model or settings.LLM_MODEL, "messages": messages,
                             "stream": False}
@@ -118,29 +171,9 @@ def chat_completion(
     if settings.LLM_API_KEY:
         headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"
     timeout = float(settings.LLM_TIMEOUT)
-    try:
-        response = keepalive.post(f"{base_url}/chat/completions", _json_bytes(body), headers,
+    posted = keepalive.post_begin(f"{base_url}/chat/completions", _json_bytes(body), headers,
                                   timeout=timeout, connect=min(timeout, 10.0))
-    except TimeoutError:
-        raise ModelUnavailable(f"The model server did not answer within {timeout:g} seconds. Your message is "
-                               "kept; try again.", status=504) from None
-    except (OSError, http.client.HTTPException) as exc:
-        log.warning("model server %s unreachable: %s", base_url, exc)
-        raise ModelUnavailable("The model server is not reachable. Your message is kept; try again once it "
-                               "runs.") from None
-    if response.status >= 400:
-        detail = _error_text(response.content)
-        log.warning("model server answered %s: %s", response.status, detail)
-        said = f"The model server answered {response.status}{': ' + detail if detail else ''}. Your message is kept"
-        if response.status in (400, 413, 422):
-            raise ModelRefused(said + "; the same request would be refused again.")
-        if response.status == 429:
-            wait = response.headers.get("retry-after", "")
-            busy = ModelBusy(said + "; try again in a moment.")
-            busy.retry_after = wait if wait.isdigit() else "5"
-            raise busy
-        raise ModelUnavailable(said + "; try again.")
-    return parse_completion(response.content)
+    return Asked(posted, base_url, timeout)
 
 
 def _json_bytes(body: dict[str, Any]) -> bytes:

@@ -9,12 +9,13 @@ the model thinks: each note written, proposal made or message stored is its own 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -795,16 +796,21 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
         minted = tuple(replace(call, id=f"call_{secrets.token_hex(12)}") for call in calls)
         return replace(reply, tool_calls=minted, finish_reason="tool_calls")
 
-    def ask(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None) -> llm.ModelReply:
-        started = time.perf_counter()
+    def begin(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None) -> tuple[llm.Asked, float]:
+        return llm.chat_completion_begin(messages=messages, tools=tools or None, tool_choice=choice,
+                                         parallel_tool_calls=client.parallel if client and theirs else None,
+                                         options=options), time.perf_counter()
+
+    def answer(asked: tuple[llm.Asked, float]) -> llm.ModelReply:
         try:
-            reply = llm.chat_completion(messages=messages, tools=tools or None, tool_choice=choice,
-                                        parallel_tool_calls=client.parallel if client and theirs else None,
-                                        options=options)
+            reply = asked[0].reply()
             _usage_add(spent, reply.usage)
             return reply
         finally:
-            timings["model"] = timings.get("model", 0.0) + (time.perf_counter() - started) * 1000
+            timings["model"] = timings.get("model", 0.0) + (time.perf_counter() - asked[1]) * 1000
+
+    def ask(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None) -> llm.ModelReply:
+        return answer(begin(tools, choice))
 
     # The client's tool_choice ("required", or one of its tools by name) goes with the first round only. A
     # call of memory's meets "required" too, so forcing every round would push the model into calling memory's
@@ -812,27 +818,63 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
     # the client required is then asked for, if the model answered without one, with the client's tools alone.
     required = client.choice if client is not None and theirs else None
     choice = required
-    for _ in range(MAX_TOOL_ROUNDS):
-        reply = ask(definitions + theirs, choice)
+    ahead: tuple[llm.Asked, float] | None = None  # the next call, sent while the last calls' notes commit
+    for round_ in range(MAX_TOOL_ROUNDS):
+        reply = answer(ahead) if ahead is not None else ask(definitions + theirs, choice)
+        ahead = None
         if not reply.tool_calls:
             if required is not None and choice is None:
                 break  # words where the client required a call of its tools
             return reply
         for_client = tuple(call for call in reply.tool_calls if call.name in names)
-        ran = _run_calls(ctx, [call for call in reply.tool_calls if call.name not in names])
-        if for_client:  # the client runs these, and comes back with their results
-            return handed_back(reply, for_client)
-        messages.append(reply.as_message())
-        messages.extend(ran)
-        choice = None
+        calls = [call for call in reply.tool_calls if call.name not in names]
+        try:
+            with _while_the_model_thinks(ctx, calls):
+                ran = _run_calls(ctx, calls)
+                if for_client:  # the client runs these, and comes back with their results
+                    return handed_back(reply, for_client)
+                messages.append(reply.as_message())
+                messages.extend(ran)
+                choice = None
+                # Enough of memory's tools after this round: the last call offers the client's tools only.
+                ahead = begin(theirs, required) if round_ == MAX_TOOL_ROUNDS - 1 else begin(definitions + theirs)
+        except BaseException:
+            if ahead is not None:  # the notes did not commit: the model's answer to them is not read
+                ahead[0].abandon()
+            raise
     # Enough of memory's tools (or the required call still to make): the model answers from what it has, with
     # the client's tools only, under the client's tool_choice (a forced call can only be one of the client's).
-    final = ask(theirs, required)
+    final = answer(ahead) if ahead is not None else ask(theirs, required)
     if for_client := tuple(call for call in final.tool_calls if call.name in names):
         return handed_back(final, for_client)
     if theirs and final.tool_calls and not (final.content or "").strip():
         final = ask([])  # it called memory's tools, which are not offered now: it answers without any
     return replace(final, tool_calls=())
+
+
+#: The tools whose calls write notes or proposals (``_while_the_model_thinks``).
+_WRITING_TOOLS = frozenset({"propose_change", "revert_change"})
+
+
+@contextlib.contextmanager
+def _while_the_model_thinks(ctx: ToolContext, calls: list[llm.ToolCall]) -> Iterator[None]:
+    """One transaction around a reply's host tool calls that write, committed after the next model call has
+    been sent: the commit (a wait for the disk) runs while the model thinks, not before it is asked. The
+    model's answer is read only once the commit succeeded; if the calls or the commit fail, nothing of them
+    stays (the turn's report forgets them too) and the answer is never read. Calls of an add-on's tools talk
+    to the add-on and run as they are, outside any transaction, as do calls that only read."""
+    if ctx.addon is not None or not any(call.name in _WRITING_TOOLS for call in calls):
+        yield
+        return
+    kept = {key: list(ctx.report[key]) for key in ("saved", "proposed", "refused", "reverted")}
+    saved_now = ctx.saved_now
+    try:
+        with transaction.atomic():
+            yield
+    except BaseException:
+        ctx.report.update(kept)
+        ctx.saved_now = saved_now
+        raise
 
 
 def _run_calls(ctx: ToolContext, calls: list[llm.ToolCall]) -> list[dict[str, Any]]:

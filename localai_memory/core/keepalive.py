@@ -93,30 +93,91 @@ def tls_context() -> ssl.SSLContext:
 
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float) -> Response:
     """POST ``body`` to ``url`` over a kept connection and read the whole answer."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConnectError(f"not an http(s) URL: {url}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    origin = _Origin(parts.scheme, parts.hostname, port, _proxy_for(parts.scheme, parts.hostname))
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
-    head = {"Content-Type": "application/json", **headers}
-    if origin.proxy and origin.scheme == "http":
-        target = f"http://{parts.netloc}{target}"  # a plain-HTTP proxy is sent the whole URL
-        head.update(_proxy_auth(origin.proxy))
-    for attempt in range(2):
-        kept = _take(origin) if attempt == 0 else None  # the retry goes on a new connection
-        conn = kept.conn if kept else _connect(origin, timeout=timeout, connect=connect)
+    return post_begin(url, body, headers, timeout=timeout, connect=connect).finish()
+
+
+def post_begin(url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float) -> Posted:
+    """Send the POST now and read its answer later (``Posted.finish``), so the caller can do other work while
+    the server thinks. A failure to connect or send is not raised here but by ``finish``."""
+    try:
+        request = _Request.of(url, body, headers, timeout=timeout, connect=connect)
+    except ConnectError as exc:
+        return Posted(None, None, False, exc)
+    return request.send()
+
+
+@dataclass
+class _Request:
+    origin: _Origin
+    target: str
+    body: bytes
+    head: dict[str, str]
+    timeout: float
+    connect: float
+
+    @classmethod
+    def of(cls, url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float) -> _Request:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConnectError(f"not an http(s) URL: {url}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        origin = _Origin(parts.scheme, parts.hostname, port, _proxy_for(parts.scheme, parts.hostname))
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        head = {"Content-Type": "application/json", **headers}
+        if origin.proxy and origin.scheme == "http":
+            target = f"http://{parts.netloc}{target}"  # a plain-HTTP proxy is sent the whole URL
+            head.update(_proxy_auth(origin.proxy))
+        return cls(origin, target, body, head, timeout, connect)
+
+    def send(self, *, kept_allowed: bool = True) -> Posted:
+        """The request on its way: on a kept connection when there is one (a kept connection the server closed
+        meanwhile fails the send: once more on a new one), else a new one. A failure is kept for ``finish``."""
+        for attempt in range(2):
+            kept = _take(self.origin) if attempt == 0 and kept_allowed else None
+            try:
+                conn = kept.conn if kept else _connect(self.origin, timeout=self.timeout, connect=self.connect)
+            except (OSError, http.client.HTTPException) as exc:  # raised by finish, where the caller expects it
+                return Posted(self, None, False, exc)
+            try:
+                conn.request("POST", self.target, body=self.body, headers=self.head)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                conn.close()
+                if kept is None:
+                    return Posted(self, None, False,
+                                  ConnectionError(f"the server closed the connection: {exc}"))
+                continue  # a kept connection the server closed meanwhile: once more on a new one
+            except (OSError, http.client.HTTPException) as exc:  # as above
+                conn.close()
+                return Posted(self, None, False, exc)
+            return Posted(self, conn, kept is not None, None)
+        raise AssertionError("unreachable: the second attempt returns")
+
+
+class Posted:
+    """A POST sent whose answer is still to read (``post_begin``)."""
+
+    def __init__(self, request: _Request | None, conn: http.client.HTTPConnection | None, kept: bool,
+                 failure: BaseException | None) -> None:
+        self._request, self._conn, self._kept, self._failure = request, conn, kept, failure
+
+    def finish(self) -> Response:
+        """Read the whole answer (or raise what went wrong); the connection is kept for the next call."""
+        if self._failure is not None:
+            raise self._failure
+        conn, self._conn = self._conn, None
+        if conn is None or self._request is None:
+            raise RuntimeError("this answer was read or abandoned already")
         try:
-            conn.request("POST", target, body=body, headers=head)
             answer = conn.getresponse()
             content = answer.read()
         except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected) as exc:
             conn.close()
-            if kept is None:
+            if not self._kept:
                 raise ConnectionError(f"the server closed the connection: {exc}") from exc
-            continue  # a kept connection the server closed meanwhile: once more on a new one
+            # A kept connection the server closed while the request was on its way: once more on a new one.
+            return self._request.send(kept_allowed=False).finish()
         except BaseException:
             conn.close()
             raise
@@ -124,9 +185,14 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, conn
         if answer.will_close:
             conn.close()
         else:
-            _give_back(origin, conn)
+            _give_back(self._request.origin, conn)
         return response
-    raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def abandon(self) -> None:
+        """Not reading the answer after all: the connection is closed (its answer would arrive unasked)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
 
 def _connect(origin: _Origin, *, timeout: float, connect: float) -> http.client.HTTPConnection:

@@ -320,3 +320,39 @@ def test_all_proxy_is_followed_and_a_proxy_of_another_kind_is_a_clear_error(serv
     monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
     with pytest.raises(keepalive.ConnectError, match="not supported"):
         call("http://model.internal:8080/v1/chat/completions")
+
+
+def begin(url: str) -> keepalive.Posted:
+    return keepalive.post_begin(url, b'{"hello": "there"}', {"Accept": "application/json"}, timeout=5.0, connect=5.0)
+
+
+def test_a_request_sent_ahead_is_on_the_server_before_its_answer_is_read(serve):
+    arrived = threading.Event()
+
+    def note_arrival(n: int) -> str:
+        arrived.set()
+        return "answer"
+
+    server = serve(note_arrival)
+    posted = begin(server.url)
+    assert arrived.wait(5)  # the server has it while the client does other work, not reading
+    response = posted.finish()
+    assert response.status == 200 and json.loads(response.content) == {"ok": True}
+    assert call(server.url).status == 200 and server.connections == 1  # its connection was kept
+
+
+def test_a_request_sent_ahead_to_nothing_listening_fails_when_its_answer_is_read():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: refused
+        posted = begin(f"http://127.0.0.1:{port}/v1/chat/completions")  # no error yet: the caller goes on
+        with pytest.raises(keepalive.ConnectError, match="could not connect"):
+            posted.finish()
+
+
+def test_an_answer_not_read_after_all_closes_its_connection(serve):
+    server = serve(lambda n: "answer")
+    posted = begin(server.url)
+    posted.abandon()
+    assert not any(keepalive._pools.values())  # never kept: its answer would come unasked
+    assert call(server.url).status == 200 and server.connections == 2
