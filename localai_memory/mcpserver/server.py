@@ -80,6 +80,43 @@ def _given(value: Any) -> str:
     return "a list" if isinstance(value, list) else "an object"  # all that is left of JSON
 
 
+#: Whether a JSON value is of a JSON Schema type, as the schema means it (no conversion): "12" is not an
+#: integer, 1 is not a boolean, true is not a number; 12.0 is an integer, as JSON Schema counts it.
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda value: isinstance(value, str),
+    "integer": lambda value: (isinstance(value, int) and not isinstance(value, bool))
+    or (isinstance(value, float) and value.is_integer()),
+    "number": lambda value: isinstance(value, int | float) and not isinstance(value, bool),
+    "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
+    "array": lambda value: isinstance(value, list),
+    "object": lambda value: isinstance(value, dict),
+}
+
+
+def _accepts(schema: dict[str, Any], value: Any) -> bool:
+    """Whether an argument's schema (a ``type``, or ``anyOf`` types) takes ``value`` as it is."""
+    types = [option.get("type") for option in schema.get("anyOf") or [schema]]
+    if any(not isinstance(kind, str) or kind not in _TYPE_CHECKS for kind in types):
+        return True  # a schema this check does not read: the library's own check decides
+    return any(_TYPE_CHECKS[kind](value) for kind in types)
+
+
+def _strict_problems(arguments: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """The arguments of a call that its input schema does not take as they are, one short sentence each, in
+    the schema's order (the library's check is lax: it reads "12" as 12 and "yes" as true, so a client's
+    mistake would pass as something it did not send)."""
+    properties = schema.get("properties", {})
+    problems = []
+    for name, prop in properties.items():
+        if name not in arguments:
+            if name in schema.get("required", ()):
+                problems.append(f"{name} is required ({_expected(prop)})")
+        elif not _accepts(prop, arguments[name]):
+            problems.append(f"{name} must be {_expected(prop)}, not {_given(arguments[name])}")
+    return problems
+
+
 def _arguments_refused(exc: ValidationError, schema: dict[str, Any]) -> InvalidInput:
     """The arguments a call got wrong, one short sentence each: which argument, and what it must be."""
     properties = schema.get("properties", {})
@@ -102,11 +139,17 @@ class MemoryServer(MCPServer[Any]):
     The library reports them with pydantic's own text (the validation model's name, ``[type=int_parsing,
     …]``, a link to pydantic's docs): noise to a client and to the model reading it. Here they read
     "agent_id must be an integer or null, not a string (invalid_arguments)", after the same
-    ``Error executing tool <name>:`` the library puts before a tool's other errors.
+    ``Error executing tool <name>:`` the library puts before a tool's other errors. And the check is the input
+    schema's, strict: the library's would take "12" for 12 and "yes" for true (``_strict_problems``).
     """
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None,
                         ) -> CallToolResult | InputRequiredResult:
+        schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name), None)
+        problems = _strict_problems(arguments or {}, schema) if schema is not None else []
+        if problems:  # per the tool's input schema, as it is: a value of another type is refused, not converted
+            refused = InvalidInput("; ".join(problems), code="invalid_arguments")
+            raise ToolError(f"Error executing tool {name}: {_tool_error(refused)}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

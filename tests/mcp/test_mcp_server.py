@@ -118,6 +118,35 @@ def test_a_proposal_with_a_delete_that_is_not_a_boolean_is_refused_and_nothing_i
     assert not Proposal.objects.filter(owner=owner).exists()
 
 
+def test_a_value_of_another_type_is_refused_not_converted_as_the_input_schema_says(mcp_session, owner):
+    """The library's own check is lax: it would read "12" as 12 and "yes" as true, so a client's mistake would
+    pass as a value it did not send (a forget proposed from ``delete: "yes"``). The input schema decides."""
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+
+    async def work(client: Client) -> list[Any]:
+        return [await client.call_tool(name, arguments) for name, arguments in (
+            ("memory_recent", {"limit": "12"}),
+            ("memory_recall", {"query": "Rome", "agent_id": "7"}),
+            ("memory_propose", {"topic": "units", "summary": "metric", "delete": "yes"}),
+            ("memory_propose", {"topic": "units", "summary": "metric", "delete": 1}),
+            ("memory_recent", {"limit": True}),
+            ("memory_recent", {"limit": 2.0}),  # an integer, as JSON Schema counts it
+        )]
+
+    *wrong, whole = mcp_session(owner, work)
+
+    assert [result.content[0].text.removeprefix("Error executing tool ") for result in wrong] == [
+        "memory_recent: limit must be an integer, not a string (invalid_arguments)",
+        "memory_recall: agent_id must be an integer or null, not a string (invalid_arguments)",
+        "memory_propose: delete must be true or false, not a string (invalid_arguments)",
+        "memory_propose: delete must be true or false, not an integer (invalid_arguments)",
+        "memory_recent: limit must be an integer, not a boolean (invalid_arguments)",
+    ]
+    assert all(result.is_error for result in wrong)
+    assert not whole.is_error
+    assert not Proposal.objects.filter(owner=owner).exists()
+
+
 def test_list_shows_every_note_with_who_wrote_it_and_recent_the_latest_first(mcp_session, owner, alices_notes):
     notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="units", summary="uses metric units",
                                source="model", actor="model")
