@@ -593,9 +593,10 @@ def _rank_candidates(scope: Scope, entries: list[IndexEntry]) -> list[RankCandid
 
 
 def _rejected_before(owner_id: int, scope: Scope, candidate: Candidate) -> bool:
-    """The owner rejected this suggestion (or one that says the same) before."""
+    """The owner rejected this suggestion (or one that says the same) before, for the built-in notes: one
+    turned down for a memory add-on (``Proposal.provider``) was about the add-on's notes, not these."""
     rejected = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
-                                       topic=candidate.topic, status=Proposal.Status.REJECTED,
+                                       topic=candidate.topic, status=Proposal.Status.REJECTED, provider="",
                                        is_delete=candidate.action == "delete")
     if candidate.action == "delete":
         return rejected.exists()
@@ -608,8 +609,10 @@ def _rejected_before(owner_id: int, scope: Scope, candidate: Candidate) -> bool:
 
 
 def _waiting_summaries(owner_id: int, scope: Scope) -> list[RankCandidate]:
+    """The lines suggestions for the built-in notes of ``scope`` wait with (one waiting for a memory add-on
+    goes to the add-on's notes: it neither holds a topic here nor makes a fact here a duplicate)."""
     epoch = timezone.now()
-    rows = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+    rows = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, provider="",
                                    status=Proposal.Status.PENDING, expires_at__gt=epoch, is_delete=False)
     return [RankCandidate(id=f"p{pk}", text=summary, updated_at=epoch)
             for pk, summary in rows.values_list("pk", "summary")]
@@ -723,7 +726,7 @@ def _propose_room(work: _ChatWork, result: PassResult, *, now: datetime, fact: d
         return False
     # A suggestion to forget a note nobody needs waits already: it makes the room, and keeps the fact.
     unused = (Proposal.objects.select_for_update().filter(
-        owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, is_delete=True, reason="unused",
+        owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, provider="", is_delete=True, reason="unused",
         makes_room_for__isnull=True, status=Proposal.Status.PENDING, expires_at__gt=now).order_by("pk").first())
     if unused is not None:
         unused.reason, unused.makes_room_for = "make_room", fact
@@ -776,8 +779,8 @@ def _host_delete_waits(owner_id: int, scope: Scope, now: datetime, *, unused: bo
     one made before the policy named it under Always confirm says ``always_confirm``; the kept fact marks
     it), or, with ``unused``, one of a note nobody needs."""
     reasons = ("make_room", "unused") if unused else ("make_room",)
-    return (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, is_delete=True,
-                                    status=Proposal.Status.PENDING, expires_at__gt=now)
+    return (Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, provider="",
+                                    is_delete=True, status=Proposal.Status.PENDING, expires_at__gt=now)
             .filter(Q(reason__in=reasons) | Q(makes_room_for__isnull=False)).exists())
 
 
@@ -813,7 +816,7 @@ def _stale_topics(owner_id: int, scope: Scope, *, now: datetime, days: int, unus
     held_by = Q(status=Proposal.Status.PENDING, expires_at__gt=now)
     if unused:
         held_by |= Q(reason="unused", created_at__gt=now - timedelta(days=UNUSED_AGAIN_AFTER_DAYS))
-    held = set(Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
+    held = set(Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key, provider="")
                .filter(held_by).values_list("topic", flat=True))
     return [topic for _weight, _when, topic in stale if topic not in held
             and not _rejected_before(owner_id, scope, Candidate(action="delete", topic=topic, summary=""))]

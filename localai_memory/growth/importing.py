@@ -646,7 +646,8 @@ def import_facts(*, owner_id: int, text: str, actor: str = "you") -> ImportResul
     known = [RankCandidate(id=e.topic, text=e.summary, updated_at=epoch) for e in current]
     # a fact that a suggestion still waiting for an answer holds (the same list imported again) is not asked twice
     waiting = list(proposal_list(owner_id=owner_id, status="pending")
-                   .filter(scope_kind=scope.kind, scope_key=scope.key, is_delete=False).values_list("pk", "summary"))
+                   .filter(scope_kind=scope.kind, scope_key=scope.key, provider="", is_delete=False)
+                   .values_list("pk", "summary"))
     known += [RankCandidate(id=("waiting", pk), text=summary, updated_at=epoch) for pk, summary in waiting]
     topics = topics_in_use(owner_id=owner_id, scope=scope, entries=current)  # waiting proposals' and stray files'
     result = ImportResult(kind="facts", mode="facts")

@@ -193,12 +193,13 @@ def folder_holders(*, owner_id: int, roots: Iterable[str]) -> dict[str, dict[str
 
 
 def topics_in_use(*, owner_id: int, scope: Scope, entries: list[IndexEntry]) -> set[str]:
-    """Topics a new note of ``scope`` must not take: its index's (``entries``, as the caller read them under
-    the owner's lock), a topic file's without a line, and a waiting proposal's (confirming it would replace
-    the note)."""
+    """Topics a new built-in note of ``scope`` must not take: its index's (``entries``, as the caller read them
+    under the owner's lock), a topic file's without a line, and a waiting proposal's for the built-in notes
+    (confirming it would replace the note). A proposal waiting for a memory add-on (``Proposal.provider``) takes
+    no topic here: confirmed, it goes to the add-on's own notes and never replaces a built-in one."""
     prefix = f"{scope.root}/"
     files = NoteFile.objects.filter(owner_id=owner_id, path__startswith=prefix).values_list("path", flat=True)
     waiting = Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, scope_kind=scope.kind,
-                                      scope_key=scope.key or "").values_list("topic", flat=True)
+                                      scope_key=scope.key or "", provider="").values_list("topic", flat=True)
     return ({e.topic for e in entries} | {Path(p).stem for p in files if "/" not in p[len(prefix):]}
             | set(waiting))

@@ -227,6 +227,25 @@ def test_a_rejected_suggestion_is_not_proposed_again(owner, model, make_chat):
     assert result.model_calls == 1 and waiting(owner) == []
 
 
+def test_a_note_turned_down_for_a_memory_addon_is_still_suggested_for_the_built_in_notes(owner, model, make_chat,
+                                                                                          monkeypatch):
+    """A suggestion the owner turned down while an add-on served was about the add-on's notes; back on the
+    built-in notes, the same fact is suggested for them (and one waiting for the add-on holds no topic here)."""
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    provider_pick(user_id=owner.pk, provider="sample")
+    for_addon = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="home",
+                                                summary="lives in Lisbon")
+    proposals.proposal_reject(owner_id=owner.pk, proposal_id=for_addon.pk, actor="you")
+    provider_pick(user_id=owner.pk, provider="builtin")
+    make_chat(owner, LISBON)
+    model.script(reply(facts_reply(fact("home", "lives in Lisbon"))))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert [(p.topic, p.summary, p.provider) for p in waiting(owner)] == [("home", "lives in Lisbon", "")]
+    assert result.proposals == [p.pk for p in waiting(owner)]
+
+
 def test_it_is_skipped_without_calling_the_model_while_memory_is_off(owner, model, make_chat):
     make_chat(owner, LISBON)
     settings_update(user_id=owner.pk, enabled=False)

@@ -429,3 +429,29 @@ def test_a_cap_is_checked_when_proposing(owner, db):
         note(owner, f"t{n}", "x")
     with pytest.raises(CapExceeded):
         make_proposal(owner)
+
+
+def test_a_note_added_on_the_memory_tab_takes_its_topic_though_a_suggestion_for_the_addon_has_it(owner, monkeypatch):
+    """A suggestion waiting for a memory add-on goes to the add-on's notes: it does not take the topic of a
+    built-in note the owner adds meanwhile (the Memory tab works whatever serves), which would be named
+    ``garden-tomatoes-2`` for nothing, nor does it show as waiting on that note."""
+    from django.test import Client
+
+    from localai_memory.chats.remember import note_add
+    from localai_memory.memory.services import provider_pick
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    provider_pick(user_id=owner.pk, provider="sample")
+    proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="garden-tomatoes",
+                                    summary="grows tomatoes")
+
+    _change, topic = note_add(owner_id=owner.pk, scope=Scope.user(), summary="Garden tomatoes",
+                              source="files")
+
+    assert topic == "garden-tomatoes"
+    assert "- garden-tomatoes: Garden tomatoes" in index_of(owner)
+    browser = Client()
+    browser.force_login(owner)
+    tab = browser.get("/settings/memory/").content.decode()
+    assert "Garden tomatoes" in tab and "note-waiting" not in tab
+

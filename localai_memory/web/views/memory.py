@@ -145,7 +145,9 @@ def _add_writers(owner_id: int, tab: Tab) -> None:
         item = Scope(scope["kind"], scope["key"])
         written = line_writers(owner_id=owner_id, scope=item, topics=[entry["topic"] for entry in scope["index"]])
         activity = notes_activity(owner_id=owner_id, scope=item)
-        pending = proposal_list(owner_id=owner_id).filter(scope_kind=scope["kind"], scope_key=scope["key"])
+        # only suggestions for these notes: one waiting for a memory add-on is about the add-on's notes
+        pending = proposal_list(owner_id=owner_id).filter(scope_kind=scope["kind"], scope_key=scope["key"],
+                                                          provider="")
         waiting = {topic: "forget" if delete else "change"
                    for topic, delete in pending.order_by("created_at").values_list("topic", "is_delete")}
         for entry in scope["index"]:
