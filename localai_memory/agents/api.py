@@ -124,6 +124,9 @@ class AgentDeletedOutput(serializers.Serializer):
                                              "none).")
     files = serializers.IntegerField(help_text="How many note files the agent had.")
     trash_id = serializers.IntegerField(allow_null=True, help_text="The Trash entry holding the notes.")
+    addons = serializers.ListField(child=serializers.DictField(), help_text=(
+        "Each memory add-on that keeps notes per agent, asked to drop this agent's (Delete, or no notes here): "
+        "{name, label, status, message}; status forgot, failed, not_running, not_installed or no_forget."))
     message = serializers.CharField()
 
 
@@ -202,7 +205,8 @@ class AgentDetailApi(APIView):
             response["Content-Disposition"] = f'attachment; filename="{name}"'
             return response
         return Response({"id": result.agent_id, "deleted": True, "memory": result.memory, "files": result.files,
-                         "trash_id": result.trash_id, "message": result.message})
+                         "trash_id": result.trash_id, "addons": [answer.as_dict() for answer in result.addons],
+                         "message": result.message})
 
 
 class AgentExportApi(APIView):

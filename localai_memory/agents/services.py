@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from django.db import transaction
 
 from localai_memory.core.errors import InvalidInput
 from localai_memory.memory.proposals import proposals_drop_for_agent
+from localai_memory.memory.providers import AddonForget, addons_forget_namespace
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, TrashEntry
 
@@ -216,14 +217,37 @@ class AgentDeleted:
     """The Trash entry holding the notes (export, delete), else None."""
     archive: bytes | None
     """The zip of the notes (export only), taken under the same lock as the move to the Trash."""
+    addons: tuple[AddonForget, ...] = ()
+    """What each memory add-on that keeps namespaces answered when asked to drop the agent's notes."""
 
     @property
     def message(self) -> str:
         if self.memory == "keep" and self.files:
-            return "The agent is deleted. Its notes stay; they show on the Memory tab under Deleted agents."
-        if self.memory in ("delete", "export") and self.files:
-            return "The agent is deleted and its notes are in the Trash; restore them from Files."
-        return "The agent is deleted. It had no notes."
+            said = "The agent is deleted. Its notes stay; they show on the Memory tab under Deleted agents."
+        elif self.memory in ("delete", "export") and self.files:
+            said = "The agent is deleted and its notes are in the Trash; restore them from Files."
+        else:
+            said = "The agent is deleted. It had no notes." if not self.addons else "The agent is deleted."
+        return " ".join([said, *(answer.message for answer in self.addons)])
+
+
+def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> AgentDeleted:
+    """Delete an agent and do ``memory`` with its notes (``_agent_delete``). When they go (Delete, or an agent
+    with no built-in notes to keep), each memory add-on the owner used that keeps namespaces is asked, once the
+    delete is committed, to drop the agent's namespace (``agent:<id>``), which no chat reads any more: its
+    notes would otherwise stay in the add-on for good. One that is not running, or fails, is named in the
+    answer (``AgentDeleted.addons``), never counted as done. Keep and Export then delete leave the add-on's
+    notes (its own export holds them; Forget everything clears them)."""
+    deleted = _agent_delete(owner_id=owner_id, agent_id=agent_id, memory=memory)
+    if deleted.memory not in ("delete", "none"):
+        return deleted
+    from localai_memory.memory.selectors import addons_used
+    from localai_memory.notes.paths import Scope
+
+    answers = addons_forget_namespace(addons_used(user_id=owner_id), user_id=owner_id,
+                                      namespace=Scope.agent(deleted.agent_id).name,
+                                      whose=f"the notes of the agent “{deleted.name}”")
+    return replace(deleted, addons=tuple(answers))
 
 
 def check_delete_memory(value: object) -> DeleteMemory | None:
@@ -235,7 +259,7 @@ def check_delete_memory(value: object) -> DeleteMemory | None:
 
 
 @transaction.atomic
-def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> AgentDeleted:
+def _agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> AgentDeleted:
     """Delete an agent and do ``memory`` with its notes (``Memory/agents/<id>/``): ``keep`` leaves them (they
     list as a deleted agent's notes), ``delete`` moves them to the Trash, ``export`` zips them and then moves
     them to the Trash. Without a choice the notes are kept, as the spec's default. Raises NotFound for

@@ -36,6 +36,11 @@ notes (no agent, or an agent whose memory is Mine); the chats of other agents ge
 * ``export(*, user_id: int) -> bytes`` (or ``(file name, bytes)``): Export then carries it as
   ``addons/<name>/<file>`` beside the notes (an import leaves that folder to the add-on);
 * ``forget(*, user_id: int) -> None``: Forget everything then asks the add-on to forget too.
+* ``forget_namespace(*, user_id: int, namespace: str) -> None`` (an add-on with ``namespaces`` only): drop the
+  notes of one namespace. Deleting a saved agent whose notes go (Delete, or an agent that had no built-in
+  notes to keep) asks each add-on that keeps namespaces to drop ``agent:<id>``, which no chat reads any more
+  (``addons_forget_namespace``); Keep and Export then delete leave the add-on's (its export holds them, and
+  Forget everything clears them).
 
 Export and Forget everything go to every add-on the person picked at some time (``MemorySettings.addons_used``)
 and still may hold their notes, whether it serves now or not: switching away from an add-on leaves its notes
@@ -360,17 +365,23 @@ class AddonForget:
     label: str
     #: forgot; failed (it raised); not_running; not_installed; no_forget (it offers no way to forget)
     status: str
+    #: Which notes it was asked to forget, as the message names them.
+    whose: str = "your notes"
+    #: How to ask it again, when it could not be asked or failed (None: Forget everything's own words).
+    again: str | None = None
 
     @property
     def message(self) -> str:
+        whose = self.whose
         return {
-            "forgot": f"The memory add-on {self.label} forgot your notes.",
-            "failed": f"The memory add-on {self.label} could not forget your notes; try again once it works.",
-            "not_running": f"The memory add-on {self.label} is not running, so it was not asked to forget your "
-                           "notes and may still hold them; forget everything again once it runs.",
+            "forgot": f"The memory add-on {self.label} forgot {whose}.",
+            "failed": f"The memory add-on {self.label} could not forget {whose}; "
+                      f"{self.again or 'try again once it works'}.",
+            "not_running": f"The memory add-on {self.label} is not running, so it was not asked to forget {whose} "
+                           f"and may still hold them; {self.again or 'forget everything again once it runs'}.",
             "not_installed": f"The memory add-on {self.label} is no longer installed, so it was not asked to forget "
-                             "your notes; if it kept them elsewhere, clear them there.",
-            "no_forget": f"The memory add-on {self.label} offers no way to forget your notes; clear them there.",
+                             f"{whose}; if it kept them elsewhere, clear them there.",
+            "no_forget": f"The memory add-on {self.label} offers no way to forget {whose}; clear them there.",
         }[self.status]
 
     def as_dict(self) -> dict[str, str]:
@@ -398,6 +409,36 @@ def addons_forget(names: Iterable[str], *, user_id: int) -> list[AddonForget]:
                 log.warning("memory provider %s failed to forget", name, exc_info=True)
                 status = "failed"
         answers.append(AddonForget(name, label, status))
+    return answers
+
+
+def addons_forget_namespace(names: Iterable[str], *, user_id: int, namespace: str, whose: str
+                            ) -> list[AddonForget]:
+    """Ask each add-on of ``names`` (those the person used) that keeps namespaces to drop ``namespace`` (a
+    deleted agent's ``agent:<id>``), whether it serves now or not, and say what each answered, as
+    ``addons_forget`` does. An installed add-on of one store is not asked: it never held a namespace apart (it
+    serves no agent with notes of its own). One no longer installed may have, so it is named."""
+    answers: list[AddonForget] = []
+    again = "Forget everything on the Memory tab asks it again, for all your notes"
+    for name in sorted(set(names)):
+        obj = addon(name)
+        if obj is not None and not keeps_namespaces(obj):
+            continue
+        label = str(getattr(obj, "label", name)) if obj is not None else name
+        if obj is None:
+            status = "not_installed"
+        elif not callable(getattr(obj, "forget_namespace", None)):
+            status = "no_forget"
+        elif not addon_running(obj):
+            status = "not_running"
+        else:
+            try:
+                obj.forget_namespace(user_id=user_id, namespace=namespace)
+                status = "forgot"
+            except Exception:
+                log.warning("memory provider %s failed to forget the namespace %s", name, namespace, exc_info=True)
+                status = "failed"
+        answers.append(AddonForget(name, label, status, whose=whose, again=again))
     return answers
 
 

@@ -188,3 +188,61 @@ def test_agents_deleted_before_names_were_kept_get_theirs_from_their_trash_entry
     backfill.names_from_trash(apps, None)
 
     assert DeletedAgent.objects.get(owner=owner, agent_id=agent["id"]).name == "Tutor"
+
+
+@pytest.fixture
+def sample_addon(owner, monkeypatch):
+    """The sample memory add-on (it keeps notes per namespace) picked and running, with stores of its own."""
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick
+
+    for name in ("SAMPLE_PROVIDER_DOWN", "SAMPLE_PROVIDER_BROKEN", "SAMPLE_PROVIDER_ONE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {"kite": "flies a red kite"})
+    monkeypatch.setattr(sample_memory_provider, "SCOPED", {})
+    provider_pick(user_id=owner.pk, provider="sample")
+    return sample_memory_provider
+
+
+def test_deleting_an_agent_asks_the_memory_addon_to_drop_the_agents_notes(api, owner, make_agent, sample_addon):
+    """No chat reads a deleted agent's notes in the add-on; left there they would stay for good."""
+    agent, other = make_agent(name="Cook"), make_agent(name="Gardener")
+    sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
+    sample_addon.SCOPED[(owner.pk, f"agent:{other['id']}")] = {"roses": "prunes roses in March"}
+
+    response = api.delete(f"{AGENTS}/{agent['id']}")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert [(a["name"], a["status"]) for a in body["addons"]] == [("sample", "forgot")]
+    assert "The memory add-on Sample memory add-on forgot the notes of the agent “Cook”." in body["message"]
+    assert (owner.pk, f"agent:{agent['id']}") not in sample_addon.SCOPED
+    # only that agent's: the other agent's notes and the user's own stay
+    assert sample_addon.SCOPED[(owner.pk, f"agent:{other['id']}")] == {"roses": "prunes roses in March"}
+    assert sample_addon.NOTES[owner.pk] == {"kite": "flies a red kite"}
+
+
+def test_an_addon_that_is_not_running_is_named_when_an_agent_is_deleted(api, owner, make_agent, sample_addon,
+                                                                        monkeypatch):
+    agent = make_agent(name="Cook")
+    sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+
+    body = api.delete(f"{AGENTS}/{agent['id']}?memory=delete").json()
+
+    assert [(a["name"], a["status"]) for a in body["addons"]] == [("sample", "not_running")]
+    assert ("The memory add-on Sample memory add-on is not running, so it was not asked to forget the notes of the "
+            "agent “Cook” and may still hold them") in body["message"]
+    assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}
+
+
+def test_keep_leaves_the_agents_notes_in_the_memory_addon_too(api, owner, make_agent, give_notes, sample_addon):
+    agent = make_agent(name="Cook")
+    give_notes(owner, agent["id"], "home")
+    sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
+
+    body = api.delete(f"{AGENTS}/{agent['id']}?memory=keep").json()
+
+    assert body["addons"] == [] and body["memory"] == "keep"
+    assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}

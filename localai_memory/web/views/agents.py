@@ -160,7 +160,9 @@ def agent_delete(request: AuthenticatedHttpRequest, agent_id: int) -> HttpRespon
             return page(request, "web/agent_delete.html",
                         {"agent": agent, "files": files, "choices": DELETE_CHOICES, "error": exc.message},
                         section="agents", status=exc.status)
-        messages.success(request, result.message)
+        # an add-on that could not drop the agent's notes is a warning: they may still be there
+        said = messages.success if all(a.status == "forgot" for a in result.addons) else messages.warning
+        said(request, result.message)
         if result.archive is not None:
             # The zip is taken under the same lock as the move to the Trash; it waits 15 minutes to be fetched.
             token = secrets.token_urlsafe(18).replace("-", "a").replace("_", "b")

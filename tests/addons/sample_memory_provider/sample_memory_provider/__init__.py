@@ -7,7 +7,7 @@ It takes notes (``write``): the host checks each against the save level first.
 
 It keeps notes apart per namespace (``namespaces = True``): the host passes the namespaces a turn may read
 (``user``, ``agent:<id>``, ``channel:<key>``, as the agent's memory choice allows) to ``turn_context`` and
-``run_tool``, and the one a note goes to to ``write``. ``NOTES`` holds the user's own notes (namespace
+``run_tool``, and the one a note goes to to ``write``; ``forget_namespace`` drops one (a deleted agent's). ``NOTES`` holds the user's own notes (namespace
 ``user``, per user id: topic -> text, which a test fills) and ``SCOPED`` the others. With
 ``SAMPLE_PROVIDER_ONE_STORE=1`` it is an add-on written before namespaces: one store per user (``NOTES``), and
 a namespace passed to it is an unexpected keyword (a TypeError), as it would be for such an add-on.
@@ -103,6 +103,15 @@ class SampleProvider:
         lines += [f"{namespace} {topic}: {text}\n" for (owner, namespace), notes in sorted(SCOPED.items())
                   if owner == user_id for topic, text in sorted(notes.items())]
         return "notes.txt", "".join(lines).encode()
+
+    def forget_namespace(self, *, user_id: int, namespace: str) -> None:
+        """Drop the notes of one namespace (a deleted agent's ``agent:<id>``)."""
+        if _broken():
+            raise RuntimeError("the sample add-on is broken")
+        if namespace == "user":
+            NOTES.get(user_id, {}).clear()
+        else:
+            SCOPED.pop((user_id, namespace), None)
 
     def forget(self, *, user_id: int) -> None:
         if _broken():
