@@ -301,9 +301,11 @@ def _versions_match_changes(using: str) -> Iterator[Violation]:
 
 
 def _empty_change_sets(using: str) -> Iterator[Violation]:
-    # A change set of importances only (``ChangeSet.importance``) touches no file by design.
+    # A change set of importances only (``ChangeSet.importance``) touches no file by design, and neither does
+    # the audit's record of a note handed to a memory add-on (source ``addon``: the add-on keeps the note).
     sql = ("SELECT cs.id, cs.owner_id, cs.source FROM {cs} cs WHERE NOT EXISTS (SELECT 1 FROM {fc} fc "
-           "WHERE fc.change_set_id = cs.id) AND (cs.importance IS NULL OR cs.importance = '[]'::jsonb)")
+           "WHERE fc.change_set_id = cs.id) AND (cs.importance IS NULL OR cs.importance = '[]'::jsonb) "
+           "AND cs.source <> 'addon'")
     for row in _rows(using, sql):
         yield Violation("empty_change_set", f"change set {row['id']} ({row['source']}) touched no file", row)
 

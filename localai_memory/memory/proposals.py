@@ -503,7 +503,8 @@ def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: 
     pending, so the owner can make room and confirm again), NotFound for another owner's, Conflict (409,
     ``changed_since``) when the note changed after it was proposed: it would overwrite what the person did not
     see, so the proposal now shows the note as it is, and a second confirm saves it. Returns None when memory
-    already held exactly this note (the proposal counts as confirmed), and for a note handed to a memory add-on.
+    already held exactly this note (the proposal counts as confirmed), and for a note handed to a memory add-on
+    (the audit of changes records that hand-over as a change set of its own that cannot be undone).
     A note for a memory add-on that is no longer the owner's choice raises ProviderChanged (410
     ``provider_changed``) and is dropped; one for the add-on chosen that is down, ServiceUnavailable (503), and
     it keeps waiting.
@@ -586,12 +587,13 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
             proposal.seen = {"summary": now_summary, "details": now_details}
             proposal.save(update_fields=["seen"])
             return _Changed(proposal.topic, now_summary, now_details)
-    if proposal.provider:  # the add-on serving memory keeps this note; the host keeps no change set of it
+    if proposal.provider:  # the add-on serving memory keeps this note; the host keeps no copy of it
         from .providers import addon_write
 
         addon_write(proposal.provider, user_id=owner_id, topic=proposal.topic, summary=proposal.summary,
                     details=proposal.details or None, delete=proposal.is_delete,
                     namespace=proposal_scope(proposal).name)
+        _audit_handed(proposal, actor=actor, now=now)
         proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
         proposal.save(update_fields=["status", "decided_at", "decided_by"])
         _tell_confirmed(proposal)
@@ -620,6 +622,22 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
     proposal.save(update_fields=["status", "decided_at", "decided_by", "change_set"])
     _tell_confirmed(proposal)
     return change
+
+
+def _audit_handed(proposal: Proposal, *, actor: str, now: datetime) -> ChangeSet:
+    """The audit's entry of a note handed to a memory add-on on confirm: who confirmed it (``actor``), what was
+    handed over (the summary names the topic and the line, or the forget; ``proposal_id`` leads to the whole
+    suggestion) and to which add-on. A change set of no files, with source ``addon``: the add-on keeps the
+    note, so the host has no earlier text to restore and its Undo refuses (``notes.services.change_undo``)."""
+    from .providers import addon_label
+
+    label = addon_label(proposal.provider)
+    what = (f"forget {proposal.topic}" if proposal.is_delete else f"{proposal.topic}: {proposal.summary}")
+    where = "" if proposal.scope_kind == "user" else f" ({proposal_scope(proposal).name})"
+    return ChangeSet.objects.create(
+        owner_id=proposal.owner_id, created_at=now, source=ChangeSet.Source.ADDON, actor=actor[:200],
+        summary=f"Handed to the memory add-on “{label}” ({proposal.provider}){where}: {what}"[:300],
+        chat_id=proposal.chat_id, proposal_id=proposal.pk)
 
 
 def _tell_confirmed(proposal: Proposal) -> None:

@@ -44,6 +44,8 @@ def change_json(change: ChangeSet) -> dict:
         "proposal_id": change.proposal_id,
         "reverts": change.reverts_id,
         "undone_by": reverted.pk if reverted else None,
+        # false for a note handed to a memory add-on (source addon): the add-on keeps it, Undo refuses
+        "undoable": change.source != ChangeSet.Source.ADDON,
         "files": [{"path": f.path, "before": f.before, "after": f.after, "before_version": f.before_version,
                    "after_version": f.after_version} for f in change.files.all()],
         # the importances it gave notes: {scope, topic, before, after}, null being the writer's default

@@ -44,6 +44,9 @@ class ChangeSet(models.Model):
         CLI = "cli", "Terminal"
         CHAT = "chat", "Typed in a chat (/remember)"
         ADMIN = "admin", "Admin"
+        #: A confirmed note handed to the memory add-on that serves: the audit's record of it (who, what, to
+        #: which add-on). No files: the add-on keeps the note, and the host cannot undo it.
+        ADDON = "addon", "Handed to a memory add-on"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="change_sets")
     created_at = models.DateTimeField(db_index=True)

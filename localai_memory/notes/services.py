@@ -709,6 +709,9 @@ def change_undo(*, owner_id: int, change_id: int, actor: str = "you", source: st
     change = ChangeSet.objects.select_for_update().filter(owner_id=owner_id, pk=change_id).first()
     if change is None:
         raise NotFound("No such change.")
+    if change.source == ChangeSet.Source.ADDON:  # the add-on keeps the note: nothing here to restore
+        raise Conflict("This note was handed to a memory add-on, which keeps it; it cannot be undone here. Change "
+                       "or forget it through the add-on.", code="not_undoable")
     ends = [end for end in (not_after, change.undo_until if change.automatic else None) if end is not None]
     if ends and not policy.undo_open(saved_at=min(ends) - policy.UNDO_WINDOW, now=timezone.now()):
         raise Gone("The Undo window of this change has closed; restore an earlier version from Files instead.",

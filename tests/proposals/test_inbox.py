@@ -455,3 +455,36 @@ def test_a_note_added_on_the_memory_tab_takes_its_topic_though_a_suggestion_for_
     tab = browser.get("/settings/memory/").content.decode()
     assert "Garden tomatoes" in tab and "note-waiting" not in tab
 
+
+
+def test_a_note_confirmed_for_a_memory_addon_is_in_the_audit_and_says_it_cannot_be_undone(api, owner, monkeypatch):
+    """The audit of changes holds every confirmed change, a note handed to an add-on too: who confirmed it,
+    what went, to which add-on. The add-on keeps it, so its Undo is refused rather than pretending."""
+    import sample_memory_provider
+    from django.test import Client
+
+    from localai_memory.memory.services import provider_pick
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {})
+    provider_pick(user_id=owner.pk, provider="sample")
+    waiting = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="kite",
+                                              summary="flies a red kite")
+
+    assert api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm").status_code == 200
+
+    assert sample_memory_provider.NOTES[owner.pk] == {"kite": "flies a red kite"}
+    [entry] = api.get("/api/chats/changes/audit").json()["changes"]
+    assert entry["source"] == "addon" and entry["proposal_id"] == waiting.pk and entry["files"] == []
+    assert entry["summary"] == "Handed to the memory add-on “Sample memory add-on” (sample): kite: flies a red kite"
+    assert entry["actor"] and entry["undoable"] is False
+    undo = api.post(f"/api/chats/changes/{entry['id']}/undo")
+    assert_error(undo, 409, "not_undoable")
+    assert sample_memory_provider.NOTES[owner.pk] == {"kite": "flies a red kite"}
+    assert [c["source"] for c in api.get("/api/chats/changes/audit").json()["changes"]] == ["addon"]
+    browser = Client()
+    browser.force_login(owner)
+    tab = browser.get("/settings/memory/").content.decode()
+    assert "Notes handed to memory add-ons" in tab
+    assert "Handed to the memory add-on “Sample memory add-on” (sample): kite: flies a red kite" in tab

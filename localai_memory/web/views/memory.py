@@ -213,6 +213,7 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "tabs": tabs,
         "tab": current,
         "last_pass": _last_pass(request.user.pk),
+        "handed": _handed(request.user.pk),
         "profile": glance,
         "flash": placed,
     }, section="memory")
@@ -234,6 +235,17 @@ def _place_messages(request: AuthenticatedHttpRequest, tab: Tab) -> dict[str, li
             entry["flash"] = places.pop(f"note-{number}-{entry['topic']}", [])
     placed["top"] = [message for here in places.values() for message in here]
     return placed
+
+
+#: How many of the latest notes handed to memory add-ons the tab lists.
+HANDED_SHOWN = 10
+
+
+def _handed(owner_id: int) -> list[ChangeSet]:
+    """The latest notes confirmed for a memory add-on, from the audit of changes (``ChangeSet.Source.ADDON``):
+    the add-on keeps them, so this is where the owner sees what went to it, who confirmed it and when."""
+    return list(notes_selectors.change_list(owner_id=owner_id).filter(source=ChangeSet.Source.ADDON)
+                [:HANDED_SHOWN])
 
 
 def _last_pass(owner_id: int) -> dict | None:
