@@ -370,8 +370,9 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
     Slack refuses the token."""
     turns = InFlight()  # Socket Mode's: a reply cut off when runbridges stops is told on its start
     app = build_app(binding_id, credentials, turns=turns)
-    auth = await asyncio.to_thread(with_retries_sync, lambda: app.client.auth_test(), classify,
-                                   what="slack auth.test")
+    # Slack's blocking calls run as the other platforms' turns do (``run_sync``): counted, so a process that
+    # stops while one hangs (Slack does not answer) ends after its grace instead of waiting for the thread.
+    auth = await run_sync(with_retries_sync, lambda: app.client.auth_test(), classify, what="slack auth.test")
     identity = f"{auth.get('user') or 'bot'} in {auth.get('team') or auth.get('team_id') or 'Slack'}"
     if mode != "socket":
         await run_sync(services.binding_report_connected, binding_id=binding_id, bot_identity=identity)
@@ -381,7 +382,7 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
 
     handler = SocketModeHandler(app, credentials["app_token"])
     try:
-        await asyncio.to_thread(handler.connect)
+        await run_sync(handler.connect)
     except SlackApiError as exc:
         kind = classify(exc)
         if isinstance(kind, Revoked):
@@ -392,7 +393,7 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
         await stop.wait()
         await turns.idle()  # the turns in flight finish and post their answers first (the runner bounds it)
     finally:
-        await asyncio.to_thread(handler.close)
+        await run_sync(handler.close)
 
 
 def send_message(*, binding_id: int, credentials: dict[str, str], conversation_id: str,

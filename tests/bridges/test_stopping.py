@@ -114,9 +114,10 @@ class Bridges:
 
 
 @pytest.fixture
-def bridges_process(telegram_server, model, tmp_path) -> Iterator[Callable[[], Bridges]]:
+def bridges_process(telegram_server, slack_server, model, tmp_path) -> Iterator[Callable[[], Bridges]]:
     env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": django_settings.REDIS_URL,
            "SECRET_KEY": django_settings.SECRET_KEY, "TELEGRAM_API_BASE_URL": telegram_server.origin,
+           "SLACK_API_BASE_URL": slack_server.url,
            "LLM_BASE_URL": model.url, "LLM_MODEL": "fake-model", "LLM_TIMEOUT": "60",
            "BRIDGES_STOP_GRACE_SECONDS": str(GRACE), "DATABASE_CONN_MAX_AGE": "0", "PYTHONUNBUFFERED": "1"}
     if django_settings.BRIDGES_SECRET_KEY:
@@ -161,6 +162,24 @@ def test_runbridges_stopped_while_the_model_thinks_ends_within_its_grace_and_tel
     assert telegram_server.sent_texts(alice.number) == [pending.cut_off_text(QUESTION)]
     assert "Please send it again" in telegram_server.sent_texts()[0]
     assert not PendingReply.objects.exists()
+
+
+def test_runbridges_stopped_while_slack_does_not_answer_ends_within_its_grace(owner, slack_server,
+                                                                             bridges_process):
+    """Slack's blocking calls (here the token check, which Slack does not answer) are cut off at the end of
+    the grace like a turn, never waited for until the process manager kills the process."""
+    services.binding_create(owner_id=owner.pk, platform="slack", name="Team bot", mode="http",
+                            credentials={"bot_token": "xoxb-loopback", "signing_secret": "loopback-secret"})
+    slack_server.fail_next("hang", method="auth.test")
+    bridges = bridges_process()
+    _wait(lambda: any(request.path.endswith("/auth.test") for request in slack_server.log), 90,
+          "the bot never checked its token")
+
+    took = bridges.terminate(within=GRACE + 10)
+
+    assert took < GRACE + 5, bridges.log()[-3000:]
+    assert bridges.process.returncode == 0, bridges.log()[-3000:]
+    assert "cut off" in bridges.log()
 
 
 # --------------------------------------------------------------------------------------------------------

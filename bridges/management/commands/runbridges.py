@@ -5,8 +5,9 @@ mode: events reach the web process), Discord connects to the gateway. The proces
 ``--reload-seconds`` and starts, restarts or stops bots to match; a broken binding never stops the others.
 
 SIGTERM or SIGINT stops it: the bots get ``BRIDGES_STOP_GRACE_SECONDS`` to finish the turns they are
-answering and send the answers, then disconnect. A turn still waiting for the model then is cut off: its
-worker thread is blocked in a read nothing can interrupt, and Python would wait for it at exit (up to the
+answering and send the answers, then disconnect. A turn still waiting for the model then is cut off, and so
+is any other blocking call of a bot (all run through ``runtime.run_sync``: Slack's token check or socket, when
+Slack does not answer): its worker thread is blocked in a read nothing can interrupt, and Python would wait for it at exit (up to the
 model's time-out), so the process ends without it (``os._exit``); its sender is told when the bot starts
 again (``bridges.pending``). Should disconnecting hang, the process ends ``CLOSE_SECONDS`` after the grace
 anyway.
@@ -87,7 +88,8 @@ class Command(BaseCommand):
         watchdog.cancel()
         cut_off = blocking_calls()
         if cut_off:
-            self.stdout.write(f"bridges: stopped; {cut_off} turn(s) still waiting for the model were cut off "
-                              "(their senders are told when the bots start again)")
+            self.stdout.write(f"bridges: stopped; {cut_off} call(s) still waiting (for the model, or for a platform "
+                              "that does not answer) were cut off (a cut-off turn's sender is told when the bots "
+                              "start again)")
             _end_now(0)
         self.stdout.write("bridges: stopped")
