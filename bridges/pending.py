@@ -7,8 +7,9 @@ their message again. And the turn stores its message and the model's reply in th
 has answered, before the bot sends it: cut off in between, the chat would show an answer the person never
 got, and the owner and the model would take it as said.
 
-So, in ``runbridges``, a message the bot answers is written down before its turn (``PendingReply``), given
-the answer once the core has made it, and crossed out once that was sent. When a bot starts, whatever its
+So, in ``runbridges``, a message the bot answers is written down as it arrives (``PendingReply``), before it
+waits for its turn (its chat's earlier messages, a free turn thread, Bolt's listener threads), given the answer
+once the core has made it, and crossed out once that was sent. When a bot starts, whatever its
 previous run left written down is cut off for good (its runs never overlap, and only runbridges writes
 these): the bot sends the answer it had, late and saying so, or, when the turn had not answered yet, says
 that it did not answer that message and asks for it again. The chat's log then holds what the person was
@@ -23,8 +24,11 @@ nothing here: nobody could tell their orphans from turns still running there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -32,30 +36,78 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 
 from . import core, services
-from .runtime import Revoked
+from .runtime import Revoked, _closing
 from .selectors import replies_left
 
 log = logging.getLogger(__name__)
 
 
-#: The replies whose turn runs in a thread of this process now. A bot restarted while the process runs (new
-#: credentials) is cut off past its grace, but its turn's thread goes on and writes its answer down: the bot's
-#: next run leaves those for the process's next start, which sends the answer late, rather than telling the
-#: person it is lost while it is still coming.
-_answering: set[int] = set()
+#: The replies this process still works on, by id: False while the message waits for its turn (its chat's
+#: earlier messages, a free turn thread), True once its turn runs. A bot restarted while the process runs (new
+#: credentials) is cut off past its grace, but a turn's thread goes on and writes its answer down: the bot's
+#: next run leaves these for the process's next start, which sends the answer late, rather than telling the
+#: person it is lost while it is still coming. A message whose turn never started is let go (``release``).
+_answering: dict[int, bool] = {}
 _answering_lock = threading.Lock()
 
 
-def answer(inbound: core.InboundMessage, *, keep: bool) -> tuple[core.Reply, int | None]:
-    """``core.handle`` for a message; with ``keep`` (runbridges) and a message for the bot, written down first
-    and given its answer after. Returns the reply and the id to ``sent`` once it was sent (None: nothing to
-    cross out). Blocking."""
-    pending_id = None
-    if keep and inbound.addressed and inbound.answer is None:
-        pending_id = services.reply_pending_open(binding_id=inbound.binding_id,
-                                                 conversation_id=inbound.conversation_id, said=inbound.text)
+class GivenUp(Exception):
+    """The message was let go before its turn started (its handling was cut off): the turn must not run, the
+    bot's next start tells its sender."""
+
+
+def answers(inbound: core.InboundMessage | None) -> bool:
+    """Whether the bot owes ``inbound`` an answer to write down: a message for the bot (a tap is not one)."""
+    return inbound is not None and inbound.addressed and inbound.answer is None
+
+
+def keep(inbounds: Sequence[core.InboundMessage | None]) -> list[int | None]:
+    """Write down the messages among ``inbounds`` the bot will answer, in one statement, as they arrive:
+    before they wait for anything (their chat's earlier messages, a free turn thread; with more turns in flight
+    than threads, a message may wait minutes), so a process that stops meanwhile leaves no message untold.
+    Returns the row id of each (None: nothing to write down). Blocking; from async code ``keep_soon``."""
+    owed = [inbound for inbound in inbounds if answers(inbound) and inbound is not None]
+    if not owed:
+        return [None] * len(inbounds)
+    ids = iter(services.replies_pending_open(rows=[(inbound.binding_id, inbound.conversation_id, inbound.text)
+                                                   for inbound in owed]))
+    kept = [next(ids) if answers(inbound) else None for inbound in inbounds]
+    with _answering_lock:
+        _answering.update((pending_id, False) for pending_id in kept if pending_id is not None)
+    return kept
+
+
+#: The threads that write messages down as they arrive, never queued behind the turns (which may take every
+#: turn thread for a minute each).
+_writer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bridges-pending")
+
+
+async def keep_soon(inbounds: Sequence[core.InboundMessage | None]) -> list[int | None]:
+    """``keep`` from async code, in threads of its own."""
+    if not any(answers(inbound) for inbound in inbounds):
+        return [None] * len(inbounds)
+    return await asyncio.get_running_loop().run_in_executor(_writer, _closing(keep), inbounds)
+
+
+def release(pending_id: int | None) -> None:
+    """The handling of a written-down message ended in this process: if its turn never started (cancelled
+    while it waited, failed before), its row is left for the bot's next start to tell. Idempotent."""
+    if pending_id is None:
+        return
+    with _answering_lock:
+        if _answering.get(pending_id) is False:
+            del _answering[pending_id]
+
+
+def answer(inbound: core.InboundMessage, *, pending_id: int | None) -> tuple[core.Reply, int | None]:
+    """``core.handle`` for a message written down by ``keep`` (``pending_id``; None: nothing written down),
+    whose row is given the answer after. Returns the reply and the id to ``sent`` once it was sent (None:
+    nothing to cross out). GivenUp when the message was let go meanwhile. Blocking."""
+    if pending_id is not None:
         with _answering_lock:
-            _answering.add(pending_id)
+            if pending_id not in _answering:
+                raise GivenUp(f"reply {pending_id} was let go before its turn")
+            _answering[pending_id] = True
     kept = pending_id
     try:
         reply = core.handle(inbound)
@@ -74,7 +126,7 @@ def answer(inbound: core.InboundMessage, *, keep: bool) -> tuple[core.Reply, int
     finally:
         if pending_id is not None:
             with _answering_lock:
-                _answering.discard(pending_id)
+                _answering.pop(pending_id, None)
     return reply, kept
 
 

@@ -464,11 +464,24 @@ def deliveries_prune(*, older_than: timedelta = timedelta(days=3), now: datetime
 
 def reply_pending_open(*, binding_id: int, conversation_id: str, said: str, now: datetime | None = None) -> int:
     """Write down a message the bot is about to answer (committed at once, before the turn); returns its id."""
-    said = " ".join(said.split())
-    if len(said) > 80:
-        said = said[:79].rstrip() + "\u2026"
-    return PendingReply.objects.create(binding_id=binding_id, conversation_id=str(conversation_id)[:200], said=said,
-                                       created_at=now or timezone.now()).pk
+    [pending_id] = replies_pending_open(rows=[(binding_id, conversation_id, said)], now=now)
+    return pending_id
+
+
+def replies_pending_open(*, rows: list[tuple[int, str, str]], now: datetime | None = None) -> list[int]:
+    """Write down messages the bot is about to answer, each (binding id, conversation id, what was said), in one
+    statement committed at once; returns their ids in order."""
+    now = now or timezone.now()
+    return [pending.pk for pending in PendingReply.objects.bulk_create(
+        PendingReply(binding_id=binding_id, conversation_id=str(conversation_id)[:200], said=_said(said),
+                     created_at=now)
+        for binding_id, conversation_id, said in rows)]
+
+
+def _said(text: str) -> str:
+    """The beginning of a message, to name it: one line of at most 80 characters."""
+    said = " ".join(text.split())
+    return said[:79].rstrip() + "\u2026" if len(said) > 80 else said
 
 
 def reply_pending_answered(*, pending_id: int, messages: list[dict[str, Any]]) -> None:

@@ -128,10 +128,15 @@ class BridgeClient(discord.Client):
             unreadable=not text and bool(message.attachments or message.stickers),
             reply_to=str(message.reference.message_id) if replied and message.reference else "")
         with self.turns.turn():
-            # "typing…" while the turn runs (the model can take a minute), for a message the bot answers.
-            async with typing(message.channel.typing, every=TYPING_SECONDS, what=f"discord binding {self.binding_id}",
-                              show=inbound.addressed):
-                reply, pending_id = await run_sync(pending.answer, inbound, keep=True)
+            # written down as it arrives, before it waits for a free turn thread (``bridges.pending``)
+            [kept] = await pending.keep_soon([inbound])
+            try:
+                # "typing…" while the turn runs (the model can take a minute), for a message the bot answers.
+                async with typing(message.channel.typing, every=TYPING_SECONDS,
+                                  what=f"discord binding {self.binding_id}", show=inbound.addressed):
+                    reply, pending_id = await run_sync(pending.answer, inbound, pending_id=kept)
+            finally:
+                pending.release(kept)
             for outbound in reply.messages:
                 try:
                     await self._send(message.channel, outbound)

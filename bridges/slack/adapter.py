@@ -109,11 +109,11 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             names[user_id] = name
         return name
 
-    @app.event("message")
-    def on_message(event: dict[str, Any], body: dict[str, Any], context: Any, client: WebClient) -> None:
-        """Passes a person's message to the core and posts its replies in the same channel (and thread)."""
+    def message_inbound(event: dict[str, Any], body: dict[str, Any], context: Any,
+                        client: WebClient) -> core.InboundMessage | None:
+        """The core's view of a person's message (None for edits, deletions, joins, bots' messages)."""
         if event.get("subtype") not in PERSON_SUBTYPES or event.get("bot_id") or not event.get("user"):
-            return
+            return None
         bot_user_id = context.get("bot_user_id") or ""
         text = event.get("text") or ""
         mention = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>") if bot_user_id else None
@@ -124,15 +124,35 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
         addressed = channel_type == "im" or bool(mention and mention.search(text)) or in_its_thread
         if mention:
             text = mention.sub("", text).strip()
-        inbound = core.InboundMessage(
+        return core.InboundMessage(
             binding_id=binding_id, conversation_id=event["channel"], kind=_kind(channel_type),
             sender_id=event["user"], sender_display=display_name(client, event["user"]),
             text=unescape(text, lambda user_id: display_name(client, user_id)),
             delivery_key=f"event:{body.get('event_id') or event.get('client_msg_id') or event.get('ts')}",
             addressed=addressed, unreadable=not text and bool(event.get("files")),
             reply_to=str(event.get("thread_ts")) if in_its_thread else "")
+
+    def keep_message(event: dict[str, Any], body: dict[str, Any], context: Any, client: WebClient,
+                     next: Callable[[], Any]) -> None:
+        """Writes a message the bot will answer down (``bridges.pending``) as it arrives: before Bolt
+        acknowledges it and queues it for one of its listener threads, where it may wait for the turns ahead."""
+        if turns is not None:
+            inbound = context["inbound"] = message_inbound(event, body, context, client)
+            [context["kept"]] = _closing(pending.keep)([inbound])
+        next()
+
+    @app.event("message", middleware=[keep_message])
+    def on_message(event: dict[str, Any], body: dict[str, Any], context: Any, client: WebClient) -> None:
+        """Passes a person's message to the core and posts its replies in the same channel (and thread)."""
+        inbound = context["inbound"] if "inbound" in context else message_inbound(event, body, context, client)
+        if inbound is None:
+            return
+        kept = context.get("kept")
         with turns.turn() if turns is not None else contextlib.nullcontext():
-            reply, pending_id = _closing(pending.answer)(inbound, keep=turns is not None)
+            try:
+                reply, pending_id = _closing(pending.answer)(inbound, pending_id=kept)
+            finally:
+                pending.release(kept)
             _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
             if pending_id is not None:
                 _closing(pending.sent)(pending_id)

@@ -116,15 +116,19 @@ class ChatOrderedUpdates(BaseUpdateProcessor):
         """Nothing to free."""
 
 
+#: The updates ``on_message`` handles: every message a person writes (a photo or file too: its caption is its
+#: text); not the service messages about members, titles and pins.
+MESSAGES = filters.UpdateType.MESSAGE & ~filters.StatusUpdate.ALL
+
+
 def build_application(binding_id: int, token: str) -> Application:
     """The bot of one binding: handlers for text messages and Yes/No taps, and an error handler."""
     base_url, file_url = api_urls()
     app = (Application.builder().token(token).base_url(base_url).base_file_url(file_url).updater(None)
            .concurrent_updates(ChatOrderedUpdates()).build())
     app.bot_data["binding_id"] = binding_id
-    # Every message a person writes (a photo or file too: its caption is its text); not the service
-    # messages about members, titles and pins.
-    app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & ~filters.StatusUpdate.ALL, on_message))
+    app.bot_data["kept"] = {}  # update id -> its PendingReply, written down as it arrived (``keep``)
+    app.add_handler(MessageHandler(MESSAGES, on_message))
     app.add_handler(CallbackQueryHandler(on_button, pattern=CALLBACK_RE))
     app.add_error_handler(on_error)
     return app
@@ -242,9 +246,10 @@ async def on_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     chat = update.effective_chat
     assert chat is not None
     # "typing…" while the turn runs (the model can take a minute), for a message the bot answers.
+    kept = context.bot_data["kept"].get(update.update_id)
     async with typing(lambda: context.bot.send_chat_action(chat_id=chat.id, action=ChatAction.TYPING),
                       every=TYPING_SECONDS, what=f"telegram binding {binding_id}", show=inbound.addressed):
-        reply, pending_id = await run_sync(pending.answer, inbound, keep=context.bot_data.get("keep_pending", False))
+        reply, pending_id = await run_sync(pending.answer, inbound, pending_id=kept)
     group = chat.type != "private"
     message_id = update.effective_message.message_id if update.effective_message and group else None
     await send_all(context.bot, chat.id, reply.messages, reply_to=message_id, binding_id=binding_id)
@@ -323,6 +328,29 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     log.error("telegram binding %s: handling an update failed", binding_id, exc_info=error)
 
 
+async def keep(app: Application, updates: list[Update]) -> None:
+    """Write down the messages among ``updates`` the bot will answer (``pending.keep``), as they arrive and in
+    one statement, before they wait for their chat's earlier messages or a free turn thread; ``on_message``
+    finds each by its update id. Only for a bot whose replies are kept (``keep_pending``)."""
+    if not app.bot_data.get("keep_pending"):
+        return
+    binding_id = app.bot_data["binding_id"]
+    inbounds = [to_inbound(update, binding_id=binding_id, bot_id=app.bot.id, bot_username=app.bot.username)
+                if MESSAGES.check_update(update) else None for update in updates]
+    for update, pending_id in zip(updates, await pending.keep_soon(inbounds), strict=True):
+        if pending_id is not None:
+            app.bot_data["kept"][update.update_id] = pending_id
+
+
+async def handle(app: Application, update: Update) -> None:
+    """Hand a (kept) update to the bot's update processor; once handled, or cut off before its turn started,
+    its row is let go (``pending.release``): one whose turn never ran waits for the bot's next start."""
+    try:
+        await app.update_processor.process_update(update, app.process_update(update))
+    finally:
+        pending.release(app.bot_data["kept"].pop(update.update_id, None))
+
+
 # --------------------------------------------------------------------------------------------------------
 # Webhook, polling, sending from outside an update
 # --------------------------------------------------------------------------------------------------------
@@ -357,7 +385,8 @@ class _WebhookBot:
         self.in_hand += 1
         try:
             # Through the bot's update processor, as a poll does: one chat's updates in order, chats side by side.
-            await app.update_processor.process_update(update, app.process_update(update))
+            await keep(app, [update])
+            await handle(app, update)
         finally:
             self.in_hand -= 1
             if self.retired and not self.in_hand:
@@ -517,10 +546,11 @@ async def _poll(app: Application, stop: asyncio.Event) -> None:
                 await asyncio.sleep(backoff_seconds(failures))
                 continue
             failures = 0
+            # written down before the next poll confirms them to Telegram, which then never sends them again
+            await keep(app, list(updates))
             for update in updates:
                 offset = update.update_id + 1
-                task = asyncio.create_task(app.update_processor.process_update(update, app.process_update(update)),
-                                           name=f"telegram-update-{update.update_id}")
+                task = asyncio.create_task(handle(app, update), name=f"telegram-update-{update.update_id}")
                 in_hand.add(task)
                 task.add_done_callback(lambda task: _finished(task, in_hand))
     except asyncio.CancelledError:

@@ -236,6 +236,44 @@ def test_an_answer_cut_off_on_its_way_is_sent_late_when_the_bot_starts_again(pol
     assert not PendingReply.objects.exists()
 
 
+def test_a_message_still_waiting_for_its_turn_when_the_bot_stops_is_told_on_restart(
+        polling_binding, telegram_server, model, alice, settings, turns_end):
+    """A message that waits behind a turn (its chat's earlier message; with more turns in flight than turn
+    threads, any message) was taken from Telegram already: cut off before its turn started, its sender is
+    told too, after the late answer to the message ahead of it."""
+    settings.BRIDGES_STOP_GRACE_SECONDS = 0.5
+    release = threading.Event()
+    model.script(_thinking(model, release, "Pasta, since you asked."))
+    bridges = SupervisorThread(Supervisor(reload_seconds=0.2, binding_ids={polling_binding.pk})).start()
+    try:
+        telegram_server.push_update(telegram_fake.private_message(QUESTION, user_id=alice.number))
+        second = telegram_server.push_update(telegram_fake.private_message("And for dessert?",
+                                                                           user_id=alice.number))
+        _wait(lambda: bool(model.requests), 15, "the turn never reached the model")
+        # the second message was taken from Telegram (a poll after it confirmed it) and waits behind the first
+        telegram_server.wait_for(lambda: any(int(call.params.get("offset") or 0) > second["update_id"]
+                                             for call in telegram_server.calls_to("getUpdates")), timeout=15)
+
+        bridges.stop()
+
+        assert sorted(PendingReply.objects.values_list("said", flat=True)) == ["And for dessert?", QUESTION]
+    finally:
+        release.set()
+    _wait(lambda: blocking_calls() == 0, 60, "the cut-off turn kept running")  # it writes its answer down
+    assert telegram_server.sent == []
+
+    again = SupervisorThread(Supervisor(reload_seconds=0.2, binding_ids={polling_binding.pk})).start()
+    try:
+        telegram_server.wait_for_sent(3, timeout=15)
+    finally:
+        again.stop()
+
+    assert telegram_server.sent_texts(alice.number) == [
+        pending.late_text(QUESTION), "Pasta, since you asked.", pending.cut_off_text("And for dessert?")]
+    assert not PendingReply.objects.exists()
+    assert len(model.requests) == 1  # the second message's turn never ran: nothing of it looks answered
+
+
 def test_the_end_of_the_process_cuts_a_restarts_longer_grace_short(polling_binding, telegram_server, model, alice,
                                                                    settings, turns_end):
     """A new token restarts the bot, whose turn then gets the model's time-out to finish; told to stop
