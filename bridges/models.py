@@ -199,9 +199,10 @@ class Delivery(models.Model):
 
 
 class PendingReply(models.Model):
-    """A message ``runbridges`` is answering: written when it arrives, given the answer once the core has made
-    it, deleted once that was sent. One still here when its bot starts again was cut off by a process that
-    stopped (a deploy past its grace, a crash): the bot then tells the person (``bridges.pending``)."""
+    """A message a bot is answering: written when it arrives, given the answer once the core has made it,
+    deleted once that was sent. One still here when its bot starts again (``runbridges``' rows), or whose web
+    process is gone (``holder``), was cut off by a process that stopped (a deploy past its grace, a crash):
+    the person is then told (``bridges.pending``)."""
 
     binding = models.ForeignKey(Binding, on_delete=models.CASCADE, related_name="pending_replies")
     conversation_id = models.CharField(max_length=200, help_text="The platform's id of the chat to answer in.")
@@ -209,6 +210,9 @@ class PendingReply(models.Model):
     messages = models.JSONField(null=True, blank=True,
                                 help_text="The answer as the bot would send it; empty while the turn runs.")
     created_at = models.DateTimeField()
+    holder = models.IntegerField(null=True, blank=True,
+                                 help_text="The key of the session lock the web process that answers it holds while "
+                                           "it lives (bridges.pending.Presence); empty: runbridges answers it.")
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -16,16 +16,28 @@ that it did not answer that message and asks for it again. The chat's log then h
 told: an answer stored and not sent is sent; a turn cut off before its answer stored nothing (a process
 that ends stops waiting for the model; see ``bridges.runner``).
 
+The web process answers Telegram's webhook and Slack's Events API, and writes its messages down the same way,
+each with the key of its ``Presence``: a PostgreSQL session lock that the process holds, on a connection of its
+own, while it has replies on their way. A process that ends however it ends (a deploy, a crash, a kill) closes
+that connection, and PostgreSQL frees the lock at once; a process that lives, however slow its turn, keeps it.
+So ``tell_cut_off`` tells exactly the rows whose process is gone, and never "please send it again" about a turn
+still running in another worker. It runs in Celery beat every minute (``bridges.tasks``), not at the next
+webhook request (a bot nobody writes to would never tell) nor at runbridges' start (a webhook-only setup may
+not run it, and its bots never restart). Another gunicorn worker of a living process holds a presence of its
+own. (A database restart closes the presence's connection too: a turn running then may be told as cut off.)
+
 At least once: a process killed between sending and crossing out sends that answer again on its start. A
 turn cut off in the instant between the model's answer being stored and being written down here is told as
-unanswered, though its answer stays in the chat. The webhook and Events API paths of the web process write
-nothing here: nobody could tell their orphans from turns still running there.
+unanswered, though its answer stays in the chat.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
+import secrets
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,11 +45,16 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
+from django.db import connections
 from django.utils import timezone
 
+from localai_memory.core.db import session_lock
+
 from . import core, services
+from .crypto import CredentialsUnreadable, decrypt
+from .models import PendingReply
 from .runtime import Revoked, _closing
-from .selectors import replies_left
+from .selectors import replies_held, replies_left, reply_holders
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +78,84 @@ def answers(inbound: core.InboundMessage | None) -> bool:
     return inbound is not None and inbound.addressed and inbound.answer is None
 
 
-def keep(inbounds: Sequence[core.InboundMessage | None]) -> list[int | None]:
+#: The advisory lock namespaces of the web processes' presences ("LP") and of ``tell_cut_off`` ("LT").
+PRESENCE_NAMESPACE = 0x4C50
+_TELLING_NAMESPACE = 0x4C54
+
+
+class Presence:
+    """This web process's sign of life for the replies it has on their way: a session advisory lock on
+    (``PRESENCE_NAMESPACE``, ``key``), held on a database connection of its own from its first reply on its way
+    to its last one's end, so an idle process holds no connection. Made anew after a fork (gunicorn's
+    workers) or when its connection broke (with a new key)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._pid = 0
+        self._held = 0
+        self.key = 0
+
+    def hold(self, count: int = 1) -> int:
+        """Hold the presence for ``count`` more replies; returns its key."""
+        with self._lock:
+            if self._connection is None or self._pid != os.getpid() or self._connection.broken:
+                self._open()
+            self._held += count
+            return self.key
+
+    def drop(self, count: int = 1) -> None:
+        """``count`` replies ended (sent, or given up): once none is left, the lock and its connection go."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            self._held = max(0, self._held - count)
+            if not self._held and self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _open(self) -> None:
+        import psycopg
+
+        if self._connection is not None and self._pid == os.getpid():
+            self._connection.close()  # broken: its lock is gone with it
+        params = {k: v for k, v in connections["default"].get_connection_params().items() if k != "cursor_factory"}
+        connection = psycopg.connect(**params, autocommit=True)
+        while True:  # a key no living process holds
+            key = 1 + secrets.randbelow(2**31 - 2)
+            row = connection.execute("SELECT pg_try_advisory_lock(%s, %s)", [PRESENCE_NAMESPACE, key]).fetchone()
+            if row and row[0]:
+                break
+        self._connection, self._pid, self._held, self.key = connection, os.getpid(), 0, key
+
+
+presence = Presence()
+#: The rows of this (web) process that hold its presence.
+_held: set[int] = set()
+
+
+def keep(inbounds: Sequence[core.InboundMessage | None], *, web: bool = False) -> list[int | None]:
     """Write down the messages among ``inbounds`` the bot will answer, in one statement, as they arrive:
     before they wait for anything (their chat's earlier messages, a free turn thread; with more turns in flight
     than threads, a message may wait minutes), so a process that stops meanwhile leaves no message untold.
-    Returns the row id of each (None: nothing to write down). Blocking; from async code ``keep_soon``."""
+    ``web``: the web process's, held by its ``presence`` until ``release``. Returns the row id of each (None:
+    nothing to write down). Blocking; from async code ``keep_soon``."""
     owed = [inbound for inbound in inbounds if answers(inbound) and inbound is not None]
     if not owed:
         return [None] * len(inbounds)
-    ids = iter(services.replies_pending_open(rows=[(inbound.binding_id, inbound.conversation_id, inbound.text)
-                                                   for inbound in owed]))
+    holder = presence.hold(len(owed)) if web else None
+    try:
+        ids = iter(services.replies_pending_open(
+            rows=[(inbound.binding_id, inbound.conversation_id, inbound.text) for inbound in owed], holder=holder))
+    except BaseException:
+        if web:
+            presence.drop(len(owed))
+        raise
     kept = [next(ids) if answers(inbound) else None for inbound in inbounds]
     with _answering_lock:
         _answering.update((pending_id, False) for pending_id in kept if pending_id is not None)
+        if web:
+            _held.update(pending_id for pending_id in kept if pending_id is not None)
     return kept
 
 
@@ -82,21 +164,28 @@ def keep(inbounds: Sequence[core.InboundMessage | None]) -> list[int | None]:
 _writer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bridges-pending")
 
 
-async def keep_soon(inbounds: Sequence[core.InboundMessage | None]) -> list[int | None]:
+async def keep_soon(inbounds: Sequence[core.InboundMessage | None], *, web: bool = False) -> list[int | None]:
     """``keep`` from async code, in threads of its own."""
     if not any(answers(inbound) for inbound in inbounds):
         return [None] * len(inbounds)
-    return await asyncio.get_running_loop().run_in_executor(_writer, _closing(keep), inbounds)
+    return await asyncio.get_running_loop().run_in_executor(_writer, functools.partial(_closing(keep), web=web),
+                                                            inbounds)
 
 
 def release(pending_id: int | None) -> None:
-    """The handling of a written-down message ended in this process: if its turn never started (cancelled
-    while it waited, failed before), its row is left for the bot's next start to tell. Idempotent."""
+    """The handling of a written-down message ended in this process (its reply sent, or not): if its turn never
+    started (cancelled while it waited, failed before), its row is left for the bot's next start to tell; a
+    web process's row no longer holds its presence (one left, its send failed, is told once no reply of the
+    process is on its way any more). Idempotent."""
     if pending_id is None:
         return
     with _answering_lock:
         if _answering.get(pending_id) is False:
             del _answering[pending_id]
+        held = pending_id in _held
+        _held.discard(pending_id)
+    if held:
+        presence.drop()
 
 
 def answer(inbound: core.InboundMessage, *, pending_id: int | None) -> tuple[core.Reply, int | None]:
@@ -164,19 +253,72 @@ TELL_FOR = timedelta(days=1)
 
 
 def tell_left(*, binding_id: int, platform: str, credentials: dict[str, str]) -> int:
-    """Send what the bot's previous run left on its way (see the module's docstring); returns how many replies
-    were told. Called as the bot starts, before it takes new messages. Revoked is raised (the replies wait for
-    a new token); a reply that fails otherwise (the sends retry passing failures already) is logged and
-    tried again at the bot's next start, until it is ``TELL_FOR`` old. Blocking."""
+    """Send what the bot's previous run (in ``runbridges``) left on its way (see the module's docstring);
+    returns how many replies were told. Called as the bot starts, before it takes new messages. Revoked is
+    raised (the replies wait for a new token); a reply that fails otherwise (the sends retry passing failures
+    already) is logged and tried again at the bot's next start, until it is ``TELL_FOR`` old. Blocking."""
+    left = []
+    for pending in replies_left(binding_id=binding_id):
+        with _answering_lock:
+            if pending.pk not in _answering:
+                left.append(pending)
+    told = _tell(left, binding_id=binding_id, platform=platform, credentials=credentials)
+    if told:
+        log.info("binding %s: told %s replies cut off by a restart", binding_id, told)
+    return told
+
+
+def tell_cut_off() -> int:
+    """Tell the replies whose web process is gone (its ``presence`` lock is free: the process ended), as a
+    bot's start tells runbridges' (late answer, or "please send it again"); returns how many were told. A
+    reply of a disabled bot, or of a suspended account, waits (and is dropped at ``TELL_FOR``); a refused token
+    turns the binding off with its reason. One caller at a time across the workers. Blocking (Celery beat)."""
+    with session_lock(_TELLING_NAMESPACE, 0) as mine:
+        if not mine:
+            return 0
+        gone = []
+        for holder in reply_holders():
+            with session_lock(PRESENCE_NAMESPACE, holder) as free:
+                if free:
+                    gone.append(holder)
+        told = 0
+        by_binding: dict[int, list[PendingReply]] = {}
+        for pending in replies_held(holders=gone):
+            by_binding.setdefault(pending.binding_id, []).append(pending)
+        for binding_id, rows in by_binding.items():
+            binding = rows[0].binding
+            if not binding.enabled or not binding.owner.is_active:
+                _drop_old(rows)
+                continue
+            try:
+                told += _tell(rows, binding_id=binding_id, platform=binding.platform,
+                              credentials=decrypt(binding.credentials))
+            except (Revoked, CredentialsUnreadable) as exc:
+                code, reason = (exc.code, exc.reason) if isinstance(exc, Revoked) else (exc.code, exc.message)
+                services.binding_report_revoked(binding_id=binding_id, code=code, reason=reason)
+                _drop_old(rows)
+        if told:
+            log.info("told %s replies of web processes that ended", told)
+        return told
+
+
+def _drop_old(rows: list[PendingReply]) -> None:
+    now = timezone.now()
+    for pending in rows:
+        if now - pending.created_at >= TELL_FOR:
+            services.reply_pending_close(pending_id=pending.pk)
+
+
+def _tell(rows: list[PendingReply], *, binding_id: int, platform: str, credentials: dict[str, str]) -> int:
+    """Send each reply cut off in ``rows`` (a late answer, or "please send it again") and cross it out; one
+    ``TELL_FOR`` old is crossed out unsent. Revoked is raised; another failure is logged and the reply tried
+    again next time. Returns how many were told."""
     from .runner import adapter
 
     send = adapter(platform).send_message
     told = 0
     now = timezone.now()
-    for pending in replies_left(binding_id=binding_id):
-        with _answering_lock:
-            if pending.pk in _answering:
-                continue
+    for pending in rows:
         try:  # as it is now: its turn may have ended (and written its answer) while earlier rows were sent
             pending.refresh_from_db()
         except ObjectDoesNotExist:
@@ -196,11 +338,7 @@ def tell_left(*, binding_id: int, platform: str, credentials: dict[str, str]) ->
             raise
         except Exception:
             log.warning("binding %s: a reply cut off by a restart could not be sent", binding_id, exc_info=True)
-            if now - pending.created_at < TELL_FOR:
-                continue
-        else:
-            told += 1
+            continue
+        told += 1
         services.reply_pending_close(pending_id=pending.pk)
-    if told:
-        log.info("binding %s: told %s replies cut off by a restart", binding_id, told)
     return told

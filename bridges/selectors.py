@@ -98,8 +98,21 @@ def runnable_bindings() -> list[RunnableBinding]:
 
 
 def replies_left(*, binding_id: int) -> list[PendingReply]:
-    """The replies a stopped process left on their way for this binding, oldest first (``bridges.pending``)."""
-    return list(PendingReply.objects.filter(binding_id=binding_id))
+    """The replies a stopped ``runbridges`` left on their way for this binding, oldest first
+    (``bridges.pending``); the web process's are not among them."""
+    return list(PendingReply.objects.filter(binding_id=binding_id, holder__isnull=True))
+
+
+def reply_holders() -> list[int]:
+    """The keys of the web processes that hold replies on their way (``bridges.pending.Presence``)."""
+    return [holder for holder in PendingReply.objects.filter(holder__isnull=False).order_by()
+            .values_list("holder", flat=True).distinct() if holder is not None]
+
+
+def replies_held(*, holders: list[int]) -> list[PendingReply]:
+    """The replies on their way held by web processes ``holders``, with their bindings and owners, oldest
+    first."""
+    return list(PendingReply.objects.filter(holder__in=holders).select_related("binding__owner"))
 
 
 def bot_scope_gone(*, owner_id: int, scope: Scope) -> bool:

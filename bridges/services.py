@@ -468,13 +468,15 @@ def reply_pending_open(*, binding_id: int, conversation_id: str, said: str, now:
     return pending_id
 
 
-def replies_pending_open(*, rows: list[tuple[int, str, str]], now: datetime | None = None) -> list[int]:
+def replies_pending_open(*, rows: list[tuple[int, str, str]], holder: int | None = None,
+                         now: datetime | None = None) -> list[int]:
     """Write down messages the bot is about to answer, each (binding id, conversation id, what was said), in one
-    statement committed at once; returns their ids in order."""
+    statement committed at once, held by the web process ``holder`` (None: runbridges); returns their ids in
+    order."""
     now = now or timezone.now()
     return [pending.pk for pending in PendingReply.objects.bulk_create(
         PendingReply(binding_id=binding_id, conversation_id=str(conversation_id)[:200], said=_said(said),
-                     created_at=now)
+                     created_at=now, holder=holder)
         for binding_id, conversation_id, said in rows)]
 
 

@@ -1,4 +1,5 @@
-"""Celery tasks of the bridges: announcing an expired proposal in its chat, and tidying old rows.
+"""Celery tasks of the bridges: announcing an expired proposal in its chat, telling the replies a web process
+left on their way when it ended (``bridges.pending.tell_cut_off``, every minute), and tidying old rows.
 
 Correctness never waits for these (DESIGN §3): a proposal's 24 hours and an Undo's 30 minutes are checked
 when somebody acts. ``announce_proposal_expired`` is registered in ``memory.proposals.expiry_listeners`` (see
@@ -20,8 +21,10 @@ from .runtime import Revoked
 log = logging.getLogger(__name__)
 
 TIDY_TASK = "bridges.tasks.tidy"
+TELL_CUT_OFF_TASK = "bridges.tasks.tell_cut_off"
 BEAT_SCHEDULE = {
     "bridges-tidy": {"task": TIDY_TASK, "schedule": 3600.0},
+    "bridges-tell-cut-off": {"task": TELL_CUT_OFF_TASK, "schedule": 60.0},
 }
 
 
@@ -50,3 +53,13 @@ def announce_proposal_expired(proposal: Proposal) -> None:
 def tidy() -> dict[str, int]:
     """Forget old delivery claims and mark pairing codes past their hour."""
     return {"deliveries": services.deliveries_prune(), "pairings": services.pairings_expire_due()}
+
+
+@shared_task(name=TELL_CUT_OFF_TASK, ignore_result=True)
+def tell_cut_off() -> int:
+    """Tell the senders whose messages a web process that ended (a deploy, a crash) was answering: the answer
+    late, or "please send it again" (``bridges.pending``). Here, not at the next webhook request, so that a
+    bot nobody writes to tells too, and not in runbridges, which a webhook-only setup need not run."""
+    from . import pending
+
+    return pending.tell_cut_off()

@@ -135,15 +135,16 @@ class BridgeClient(discord.Client):
                 async with typing(message.channel.typing, every=TYPING_SECONDS,
                                   what=f"discord binding {self.binding_id}", show=inbound.addressed):
                     reply, pending_id = await run_sync(pending.answer, inbound, pending_id=kept)
+                for outbound in reply.messages:
+                    try:
+                        await self._send(message.channel, outbound)
+                    except discord.HTTPException:  # logged; the messages after it still go
+                        log.warning("discord binding %s: a message could not be sent", self.binding_id,
+                                    exc_info=True)
+                if pending_id is not None:
+                    await run_sync(pending.sent, pending_id)
             finally:
                 pending.release(kept)
-            for outbound in reply.messages:
-                try:
-                    await self._send(message.channel, outbound)
-                except discord.HTTPException:  # logged; the messages after it still go
-                    log.warning("discord binding %s: a message could not be sent", self.binding_id, exc_info=True)
-            if pending_id is not None:
-                await run_sync(pending.sent, pending_id)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Answers a Yes/No click: confirms or drops the proposal and removes the buttons."""

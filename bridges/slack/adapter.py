@@ -84,10 +84,11 @@ PERSON_SUBTYPES = (None, "file_share", "thread_broadcast")
 
 
 def build_app(binding_id: int, credentials: dict[str, str], *, process_before_response: bool = False,
-              turns: InFlight | None = None) -> App:
+              turns: InFlight | None = None, web: bool = False) -> App:
     """The Bolt app of one binding. HTTP mode verifies Slack's signature with the signing secret; Socket
     Mode needs none (the app-level token opens the socket). ``turns`` (runbridges' Socket Mode) counts the
-    messages being answered and writes down their replies on the way (``bridges.pending``)."""
+    messages being answered and writes down their replies on the way (``bridges.pending``); ``web`` (the
+    Events API) writes them down as the web process's."""
     signing_secret = credentials.get("signing_secret") or ""
     app = App(client=web_client(credentials["bot_token"]), signing_secret=signing_secret,
               request_verification_enabled=bool(signing_secret), token_verification_enabled=False,
@@ -136,9 +137,9 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
                      next: Callable[[], Any]) -> None:
         """Writes a message the bot will answer down (``bridges.pending``) as it arrives: before Bolt
         acknowledges it and queues it for one of its listener threads, where it may wait for the turns ahead."""
-        if turns is not None:
+        if turns is not None or web:
             inbound = context["inbound"] = message_inbound(event, body, context, client)
-            [context["kept"]] = _closing(pending.keep)([inbound])
+            [context["kept"]] = _closing(pending.keep)([inbound], web=web)
         next()
 
     @app.event("message", middleware=[keep_message])
@@ -151,11 +152,11 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
         with turns.turn() if turns is not None else contextlib.nullcontext():
             try:
                 reply, pending_id = _closing(pending.answer)(inbound, pending_id=kept)
+                _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
+                if pending_id is not None:
+                    _closing(pending.sent)(pending_id)
             finally:
                 pending.release(kept)
-            _post_all(binding_id, client, event["channel"], reply.messages, thread_ts=event.get("thread_ts"))
-            if pending_id is not None:
-                _closing(pending.sent)(pending_id)
 
     def on_command(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
         """``/remember <fact>``, ``/memory`` and ``/new``: Slack keeps messages that start with a slash for the app whose
@@ -376,7 +377,7 @@ def http_handler(binding_id: int, fingerprint: str, credentials: dict[str, str])
             for old in [k for k in _http_handlers if k[0] == binding_id]:
                 del _http_handlers[old]
             handler = _http_handlers[key] = SlackRequestHandler(
-                build_app(binding_id, credentials, process_before_response=before))
+                build_app(binding_id, credentials, process_before_response=before, web=True))
         return handler
 
 

@@ -331,13 +331,14 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def keep(app: Application, updates: list[Update]) -> None:
     """Write down the messages among ``updates`` the bot will answer (``pending.keep``), as they arrive and in
     one statement, before they wait for their chat's earlier messages or a free turn thread; ``on_message``
-    finds each by its update id. Only for a bot whose replies are kept (``keep_pending``)."""
-    if not app.bot_data.get("keep_pending"):
+    finds each by its update id. ``keep_pending`` says whose: ``runbridges``' or the ``web`` process's."""
+    keeping = app.bot_data.get("keep_pending")
+    if keeping not in ("runbridges", "web"):
         return
     binding_id = app.bot_data["binding_id"]
     inbounds = [to_inbound(update, binding_id=binding_id, bot_id=app.bot.id, bot_username=app.bot.username)
                 if MESSAGES.check_update(update) else None for update in updates]
-    for update, pending_id in zip(updates, await pending.keep_soon(inbounds), strict=True):
+    for update, pending_id in zip(updates, await pending.keep_soon(inbounds, web=keeping == "web"), strict=True):
         if pending_id is not None:
             app.bot_data["kept"][update.update_id] = pending_id
 
@@ -449,7 +450,9 @@ class WebhookBots:
                 retiring = asyncio.ensure_future(bot.retire())
                 self._retiring.add(retiring)  # held until done: the loop keeps only a weak reference
                 retiring.add_done_callback(self._retiring.discard)
-            bot = self._bots[binding_id] = _WebhookBot(build_application(binding_id, token), key)
+            app = build_application(binding_id, token)
+            app.bot_data["keep_pending"] = "web"  # a reply cut off with its process is told by Celery beat
+            bot = self._bots[binding_id] = _WebhookBot(app, key)
         try:
             await bot.process(payload)
         except BaseException:
@@ -475,7 +478,7 @@ async def run(binding_id: int, credentials: dict[str, str], mode: str, stop: asy
 
     Raises Revoked when the token is refused; other errors propagate to the runner, which backs off."""
     app = build_application(binding_id, credentials["token"])
-    app.bot_data["keep_pending"] = True  # a reply cut off when runbridges stops is told on its start
+    app.bot_data["keep_pending"] = "runbridges"  # a reply cut off when runbridges stops is told on its start
     try:
         async with app:
             identity = f"@{app.bot.username}"

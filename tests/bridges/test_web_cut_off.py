@@ -1,0 +1,140 @@
+"""The web process's bots (Telegram's webhook, Slack's Events API) cut off with their process: a worker killed
+in the middle of a turn (a deploy, a crash) leaves a written-down reply that Celery beat's ``tell_cut_off``
+tells; a turn still running in a living worker is never told as cut off, however long it takes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings as django_settings
+
+from bridges import pending, tasks
+from bridges.models import PendingReply
+from bridges.selectors import binding_credentials
+from tests.api.test_two_processes import READY_WITHIN_SECONDS, free_port, test_database_url
+from tests.bridges.conftest import pair
+from tests.fakes import telegram_server as telegram_fake
+from tests.fakes.openai_server import reply
+from tests.support.meanwhile import meanwhile
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+QUESTION = "What should I cook tonight?"
+
+
+def _wait(condition: Callable[[], bool], timeout: float, message: str) -> None:
+    """A bounded wait on a condition, looked at every 50 ms."""
+    pause = threading.Event()
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        pause.wait(0.05)
+
+
+@pytest.mark.parametrize("platform", ["telegram", "slack"])
+def test_a_turn_still_running_in_a_living_web_process_is_not_told_as_cut_off(platform, request, model, alice):
+    bot = request.getfixturevalue(f"{platform}_bot")
+    pair(bot, alice)
+    seen: list[tuple[int, list[tuple[str, int | None]]]] = []
+
+    def look() -> None:  # Celery beat's round while the model thinks
+        seen.append((tasks.tell_cut_off(), list(PendingReply.objects.values_list("said", "holder"))))
+
+    model.script(meanwhile(look, "Pasta, since you asked."))
+
+    said = bot.dm(alice, QUESTION)
+
+    assert said.texts == ["Pasta, since you asked."]  # answered once, and nothing else was said
+    [(told, rows)] = seen
+    assert told == 0
+    [(written, holder)] = rows  # written down while it ran, held by this living process
+    assert written == QUESTION and holder is not None
+    assert not PendingReply.objects.exists()
+
+
+@pytest.fixture
+def web_worker(telegram_server, model, tmp_path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real gunicorn web process (its own session, so that it can be killed whole) on the test database."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": django_settings.REDIS_URL,
+           "SECRET_KEY": django_settings.SECRET_KEY, "ALLOWED_HOSTS": "127.0.0.1",
+           "TELEGRAM_API_BASE_URL": telegram_server.origin, "LLM_BASE_URL": model.url, "LLM_MODEL": "fake-model",
+           "LLM_TIMEOUT": "60", "DATABASE_CONN_MAX_AGE": "0", "PYTHONUNBUFFERED": "1"}
+    if django_settings.BRIDGES_SECRET_KEY:
+        env["BRIDGES_SECRET_KEY"] = django_settings.BRIDGES_SECRET_KEY
+    log = tmp_path / "web.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "localai_memory.wsgi:application", "--bind", f"127.0.0.1:{port}",
+             "--workers", "1", "--threads", "4", "--timeout", "60"],
+            cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    process.url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+    try:
+        def answers() -> bool:
+            try:
+                return httpx.get(process.url + "/api/chats/memory", timeout=2).status_code == 401  # type: ignore[attr-defined]
+            except httpx.TransportError:
+                assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+                return False
+
+        _wait(answers, READY_WITHIN_SECONDS, "the web process did not answer")
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_a_web_worker_killed_in_the_middle_of_a_turn_has_its_sender_told(telegram_bot, web_worker, telegram_server,
+                                                                         model, alice):
+    pair(telegram_bot, alice)
+    release = threading.Event()
+
+    def thinking(_body: dict) -> object:
+        model.think_until(release, timeout=60)
+        return reply("Too late.")
+
+    model.script(thinking)
+    secret = binding_credentials(binding=telegram_bot.binding)["webhook_secret"]
+    update = telegram_fake.private_message(QUESTION, user_id=alice.number)
+
+    def deliver() -> None:  # Telegram's request, which the killed worker never answers
+        try:
+            httpx.post(f"{web_worker.url}/bridges/telegram/{telegram_bot.binding.pk}/webhook",  # type: ignore[attr-defined]
+                       json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret}, timeout=60)
+        except httpx.TransportError:
+            pass
+
+    delivering = threading.Thread(target=deliver)
+    delivering.start()
+    try:
+        _wait(lambda: bool(model.requests), 60, "the turn never reached the model")
+        assert tasks.tell_cut_off() == 0  # alive: its turn runs
+
+        os.killpg(web_worker.pid, signal.SIGKILL)  # a deploy's kill, a crash
+        web_worker.wait()
+        # PostgreSQL frees the worker's lock as soon as it sees its connection closed
+        _wait(lambda: tasks.tell_cut_off() == 1, 30, "the killed worker's reply was not told")
+    finally:
+        release.set()
+        delivering.join(30)
+
+    assert telegram_server.sent_texts(alice.number) == [pending.cut_off_text(QUESTION)]
+    assert not PendingReply.objects.exists()
+    assert tasks.tell_cut_off() == 0  # told once
+
+
+def test_celery_beat_tells_the_cut_off_replies_every_minute():
+    assert django_settings.CELERY_BEAT_SCHEDULE["bridges-tell-cut-off"] == {"task": tasks.tell_cut_off.name,
+                                                                            "schedule": 60.0}
