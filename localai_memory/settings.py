@@ -87,7 +87,11 @@ def parse_database_url(url: str) -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, not {parsed.scheme!r}")
     query = parse_qs(parsed.query)
     host = query.pop("host", [parsed.hostname or ""])[0]
-    options = {key: values[0] for key, values in query.items()}
+    options: dict[str, str | int] = {key: values[0] for key, values in query.items()}
+    # A host that drops packets (or accepts and never answers) would hold every command and request for
+    # psycopg's own 130 s per address; with a bound, they end with "not reachable" / a 503 instead. A
+    # ``connect_timeout`` written in the URL wins.
+    options.setdefault("connect_timeout", DATABASE_CONNECT_TIMEOUT)
     return {
         "ENGINE": "localai_memory.core.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
@@ -206,6 +210,10 @@ TEMPLATES = [
 # starting it). manage.py sets it for `manage.py services` alone: that command reports on, starts and stops
 # the servers itself, and a status that started them first would always say "running".
 EMBEDDED_START = env_bool("LOCALAI_MEMORY_EMBEDDED_START", True)
+# Seconds to wait for PostgreSQL to answer a new connection (psycopg counts fewer than 2 as 2).
+DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 10)
+if DATABASE_CONNECT_TIMEOUT < 2:
+    raise ImproperlyConfigured("DATABASE_CONNECT_TIMEOUT must be at least 2 seconds")
 DATABASE_URL = env_str("DATABASE_URL")
 if not DATABASE_URL:
     from localai_memory.services.embedded import database_url

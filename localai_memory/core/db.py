@@ -208,7 +208,15 @@ def _raised_connecting(exc: BaseException) -> bool:
 
 def _connect_reason(exc: BaseException) -> str:
     """The driver's reason in a few words: ``connection refused``, ``no such file or directory`` (no server
-    has its socket there), ``password authentication failed for user "x"``…"""
+    has its socket there), ``password authentication failed for user "x"``, ``no answer within 10 seconds``
+    (a host that drops packets, or accepts and never answers: ``DATABASE_CONNECT_TIMEOUT``)…"""
+    from psycopg.conninfo import timeout_from_conninfo
+    from psycopg.errors import ConnectionTimeout
+
+    if isinstance(exc.__cause__, ConnectionTimeout) or isinstance(exc, ConnectionTimeout):
+        # the seconds psycopg waited: the setting, or a URL's own, as psycopg reads it (at least 2)
+        waited = timeout_from_conninfo(dict(connections["default"].settings_dict["OPTIONS"]))
+        return f"no answer within {waited} seconds"
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     reason = first.rsplit("failed: ", 1)[-1].removeprefix("FATAL:").strip()
     return (reason[:1].lower() + reason[1:]) or first

@@ -75,3 +75,46 @@ def test_another_database_error_of_a_reachable_database_keeps_its_traceback():
     assert "Traceback (most recent call last)" in done.stderr
     assert "canceling statement due to statement timeout" in done.stderr
     assert "not reachable" not in done.stderr
+
+
+def test_a_command_against_a_host_that_never_answers_gives_up_after_the_connect_timeout():
+    """A host that accepts the connection and never says a word (or drops the packets) does not hold the
+    command: after DATABASE_CONNECT_TIMEOUT it ends with the one line, not psycopg's own two minutes."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever reads or answers
+        port = silent.getsockname()[1]
+        env = {**os.environ, "DATABASE_URL": f"postgresql://someone:secret@127.0.0.1:{port}/memory",
+               "LOCALAI_MEMORY_EMBEDDED_START": "0", "DATABASE_CONNECT_TIMEOUT": "2"}
+        done = subprocess.run([sys.executable, "manage.py", "memory", "list", "--user", "alice"], cwd=PROJECT_ROOT,
+                              env=env, capture_output=True, text=True, timeout=40, check=False)
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        (f"CommandError: the database is not reachable at 127.0.0.1:{port} (no answer within 2 seconds); check "
+         "that PostgreSQL runs there and that DATABASE_URL names it")]
+
+
+def test_a_request_while_the_database_host_never_answers_gets_the_503_after_the_connect_timeout():
+    code = ("import json; from django.test import Client; "
+            "r = Client().get('/api/chats/memory/notes', HTTP_AUTHORIZATION='Token lm_0123456789abcdef'); "
+            "print(r.status_code, r['Retry-After'] if r.has_header('Retry-After') else '-', "
+            "json.loads(r.content)['error']['code'])")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        env = {**os.environ, "DATABASE_URL": f"postgresql://someone@127.0.0.1:{silent.getsockname()[1]}/memory",
+               "LOCALAI_MEMORY_EMBEDDED_START": "0", "DATABASE_CONNECT_TIMEOUT": "2"}
+        done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=PROJECT_ROOT, env=env,
+                              capture_output=True, text=True, timeout=40, check=False)
+
+    assert done.stdout.splitlines()[-1] == "503 5 service_unavailable", done.stderr
+
+
+def test_a_connect_timeout_in_the_database_url_wins_over_the_setting():
+    code = "from django.conf import settings; print(settings.DATABASES['default']['OPTIONS']['connect_timeout'])"
+    env = {**os.environ, "LOCALAI_MEMORY_EMBEDDED_START": "0", "DATABASE_CONNECT_TIMEOUT": "7"}
+    env["DATABASE_URL"] = "postgresql://someone@127.0.0.1:1/memory"
+    assert manage("shell", "-c", code, env=env).stdout.splitlines()[-1] == "7"
+    env["DATABASE_URL"] = "postgresql://someone@127.0.0.1:1/memory?connect_timeout=3"
+    assert manage("shell", "-c", code, env=env).stdout.splitlines()[-1] == "3"
