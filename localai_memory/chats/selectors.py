@@ -8,9 +8,11 @@ passed as unknown, and the policy counts it as "ask".
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
@@ -66,19 +68,26 @@ class TurnRead:
 
 
 def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope], extra: Mapping[str, TurnRead] | None = None,
-                     ) -> tuple[MemoryState | None, dict[str, str], dict[str, Any]]:
+                     arrived: float | None = None,
+                     ) -> tuple[MemoryState | None, dict[str, str], dict[str, Any], datetime]:
     """What a turn reads before it decides, in one round trip to the database: the owner's memory settings
     (None when the stored row cannot be understood: the policy then asks first), the index file of each
     scope the chat can name (path → text; a scope without notes is missing), and the ``extra`` reads (name →
     parsed result; recall's notes). The statements go out together in psycopg's pipeline mode and come back
     together. An extra read that fails is left out (its reader reads for itself, or degrades): the turn is
     read again without the extras, and only a database that cannot answer that either raises (a 503). The
-    turn shows only what its decision lets it read."""
+    turn shows only what its decision lets it read.
+
+    The fourth value is when the turn's message arrived (``arrived``, a ``time.monotonic()`` reading of this
+    process; None: at the read), on the database's clock, the one Forget everything is recorded by
+    (``MemorySettings.forgot_at``): the read's own ``statement_timestamp()`` less the time that passed here
+    from the arrival until its answer came back. So it is never later than the arrival, and two frontends
+    whose clocks differ from each other (or from the database's) compare a turn with a forget alike."""
     from localai_memory.notes.models import NoteFile
 
     fields = list(MemorySettings._meta.concrete_fields)
     columns = ", ".join(f"s.{connection.ops.quote_name(f.column)}" for f in fields)
-    sql = (f"SELECT files.paths, files.texts, {columns} "
+    sql = (f"SELECT statement_timestamp(), files.paths, files.texts, {columns} "
            f"FROM (SELECT array_agg(path) AS paths, array_agg(content) AS texts FROM {NoteFile._meta.db_table} "
            f"      WHERE owner_id = %s AND path = ANY(%s)) AS files "
            f"LEFT JOIN {MemorySettings._meta.db_table} s ON s.user_id = %s")
@@ -87,24 +96,26 @@ def read_turn_memory(*, owner_id: int, scopes: dict[str, Scope], extra: Mapping[
     try:
         # Inside a caller's transaction a failed statement would spoil it: try under a savepoint there.
         with transaction.atomic() if connection.in_atomic_block and extra else nullcontext():
-            found_paths, texts, values, results = _pipelined(sql, [owner_id, paths, owner_id], extra)
+            read_at, found_paths, texts, values, results = _pipelined(sql, [owner_id, paths, owner_id], extra)
     except DatabaseError:
         if not extra:
             raise
         log.warning("the turn's reads %s failed; reading without them", sorted(extra), exc_info=True)
-        found_paths, texts, values, results = _pipelined(sql, [owner_id, paths, owner_id], {})
+        read_at, found_paths, texts, values, results = _pipelined(sql, [owner_id, paths, owner_id], {})
+    if arrived is not None:
+        read_at -= timedelta(seconds=max(0.0, time.monotonic() - arrived))
     files = dict(zip(found_paths or [], texts or [], strict=True))
     try:
         row = None if values[0] is None else MemorySettings.from_db(
             connection.alias, [f.attname for f in fields], values)
-        return memory_state_of(row, user_id=owner_id), files, results
+        return memory_state_of(row, user_id=owner_id), files, results, read_at
     except (DatabaseError, ValueError, TypeError):
         log.warning("memory settings of user %s could not be read", owner_id, exc_info=True)
-        return None, files, results
+        return None, files, results, read_at
 
 
 def _pipelined(sql: str, params: list[Any], extra: Mapping[str, TurnRead],
-               ) -> tuple[list[str] | None, list[str] | None, list[Any], dict[str, Any]]:
+               ) -> tuple[datetime, list[str] | None, list[str] | None, list[Any], dict[str, Any]]:
     connection.ensure_connection()
     raw = connection.connection
     # Django's wrapper turns psycopg's errors into django.db's (a database that went away is a clean 503).
@@ -118,7 +129,7 @@ def _pipelined(sql: str, params: list[Any], extra: Mapping[str, TurnRead],
             others[name] = cursors.enter_context(psycopg.Cursor(raw))
             others[name].execute(read.sql, read.params, binary=read.binary)
         # One row: the aggregate subquery always has one, and the settings are LEFT JOINed to it.
-        found_paths, texts, *values = cast("tuple[Any, ...]", main.fetchone())
+        read_at, found_paths, texts, *values = cast("tuple[Any, ...]", main.fetchone())
         rows = {name: cursor.fetchall() for name, cursor in others.items()}
     results: dict[str, Any] = {}
     for name, read in extra.items():
@@ -126,7 +137,7 @@ def _pipelined(sql: str, params: list[Any], extra: Mapping[str, TurnRead],
             results[name] = read.parse(rows[name])
         except Exception:
             log.exception("the turn's read %r could not be parsed", name)
-    return found_paths, texts, values, results
+    return read_at, found_paths, texts, values, results
 
 
 def turn_facts(*, chat: Chat, sender: Sender | None = None, state: MemoryState | None = None,

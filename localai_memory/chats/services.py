@@ -590,15 +590,17 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     continues = bool(pending)
     user_message = Message(chat=chat, role=Role.USER, content=content, typed_by_user=typed_by_user,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
+    arrived_clock = time.monotonic()
     scopes = chat_scopes(chat=chat)
     reads = _turn_reads(chat, scopes, sender)
-    state, index_files, prefetched = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads)
+    state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
+                                                               arrived=arrived_clock)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
     # The turn's message was said as it arrived, and the notes it read are from after the last Forget
     # everything that read found (when it found any): a note or a suggestion it makes is refused once the
-    # owner forgot everything after the earlier of the two (``ToolContext.read_after``).
-    arrived = user_message.created_at
+    # owner forgot everything after the earlier of the two (``ToolContext.read_after``). Both times are the
+    # database's clock, as the forget's is: this frontend's clock may differ from the one that forgot.
     read_after = min(state.forgot_at, arrived) if state is not None else arrived
     fact = remember.parse(content) if typed_by_user and not continues else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.utils import timezone
+from django.db import connection, transaction
 
 from localai_memory.core.errors import InvalidInput
 
@@ -88,15 +87,15 @@ def settings_mark_forgotten(*, user_id: int) -> datetime:
     turn that read before it saves and suggests nothing afterwards (``selectors.forgotten_after``). Call inside
     the forget's transaction, under the owner's note lock, where the turn's write checks.
 
-    Each forget is recorded later than the one before, even from a frontend whose clock is behind: a turn
-    compares the time it read with this one."""
-    row = _row_for_update(user_id)
-    now = timezone.now()
-    if row.forgot_at is not None and row.forgot_at >= now:
-        now = row.forgot_at + timedelta(microseconds=1)
-    row.forgot_at = now
-    row.save(update_fields=["forgot_at"])  # not a change of the settings: updated_at stays
-    return now
+    The time is the database's clock (``statement_timestamp()``), as is the time a turn's message arrived
+    (``chats.selectors.read_turn_memory``), which is compared with it: the frontend that forgets and the one
+    running the turn may be two hosts whose clocks differ. Each forget is recorded later than the one before,
+    even if that clock was set back. Not a change of the settings: ``updated_at`` stays."""
+    _row_for_update(user_id)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {MemorySettings._meta.db_table} SET forgot_at = GREATEST(statement_timestamp(), "
+                       "forgot_at + interval '1 microsecond') WHERE user_id = %s RETURNING forgot_at", [user_id])
+        return cursor.fetchone()[0]
 
 
 def memory_export_all(*, user_id: int) -> bytes:

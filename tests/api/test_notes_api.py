@@ -407,7 +407,7 @@ def test_the_turns_one_read_carries_the_importance_to_recall(api, owner):
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     scopes = {"user": Scope.user()}
 
-    _, _, read = read_turn_memory(owner_id=owner.pk, scopes=scopes,
+    _, _, read, _ = read_turn_memory(owner_id=owner.pk, scopes=scopes,
                                   extra={"notes": recall_service.turn_notes_read(owner.pk, scopes)})
 
     by_topic = {note.topic: note.candidate(None).importance for note in read["notes"]}

@@ -6,11 +6,12 @@ why. What is said after the forget is saved as before."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import time_machine
+from django.db import connection
 from django.utils import timezone
 
 from localai_memory.growth.services import memory_clear
@@ -197,14 +198,58 @@ def test_what_is_said_after_forget_everything_is_saved_and_suggested_as_before(a
     assert index_of(owner) == "- diet: vegan, no honey\n- live-rome: I live in Rome\n"
 
 
+def database_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
 @pytest.mark.django_db
-def test_a_later_forget_everything_counts_as_later_even_on_a_clock_that_is_behind(owner):
-    """Two frontends whose clocks differ: the second forget is still recorded after the first, so a turn that
-    read after the first is refused after the second."""
-    now = timezone.now()
-    with time_machine.travel(now, tick=False):
+def test_forget_everything_is_recorded_on_the_databases_clock_and_a_later_one_as_later(owner):
+    """Two frontends whose clocks differ (from each other and from the database's): a forget is recorded at
+    the database's time, and the second after the first, so a turn that read after the first is refused
+    after the second."""
+    before = database_now()
+    with time_machine.travel(timezone.now() + timedelta(minutes=5), tick=False):
         memory_forget_all(user_id=owner.pk)
     first = MemorySettings.objects.get(user=owner).forgot_at
-    with time_machine.travel(now - timedelta(minutes=5), tick=False):
+    with time_machine.travel(timezone.now() - timedelta(minutes=5), tick=False):
         memory_forget_all(user_id=owner.pk)
-    assert first == now and MemorySettings.objects.get(user=owner).forgot_at > first
+    assert before < first < database_now() and MemorySettings.objects.get(user=owner).forgot_at > first
+
+
+@pytest.mark.django_db
+def test_a_turn_on_a_frontend_whose_clock_is_behind_saves_what_is_said_after_forget_everything(api, owner, model):
+    """The forget ran on a frontend whose clock is right; the turn, sent after it, runs on one ten minutes
+    behind: it read after the forget, and what it is told now is saved."""
+    set_memory(owner, save_mode="auto")
+    memory_forget_all(user_id=owner.pk)
+    model.script(tool_calls(("propose_change", VEGAN)), reply("Saved."))
+    chat = new_chat(api)
+
+    with time_machine.travel(timezone.now() - timedelta(minutes=10)):
+        body = send(api, chat, "Remember that I am vegan.")
+
+    assert [s["topic"] for s in body["memory"]["saved"]] == ["diet"] and body["memory"]["refused"] == []
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+
+
+@pytest.mark.django_db
+def test_a_message_that_arrived_before_a_forget_on_a_frontend_whose_clock_is_behind_is_not_saved(
+        api, owner, model, monkeypatch):
+    """The forget lands between the message's arrival and the turn's first read, from a frontend whose clock
+    is ten minutes behind the turn's: the message was said before it all the same."""
+    from localai_memory.chats import services as chat_services
+
+    def forget_on_a_clock_behind(owner_id: int, scopes: Any) -> None:
+        with time_machine.travel(timezone.now() - timedelta(minutes=10)):
+            memory_forget_all(user_id=owner_id)
+
+    monkeypatch.setitem(chat_services.turn_read_hooks, "forget", forget_on_a_clock_behind)
+    set_memory(owner, save_mode="auto")
+    model.script(tool_calls(("propose_change", VEGAN)), reply("Done."))
+
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+
+    refused_as_forgotten(model, body)
+    assert index_of(owner) == ""
