@@ -18,7 +18,7 @@ from localai_memory.core.api import (
 )
 from localai_memory.core.errors import Conflict, InvalidInput
 from localai_memory.notes import selectors as notes_selectors
-from localai_memory.notes.paths import Scope, parse_index
+from localai_memory.notes.paths import IndexEntry, Scope, parse_index
 from localai_memory.notes.services import (
     KEEP,
     UNCHECKED,
@@ -166,8 +166,10 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
                     text = details.get(scope.topic_path(e.file), "") if e.file else ""
                 except InvalidInput:  # a line written before such lines were refused, say "-> index.md"
                     text = ""
-                entries.append({**e.as_dict(), "importance": importances.get((scope.kind, scope.key, e.topic)),
-                                "category": category_of(e.summary, text), **({"details": text} if with_details else {})})
+                importance = importances.get((scope.kind, scope.key, e.topic))
+                entries.append({**e.as_dict(), "importance": importance,
+                                "category": category_of(e.summary, text), **({"details": text} if with_details else {}),
+                                "note_version": _listed_note_version(scope, e, details, importance)})
         except InvalidInput:
             entries = []
         item = {
@@ -186,6 +188,17 @@ def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:
         }
         result.append(item)
     return result
+
+
+def _listed_note_version(scope: Scope, entry: IndexEntry, files: dict[str, str], importance: float | None,
+                         ) -> str | None:
+    """``notes.selectors.note_version`` of a listed note, from the files the listing read (its topic file by
+    its topic's name, as a write of the note finds it)."""
+    try:
+        details = files.get(scope.topic_path(entry.topic))
+    except InvalidInput:  # a line an older version let through ("- index: …"): no topic file of its own
+        details = None
+    return notes_selectors.note_version(line=entry, details=details, importance=importance)
 
 
 def listing_profile(scopes: list[dict]) -> Profile:
@@ -215,6 +228,8 @@ class NoteInput(serializers.Serializer):
     importance = ImportanceField(required=False, allow_null=True)
     #: the scope's ``index_version`` as GET gave it (null: it had no notes); a stale one is a 409
     index_version = StrictIntegerField(required=False, allow_null=True, min_value=1)
+    #: the note's ``note_version`` as GET gave it (null: there was no such note); a stale one is a 409
+    note_version = StrictCharField(required=False, allow_null=True, max_length=40)
 
 
 class NewNoteInput(serializers.Serializer):
@@ -228,6 +243,11 @@ class ImportanceInput(serializers.Serializer):
     topic = StrictCharField(max_length=40)
     scope = StrictCharField(required=False, max_length=80)
     importance = ImportanceField(allow_null=True)
+    note_version = StrictCharField(required=False, allow_null=True, max_length=40)
+
+
+class NoteDeleteInput(serializers.Serializer):
+    note_version = StrictCharField(required=False, allow_null=True, max_length=40)
 
 
 def category_param(request) -> str | None:
@@ -271,7 +291,9 @@ class NotesApi(ApiView):
         it; null when it had no notes) and an edit made from an older index than the one there now is a 409
         ``stale_version`` whose ``details`` hold the index as it is (``path``, ``version``, ``content``), as
         PUT /api/files/content does; left out, the note is written whatever changed meanwhile. The answer's
-        ``index_version`` is the one to send with the next edit."""
+        ``index_version`` is the one to send with the next edit. ``note_version`` checks the note alone
+        (null: a note that did not exist): an edit of another note meanwhile does not make it stale, an edit of
+        this one's details does. The answer's ``note_version`` is the note's now."""
         from localai_memory.notes.api import change_json
         from localai_memory.notes.models import ChangeSet
 
@@ -281,10 +303,13 @@ class NotesApi(ApiView):
                            details=data.get("details") or None, importance=data.get("importance", KEEP),
                            source=ChangeSet.Source.FILES, actor="you",
                            clear_details="details" in data and not data["details"].strip(),
-                           index_version=data.get("index_version", UNCHECKED))
+                           index_version=data.get("index_version", UNCHECKED),
+                           note_version=data.get("note_version", UNCHECKED))
         return Response({"change": change_json(change) if change else None,
                          "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
-                         "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope)})
+                         "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
+                         "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
+                                                                          topic=data["topic"])})
 
     @extend_schema(request=NewNoteInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
@@ -314,28 +339,44 @@ class NotesApi(ApiView):
     def patch(self, request):
         """Give one note an importance for recall: ``{topic, scope?, importance}``, 0 to 1 (how much it
         weighs among notes about as relevant), or null for the one its writer gives (you 0.8, an import 0.6,
-        the assistant 0.4). Its text is not changed."""
+        the assistant 0.4). Its text is not changed. Send ``note_version`` (the note's, as GET lists it) and
+        a note changed since you read it is a 409 ``stale_version`` with the note as it is now. The answer's
+        ``note_version`` is the note's now."""
         from localai_memory.notes.api import change_json
 
         data = validated(ImportanceInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
         value, change = importance_change(owner_id=request.user.pk, scope=scope, topic=data["topic"],
-                                          importance=data["importance"])
+                                          importance=data["importance"],
+                                          note_version=data.get("note_version", UNCHECKED))
         return Response({"topic": data["topic"], "scope": scope.name, "importance": value,
-                         "change": change_json(change) if change else None})
+                         "change": change_json(change) if change else None,
+                         "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
+                                                                          topic=data["topic"])})
 
-    @extend_schema(parameters=[OpenApiParameter("topic", str, required=True), OpenApiParameter("scope", str)],
-                   responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(parameters=[OpenApiParameter("topic", str, required=True), OpenApiParameter("scope", str),
+                               OpenApiParameter("note_version", str)],
+                   request=NoteDeleteInput, responses={200: OpenApiTypes.OBJECT})
     def delete(self, request):
-        """Forget one note (``?topic=…&scope=…``): its line and topic file go to the Trash as one change set."""
+        """Forget one note (``?topic=…&scope=…``): its line and topic file go to the Trash as one change set.
+        Send the ``note_version`` you read (``?note_version=``, or ``{"note_version": …}`` in a JSON body) and
+        a note changed since is a 409 ``stale_version`` with the note as it is now, kept; left out, the note
+        goes as it is now."""
         from localai_memory.notes.api import change_json, trash_json
         from localai_memory.notes.models import ChangeSet, TrashEntry
         from localai_memory.notes.services import note_upsert
 
         scope = owned_scope(user_id=request.user.pk, raw=request.query_params.get("scope"))
         topic = request.query_params.get("topic") or ""
+        version = request.query_params.get("note_version", UNCHECKED)
+        if request.data != {}:  # a body: only the note's version, and one that agrees with ?note_version=
+            sent = validated(NoteDeleteInput, request.data).get("note_version", UNCHECKED)
+            if version is not UNCHECKED and sent is not UNCHECKED and sent != version:
+                raise InvalidInput(f"?note_version={version} and the body's note_version {sent} differ: send one",
+                                   code="invalid_version")
+            version = version if version is not UNCHECKED else sent
         change = note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, delete=True,
-                             source=ChangeSet.Source.FILES, actor="you")
+                             source=ChangeSet.Source.FILES, actor="you", note_version=version)
         entry = TrashEntry.objects.get(owner_id=request.user.pk, change_set=change)
         return Response({"change": change_json(change), "trash": trash_json(entry)})
 

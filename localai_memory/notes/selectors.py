@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -105,6 +107,26 @@ def note_now(*, owner_id: int, scope: Scope, topic: str) -> tuple[IndexEntry | N
         files = dict(cursor.fetchall())
     line = next((e for e in parse_index(files.get(scope.index_path) or "") if e.topic == topic), None)
     return line, files.get(scope.topic_path(topic))
+
+
+def note_version(*, line: IndexEntry | None, details: str | None, importance: float | None) -> str | None:
+    """The version of one note as a person reads it: its index line, its topic file's text and the importance
+    they gave it, in 16 hex digits (None: there is no such note). A note's edit, delete or importance sends
+    the one it read (``note_version``), and a note changed meanwhile is refused (``services
+    .check_note_version``). Made of the note alone, so a change of another note of the scope leaves it as it
+    is (unlike the scope's ``index_version``), and its topic file counts (a details-only edit changes it)."""
+    if line is None:
+        return None
+    state = json.dumps([line.summary, line.file, details, importance])
+    return hashlib.sha256(state.encode()).hexdigest()[:16]
+
+
+def note_version_now(*, owner_id: int, scope: Scope, topic: str) -> str | None:
+    """``note_version`` of the note as it is now (read it under the owner's lock to compare it)."""
+    line, details = note_now(owner_id=owner_id, scope=scope, topic=topic)
+    importance = NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                               topic=topic).values_list("importance", flat=True).first()
+    return note_version(line=line, details=details, importance=importance)
 
 
 def scope_folders(*, owner_id: int, kind: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -434,22 +435,64 @@ def check_index_version(*, owner_id: int, scope: Scope, expected: object) -> Non
                                 "content": index_file.content if index_file else None})
 
 
+#: What a ``note_version`` looks like (``selectors.note_version``).
+NOTE_VERSION_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: object) -> None:
+    """Refuse a change of one note made from an older read of it than the note there now: 409
+    ``stale_version`` saying so, with the note as it is in ``details`` (``note_version``, ``summary``,
+    ``details``, ``importance``; all null when it was deleted meanwhile), so a person or a client sees what
+    changed instead of overwriting it unseen. ``expected`` is the ``note_version`` the client read (None:
+    there was no such note). Call it under the owner's lock."""
+    from .selectors import note_now, note_version, scope_label
+
+    if expected is not None and not (isinstance(expected, str) and NOTE_VERSION_RE.fullmatch(expected)):
+        raise InvalidInput("note_version must be the one GET /api/chats/memory/notes lists for the note, or null "
+                           "for a note that did not exist", code="invalid_version")
+    line, details = note_now(owner_id=owner_id, scope=scope, topic=topic)
+    importance = _importance_of(owner_id, scope, topic)
+    now = note_version(line=line, details=details, importance=importance)
+    if now == expected:
+        return
+    where = scope_label(owner_id=owner_id, scope=scope)
+    if line is None:
+        said = f"The note {topic!r} in {where} was deleted since you read it, so nothing was changed."
+    elif expected is None:
+        said = (f"A note {topic!r} was added to {where} since you read it, so nothing was changed. It reads: "
+                f"{line.summary!r}.")
+    else:
+        said = (f"The note {topic!r} in {where} changed since you read it, so nothing was changed. It now reads: "
+                f"{line.summary!r}.")
+    raise Conflict(f"{said} Look at it again and apply your change to it if you still want it.",
+                   code="stale_version",
+                   details={"scope": scope.name, "topic": topic, "note_version": now,
+                            "summary": line.summary if line else None, "details": details if line else None,
+                            "importance": importance if line else None})
+
+
 @transaction.atomic
 def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = None, details: str | None = None,
               importance: object = KEEP, source: str, actor: str, clear_details: bool = False,
-              create_only: bool = False, index_version: object = UNCHECKED) -> ChangeSet | None:
+              create_only: bool = False, index_version: object = UNCHECKED,
+              note_version: object = UNCHECKED) -> ChangeSet | None:
     """A person's write of one note, its text and its importance as one step: the text when a ``summary`` is
     given (``note_upsert``; ``KEEP`` keeps the note's own), then the importance unless it is ``KEEP`` (``note_importance_set``; None gives
     back the writer's). A bad importance is a 400 before anything is written. With the text as it is already,
     only the importance changes, in a change set of its own (None when it has that importance already); with
     nothing to change, the store's 409 ``no_change``. ``index_version`` (when given): the version of the
     scope's index the edit was made from, a stale one refused under the owner's lock
-    (``check_index_version``), so two editors of one note never overwrite each other unseen."""
+    (``check_index_version``); ``note_version`` (when given): the version of the note itself the edit was
+    made from, its line, details and importance (``check_note_version``), so two editors of one note never
+    overwrite each other unseen, a details-only edit included."""
     if importance is not KEEP:
         check_importance(importance)
-    if index_version is not UNCHECKED:
+    if index_version is not UNCHECKED or note_version is not UNCHECKED:
         lock_owner(owner_id)
+    if index_version is not UNCHECKED:
         check_index_version(owner_id=owner_id, scope=scope, expected=index_version)
+    if note_version is not UNCHECKED:
+        check_note_version(owner_id=owner_id, scope=scope, topic=check_topic(topic), expected=note_version)
     change = None
     if summary is not None:
         try:
@@ -467,18 +510,19 @@ def note_save(*, owner_id: int, scope: Scope, topic: str, summary: str | None = 
 
 def note_importance_set(*, owner_id: int, scope: Scope, topic: str, importance: object,
                         change: ChangeSet | None = None, source: str = ChangeSet.Source.FILES,
-                        actor: str = "you") -> float | None:
+                        actor: str = "you", note_version: object = UNCHECKED) -> float | None:
     """``importance_change`` when only the importance it set matters to the caller."""
     return importance_change(owner_id=owner_id, scope=scope, topic=topic, importance=importance, change=change,
-                             source=source, actor=actor)[0]
+                             source=source, actor=actor, note_version=note_version)[0]
 
 
 @transaction.atomic
 def importance_change(*, owner_id: int, scope: Scope, topic: str, importance: object,
                       change: ChangeSet | None = None, source: str = ChangeSet.Source.FILES,
-                      actor: str = "you") -> tuple[float | None, ChangeSet | None]:
+                      actor: str = "you", note_version: object = UNCHECKED) -> tuple[float | None, ChangeSet | None]:
     """Give one note of ``scope`` an importance from 0 to 1 for recall, or None to take it back to the one its
-    writer gives it. The note must exist (NotFound names the topics that do).
+    writer gives it. The note must exist (NotFound names the topics that do); ``note_version`` (when given) is
+    the version of it the person read, a note changed since refused (``check_note_version``).
 
     The change is part of ``change`` when given (a note written with its importance in one step), else a
     change set of its own, so that Undo gives back the importance it had; nothing is recorded when the note
@@ -491,6 +535,8 @@ def importance_change(*, owner_id: int, scope: Scope, topic: str, importance: ob
     if topic not in topics:
         raise NotFound(f"There is no note {topic!r} here. These notes exist: {', '.join(topics) or 'none'}.",
                        code="unknown_topic")
+    if note_version is not UNCHECKED:
+        check_note_version(owner_id=owner_id, scope=scope, topic=topic, expected=note_version)
     before = _importance_of(owner_id, scope, topic)
     if before == value:
         return value, None
@@ -815,6 +861,7 @@ def note_upsert(
     clear_details: bool = False,
     create_only: bool = False,
     read_after: datetime | None = None,
+    note_version: object = UNCHECKED,
 ) -> ChangeSet:
     """Add, replace or remove one topic: its index line and (optionally) its topic file, as one change set.
     Blank ``details`` keep the topic file as it is, unless ``clear_details`` (the person emptied them): then
@@ -823,6 +870,8 @@ def note_upsert(
     under the lock (a change committed by someone else meanwhile is not reverted); the note must exist then
     (404 ``unknown_topic``). ``read_after``: the note is made of what a chat turn read after that time; it is
     refused (410, ``Forgotten``) when the owner forgot everything since, checked under the owner's lock.
+    ``note_version`` (when given): the version of the note the person read; one changed since is a 409
+    ``stale_version`` (``check_note_version``), and a delete of a note deleted meanwhile the 404.
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
     """
@@ -846,6 +895,8 @@ def note_upsert(
                 topic_path is None or not NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()):
             raise NotFound(f"There is no note {topic!r} in {label}.", code="unknown_topic",
                            details={"entries": [e.as_dict() for e in entries]})
+        if note_version is not UNCHECKED and not legacy_line:
+            check_note_version(owner_id=owner_id, scope=scope, topic=topic, expected=note_version)
         writes[scope.index_path] = render_index(remaining) if remaining else None
         if topic_path is not None:
             writes[topic_path] = None
@@ -853,6 +904,8 @@ def note_upsert(
         verb = "Forgot"
     else:
         assert topic_path is not None  # only a forget takes the legacy "index" line
+        if note_version is not UNCHECKED:
+            check_note_version(owner_id=owner_id, scope=scope, topic=topic, expected=note_version)
         if summary is KEEP:
             own = next((e for e in entries if e.topic == topic), None)
             if own is None:

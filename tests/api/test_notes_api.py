@@ -167,6 +167,81 @@ def test_an_index_version_that_is_not_a_version_is_a_400(api, owner, version):
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ""
 
 
+def note_version_of(api, topic: str, kind: str = "user") -> str | None:
+    scope = next(s for s in api.get(NOTES).json()["scopes"] if s["kind"] == kind)
+    return next((e["note_version"] for e in scope["index"] if e["topic"] == topic), None)
+
+
+def test_a_details_only_edit_from_another_tab_makes_the_notes_version_stale(api, owner):
+    """Two tabs read one note; the first changes only its details (its index line stays as it was): the
+    second's edit, made from what it read, is refused with the note as it is now, and nothing is lost."""
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "details": "Trastevere."})
+    read = note_version_of(api, "home")
+    first = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome", "details": "Monti, since May.",
+                                  "note_version": read})
+    assert first.status_code == 200, first.content
+    assert first.json()["note_version"] == note_version_of(api, "home") != read
+
+    error = assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome, near the river",
+                                               "note_version": read}), 409, "stale_version")
+    assert "changed since you read it" in error["message"] and "lives in Rome" in error["message"]
+    assert error["details"] == {"scope": "user", "topic": "home", "note_version": first.json()["note_version"],
+                                "summary": "lives in Rome", "details": "Monti, since May.\n", "importance": None}
+    assert selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "Monti, since May.\n"
+    again = put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome, near the river",
+                                  "note_version": error["details"]["note_version"]})
+    assert again.status_code == 200 and again.json()["index"] == "- home: lives in Rome, near the river -> home.md\n"
+
+
+def test_a_delete_or_an_importance_from_an_older_read_of_the_note_is_refused_and_changes_nothing(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    read = note_version_of(api, "home")
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon"})  # another tab, meanwhile
+
+    error = assert_error(forget(api, topic="home", note_version=read), 409, "stale_version")
+    assert error["details"]["summary"] == "lives in Lisbon"
+    error = assert_error(api.delete(f"{NOTES}?topic=home", {"note_version": read}, format="json"), 409,
+                         "stale_version")
+    error = assert_error(patch_json(api, {"topic": "home", "importance": 0.9, "note_version": read}), 409,
+                         "stale_version")
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Lisbon\n"
+    assert selectors.note_importances(owner_id=owner.pk) == {}
+
+    now = error["details"]["note_version"]
+    weighed = patch_json(api, {"topic": "home", "importance": 0.9, "note_version": now})
+    assert weighed.status_code == 200 and weighed.json()["note_version"] == note_version_of(api, "home") != now
+    assert_error(forget(api, topic="home", note_version=now), 409, "stale_version")  # the importance counts
+    assert forget(api, topic="home", note_version=weighed.json()["note_version"]).status_code == 200
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ""
+
+
+def test_an_edit_of_another_note_leaves_a_notes_version_as_it_was(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    read = note_version_of(api, "home")
+    put_json(api, NOTES, {"topic": "diet", "summary": "vegetarian"})
+    put_json(api, NOTES, {"topic": "diet", "summary": "vegan", "details": "No honey."})
+
+    assert note_version_of(api, "home") == read
+    assert put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon", "note_version": read}).status_code == 200
+
+
+def test_a_note_added_meanwhile_is_not_replaced_by_an_edit_that_read_none(api, owner):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})  # another client, meanwhile
+    error = assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Paris", "note_version": None}),
+                         409, "stale_version")
+    assert "was added" in error["message"]
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
+
+
+@pytest.mark.parametrize("version", ["", "3", "not-a-version-at-all", "ABCDEF0123456789"])
+def test_a_note_version_that_is_not_one_is_a_400(api, owner, version):
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    assert_error(put_json(api, NOTES, {"topic": "home", "summary": "x", "note_version": version}), 400)
+    assert_error(forget(api, topic="home", note_version=version), 400)
+    assert_error(patch_json(api, {"topic": "home", "importance": 1, "note_version": version}), 400)
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
+
+
 def test_a_note_past_the_cap_is_a_422_listing_the_current_entries(api, owner):
     for n in range(INDEX_MAX_LINES):
         assert put_json(api, NOTES, {"topic": f"t{n:02d}", "summary": f"fact {n}"}).status_code == 200
@@ -198,7 +273,7 @@ def test_importance_changes_how_recall_weighs_a_note_and_null_gives_it_back(api,
     listed = api.get(NOTES).json()["scopes"][0]["index"]
     assert [{k: v for k, v in e.items() if k not in ("written_by", "written_at", "used_at")} for e in listed] == [
         {"topic": "tea", "summary": "drinks green tea every morning", "file": None, "importance": 1.0,
-         "category": "preference"}]
+         "category": "preference", "note_version": raised.json()["note_version"]}]
 
     assert patch_json(api, {"topic": "tea", "importance": 0}).status_code == 200
     assert score_of(api, "tea", "green tea") < default

@@ -208,6 +208,50 @@ def test_one_note_is_deleted_on_the_memory_tab_while_memory_is_off_and_undo_brin
     expect(page.get_by_label("Text of Memory/home.md")).to_have_value("Moved to Rome in 2020.\n")
 
 
+def test_a_note_changed_in_another_tab_is_not_deleted_or_reweighed_from_this_one_and_its_text_is_shown(web):
+    """Two tabs of the Memory tab: the second changes the note (its details, then its line) while the first
+    still shows it as it was. The first's Delete and Save importance change nothing, say so where the note is,
+    and show the note as it is now; done again from the page as it is now, they work."""
+    web.register("alice")
+    page = web.page
+    add_note(web, "home", "lives in Rome", "Moved to Rome in 2020.")
+    other = page.context.new_page()
+    other.goto(web.base_url + "/settings/memory/note/?path=Memory/home.md")
+    other.get_by_label("Text of Memory/home.md").fill("Moved to Monti in May.")
+    other.get_by_role("button", name="Save").click()
+    expect(other.get_by_text("Saved Memory/home.md.")).to_be_visible()
+
+    page.get_by_role("button", name="Delete the note home").click()
+    row = page.locator(".notes-list li").filter(has_text="home — lives in Rome")
+    expect(row.get_by_role("status")).to_contain_text(
+        "The note “home” changed since this page was loaded (in another tab, or by the assistant), so it was not "
+        "deleted. It now reads: “lives in Rome”, with the details “Moved to Monti in May.”. Delete it again if "
+        "you still want it gone.")
+    expect(page.get_by_test_id("note-deleted")).to_have_count(0)
+    web.accessible("memory tab after a stale delete")
+    web.screenshot("stale-delete")
+
+    other.goto(web.base_url + "/settings/memory/note/?path=Memory/index.md")
+    other.locator("#id_content").fill("- home: lives in Lisbon -> home.md\n")
+    other.get_by_role("button", name="Save").click()
+    expect(other.get_by_text("Saved Memory/index.md.")).to_be_visible()
+    row.locator("summary", has_text="Importance").click()
+    row.get_by_label("How much recall weighs the note home").fill("0.9")
+    row.get_by_role("button", name="Save importance").click()
+    row = page.locator(".notes-list li").filter(has_text="home — lives in Lisbon")
+    expect(row).to_contain_text("The note “home” changed since this page was loaded (in another tab, or by the "
+                                "assistant), so its importance was not changed. It now reads: “lives in Lisbon”")
+    expect(row.get_by_test_id("note-importance")).to_have_count(0)
+
+    row.locator("summary", has_text="Importance").click()
+    row.get_by_label("How much recall weighs the note home").fill("0.9")
+    row.get_by_role("button", name="Save importance").click()
+    expect(page.get_by_text("The note “home” now has importance 0.9.")).to_be_visible()
+    page.get_by_role("button", name="Delete the note home").click()
+    expect(page.get_by_test_id("note-deleted")).to_contain_text("Deleted the note “home”.")
+    other.close()
+
+
 def test_export_downloads_a_zip_of_the_notes_even_while_memory_is_off(web):
     web.register("alice")
     page = web.page

@@ -452,13 +452,43 @@ def memory_note_importance(request: AuthenticatedHttpRequest) -> HttpResponse:
             raise InvalidInput("Importance is a number from 0 to 1, or empty for the default.",
                                code="invalid_importance")
         value = notes_services.note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic,
-                                                   importance=value)
+                                                   importance=value, note_version=_read_version(request))
+    except Conflict as exc:
+        flash(request, messages.ERROR, _stale_note(exc, nothing="its importance was not changed",
+                                                   again="Set its importance again if you still want to."))
     except ApplicationError as exc:
         flash_error(request, exc)
     else:
         flash(request, messages.SUCCESS, f"The note “{topic}” now has importance {value:g}." if value is not None
               else f"The note “{topic}” has its writer's importance again.")
     return back(request, MEMORY_TAB)
+
+
+def _read_version(request: AuthenticatedHttpRequest) -> object:
+    """The ``note_version`` of the note as the tab showed it (every note form sends it); a form posted from a
+    page made before the forms sent it is not checked."""
+    return request.POST.get("note_version", notes_services.UNCHECKED)
+
+
+#: At most this many characters of a note's details are quoted in the tab's message about it.
+QUOTED_DETAILS = 300
+
+
+def _stale_note(exc: Conflict, *, nothing: str, again: str) -> str:
+    """The tab's words for a note that changed since the page was loaded (``check_note_version``'s 409, or
+    any other conflict's own message): what was not done, and the note as it is now."""
+    if exc.code != "stale_version" or not isinstance(exc.details, dict):
+        return exc.message
+    now = exc.details
+    if now.get("summary") is None:
+        return f"The note “{now['topic']}” was deleted since this page was loaded, so {nothing}."
+    text = (f"The note “{now['topic']}” changed since this page was loaded (in another tab, or by the "
+            f"assistant), so {nothing}. It now reads: “{now['summary']}”")
+    details = (now.get("details") or "").strip()
+    if details:
+        quoted = details if len(details) <= QUOTED_DETAILS else details[:QUOTED_DETAILS].rstrip() + "…"
+        text += f", with the details “{quoted}”"
+    return f"{text}. {again}"
 
 
 def _note_scope(request: AuthenticatedHttpRequest, writes_topic: str | None = None) -> Scope:
@@ -482,7 +512,13 @@ def memory_note_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     topic = request.POST.get("topic", "").strip()
     try:
         change = notes_services.note_upsert(owner_id=request.user.pk, scope=scope, topic=topic, delete=True,
-                                            source=ChangeSet.Source.FILES, actor="you")
+                                            source=ChangeSet.Source.FILES, actor="you",
+                                            note_version=_read_version(request))
+    except Conflict as exc:  # changed since the page was loaded: said by the note's row, which shows it now
+        flash(request, messages.ERROR, _stale_note(exc, nothing="it was not deleted",
+                                                   again="Delete it again if you still want it gone."),
+              at=request.POST.get("at") or None)
+        return back(request, MEMORY_TAB)
     except ApplicationError as exc:
         flash_error(request, exc)
         return back(request, MEMORY_TAB)
