@@ -141,12 +141,17 @@ class Outbound:
 
     text: str
     buttons: tuple[Button, ...] = ()
+    formatted: bool = False
+    """The text is the model's answer, which may use the platform's formatting (bold, code, lists). Otherwise
+    it is the bot's own words around what a note or a person said (a question, a "Saved", a notes listing, an
+    Undo): the adapter sends it so that every character shows as written, since a note reading ``*bold*``,
+    ``<!channel>`` or ``@everyone`` must neither render as markup nor ping anyone."""
 
     def parts(self, limit: int, measure: Callable[[str], int] = len) -> list[Outbound]:
         """The message as the platform can take it: texts of at most ``limit`` (as ``measure`` counts), cut
         at a paragraph, else a line, else a word; the buttons go under the last part."""
         texts = split_text(self.text, limit, measure)
-        return [Outbound(text, self.buttons if index == len(texts) - 1 else ())
+        return [Outbound(text, self.buttons if index == len(texts) - 1 else (), self.formatted)
                 for index, text in enumerate(texts)]
 
 
@@ -538,7 +543,8 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
     told_below = result.command == "remember" and (
         any(item.get("change_id") for item in report.get("saved", [])) or bool(report.get("proposed")))
     if not told_below:  # an empty answer would be silence, which looks like a bot that never got the message
-        reply.messages.append(Outbound(result.reply.strip() or NO_ANSWER_TEXT))
+        answer = result.reply.strip()
+        reply.messages.append(Outbound(answer, formatted=True) if answer else Outbound(NO_ANSWER_TEXT))
     now = timezone.now()
     for saved in report.get("saved", []):
         if not saved.get("change_id") and saved.get("provider"):  # a memory add-on took it: it keeps no Undo here

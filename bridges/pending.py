@@ -227,13 +227,15 @@ def sent(pending_id: int | None) -> None:
 
 def _data(outbound: core.Outbound) -> dict[str, Any]:
     return {"text": outbound.text,
-            "buttons": [[button.label, button.answer, button.proposal_id] for button in outbound.buttons]}
+            "buttons": [[button.label, button.answer, button.proposal_id] for button in outbound.buttons],
+            "formatted": outbound.formatted}
 
 
 def _outbound(data: dict[str, Any]) -> core.Outbound:
     return core.Outbound(str(data.get("text") or ""),
                          tuple(core.Button(str(label), answer, int(proposal_id))
-                               for label, answer, proposal_id in data.get("buttons") or ()))
+                               for label, answer, proposal_id in data.get("buttons") or ()),
+                         formatted=data.get("formatted") is True)
 
 
 def _named(said: str) -> str:

@@ -78,6 +78,18 @@ def _title(channel: Any) -> str:
     return str(getattr(channel, "name", "") or "")
 
 
+def shown(outbound: core.Outbound) -> str:
+    """The content to send for ``outbound``: the bot's own words (a note's text in them) with Discord's markdown
+    escaped, so a note reading ``*bold*``, ``_x_``, ``~~gone~~`` or a backtick shows as written; the model's
+    answer as it is, formatting and all. Mentions in either ping nobody: every message goes with
+    ``AllowedMentions.none()`` (``BridgeClient``)."""
+    return outbound.text if outbound.formatted else discord.utils.escape_markdown(outbound.text)
+
+
+def _shown_length(text: str) -> int:
+    return len(discord.utils.escape_markdown(text))
+
+
 def view(outbound: core.Outbound) -> discord.ui.View | None:
     """Yes/No buttons under a question (needs a running event loop)."""
     if not outbound.buttons:
@@ -168,7 +180,7 @@ class BridgeClient(discord.Client):
         reply = await run_sync(core.handle, inbound)
         if reply.duplicate:
             return
-        text = "\n".join(outbound.text for outbound in reply.messages) or reply.answered or ""
+        text = "\n".join(shown(outbound) for outbound in reply.messages) or shown(core.Outbound(reply.answered or ""))
         if not text:  # nothing to say (a blocked sender's click): acknowledged without a word
             await interaction.response.defer()
             return
@@ -181,7 +193,7 @@ class BridgeClient(discord.Client):
         if reply.settled and interaction.message is not None:
             # Decided: the question shows the answer and loses its buttons (one reply, as Telegram's
             # keyboard goes away), so nobody taps a question that is already answered.
-            question = interaction.message.content or ""
+            question = interaction.message.content or ""  # as sent: escaped already
             first, *rest = core.split_text(f"{question}\n\n{text}", MESSAGE_LIMIT)
             await interaction.response.edit_message(content=first, view=None)
         else:
@@ -195,18 +207,18 @@ class BridgeClient(discord.Client):
         that fails does not keep back the parts after it; the first failure is raised once all were tried. A
         question's message id is recorded, so a reply to it answers that question."""
         failure: discord.HTTPException | None = None
-        for part in outbound.parts(MESSAGE_LIMIT):
+        for part in outbound.parts(MESSAGE_LIMIT, len if outbound.formatted else _shown_length):
             buttons = view(part)
             try:
                 if buttons is not None:
-                    sent = await channel.send(part.text, view=buttons)
+                    sent = await channel.send(shown(part), view=buttons)
                     buttons.stop()  # nothing listens on the view itself; on_interaction answers the click
                     if getattr(sent, "id", None) is not None:
                         await run_sync(core.question_sent, binding_id=self.binding_id,
                                        conversation_id=str(channel.id), proposal_id=part.buttons[0].proposal_id,
                                        message_ref=str(sent.id))
                 else:
-                    await channel.send(part.text)
+                    await channel.send(shown(part))
             except discord.HTTPException as exc:
                 revoked = revoked_from(exc)
                 if revoked is not None:
@@ -258,8 +270,8 @@ def send_message(*, binding_id: int, credentials: dict[str, str], conversation_i
         try:
             await client.login(credentials["token"])
             channel = client.get_partial_messageable(int(conversation_id))
-            for part in core.split_text(outbound.text, MESSAGE_LIMIT):
-                await channel.send(part)
+            for part in outbound.parts(MESSAGE_LIMIT, len if outbound.formatted else _shown_length):
+                await channel.send(shown(part))
         finally:
             await client.close()
 

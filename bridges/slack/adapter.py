@@ -185,7 +185,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
             except SlackApiError:
                 log.info("slack binding %s: a command answered to its typist only in %s", binding_id, channel)
                 for part in outbound.parts(MESSAGE_LIMIT, _escaped_length):
-                    respond(text=_escape(part.text), response_type="ephemeral")
+                    _respond(respond, {**_message(part), "response_type": "ephemeral"})
 
     for name in SLASH_COMMANDS:
         app.command(name)(on_command)
@@ -211,14 +211,15 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
         if reply.private:  # for the clicker alone: an ephemeral message only they see, never a post
             for outbound in reply.messages:
                 try:
-                    respond(text=_escape(outbound.text), response_type="ephemeral", replace_original=False)
+                    _respond(respond, {**_message(outbound), "response_type": "ephemeral", "replace_original": False})
                 except Exception:
                     log.warning("slack binding %s: could not answer a click", binding_id, exc_info=True)
             return
         if reply.settled:
-            question = ((body.get("message") or {}).get("text") or "").strip()
+            question = ((body.get("message") or {}).get("text") or "").strip()  # as posted: escaped already
             try:
-                respond(text=f"{question}\n{reply.answered}".strip(), replace_original=True)
+                _respond(respond, {"text": f"{question}\n{_escape(reply.answered or '')}".strip(), "mrkdwn": False,
+                                   "replace_original": True})
             except Exception:
                 log.warning("slack binding %s: could not update the question", binding_id, exc_info=True)
         _post_all(binding_id, client, channel, reply.messages)
@@ -244,7 +245,26 @@ def _handle(binding_id: int, inbound: core.InboundMessage) -> core.Reply:
 
 
 def _escape(text: str) -> str:
+    """``text`` for Slack's ``text`` field: ``&``, ``<`` and ``>`` as Slack's docs ask, so nothing in it is
+    read as a mention (``<!channel>``, ``<@U123>``) or a link."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _message(outbound: core.Outbound) -> dict[str, Any]:
+    """The text fields of one message: always escaped, and the bot's own words (a note's text in them) with
+    Slack's formatting off (``mrkdwn: false``; Slack has no escape for ``*``, ``_``, ``~`` or a backtick), so
+    a note reading ``*bold*`` shows its stars. The model's answer keeps Slack's formatting."""
+    return {"text": _escape(outbound.text), **({} if outbound.formatted else {"mrkdwn": False})}
+
+
+def _respond(respond: Any, message: dict[str, Any]) -> None:
+    """Post ``message`` to the event's ``response_url``, as Bolt's ``respond`` does; that one drops fields it
+    does not name, such as ``mrkdwn``."""
+    from slack_sdk.webhook import WebhookClient
+
+    if respond.response_url is None:
+        raise ValueError("respond is unsupported here as there is no response_url")
+    WebhookClient(url=respond.response_url, proxy=respond.proxy, ssl=respond.ssl).send_dict(message)
 
 
 _MARKUP_RE = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
@@ -306,7 +326,7 @@ def post(client: WebClient, channel: str, outbound: core.Outbound, *, thread_ts:
     failure: SlackApiError | None = None
     posted: str | None = None
     for part in outbound.parts(MESSAGE_LIMIT, _escaped_length):
-        kwargs: dict[str, Any] = {"channel": channel, "text": _escape(part.text)}
+        kwargs: dict[str, Any] = {"channel": channel, **_message(part)}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
         rich = blocks(part)

@@ -17,7 +17,7 @@ from bridges.runner import Supervisor, SupervisorThread
 from bridges.selectors import binding_credentials
 from tests.fakes import slack_server as slack_fake
 from tests.fakes import telegram_server as telegram_fake
-from tests.fakes.discord_server import DiscordServer, attachment
+from tests.fakes.discord_server import DiscordServer, attachment, shown
 from tests.fakes.slack_server import SlackServer
 from tests.fakes.telegram_server import TelegramServer
 
@@ -327,8 +327,10 @@ class DiscordDriver(Driver):
                 for component in row.get("components", []):
                     _, answer, pid = component["custom_id"].split(":")
                     buttons.append((answer, int(pid)))
-        texts = [m["content"] for m in messages]
-        texts += [r["data"].get("content", "") for r in self.server.interaction_responses[before_interactions:]]
+        # As Discord shows them: a note's "*" or "_" goes escaped (``\*``) and shows as typed.
+        texts = [shown(m["content"]) for m in messages]
+        texts += [shown(r["data"].get("content", ""))
+                  for r in self.server.interaction_responses[before_interactions:]]
         return Said(texts, buttons)
 
     def _wait(self, before: int, before_interactions: int, expect: int) -> None:
@@ -377,7 +379,7 @@ class DiscordDriver(Driver):
         tapped = Tapped()
         for response in self.server.interaction_responses[interactions:]:
             data = response["data"]
-            content = data.get("content") or ""
+            content = shown(data.get("content") or "")
             if response["type"] == 7:  # the question message itself updated
                 tapped.card.append(content)
             elif response["type"] == 4 and int(data.get("flags") or 0) & 64:  # ephemeral
@@ -386,7 +388,7 @@ class DiscordDriver(Driver):
                 tapped.public.append(content)
         for message in self.server.messages[before:]:
             flags = int((message.get("payload") or {}).get("flags") or 0)
-            (tapped.private if flags & 64 else tapped.public).append(message["content"])
+            (tapped.private if flags & 64 else tapped.public).append(shown(message["content"]))
         return tapped
 
     def dm_id(self, person: Person) -> str:

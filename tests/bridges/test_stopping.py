@@ -223,7 +223,7 @@ def test_an_answer_cut_off_on_its_way_is_sent_late_when_the_bot_starts_again(pol
     bridges.stop()
 
     [left] = PendingReply.objects.all()
-    assert left.messages == [{"text": "Pasta, since you asked.", "buttons": []}]
+    assert left.messages == [{"text": "Pasta, since you asked.", "buttons": [], "formatted": True}]
     assert telegram_server.sent == []
 
     again = SupervisorThread(Supervisor(reload_seconds=0.2, binding_ids={polling_binding.pk})).start()

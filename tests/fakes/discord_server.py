@@ -42,6 +42,12 @@ MESSAGE_LIMIT = 2000
 _sequence = itertools.count(1)
 
 
+def shown(content: str) -> str:
+    """A message's content as a Discord client shows it, as far as the tests read it: a markdown character
+    escaped with a backslash (``\\*``, ``\\_``, ``\\-`` at a line's start) as the character itself."""
+    return re.sub(r"\\([^\sA-Za-z0-9])", r"\1", content)
+
+
 def attachment(filename: str = "bike.jpg", content_type: str = "image/jpeg") -> dict[str, Any]:
     """An attachment of a MESSAGE_CREATE, as Discord sends it."""
     attachment_id = snowflake()

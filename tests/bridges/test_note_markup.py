@@ -1,0 +1,103 @@
+"""A note's text shows in the chat exactly as it was written, on each platform through its real library: a
+note reading ``*bold*``, ``_x_``, a backtick, ``~``, ``@everyone``, ``<!channel>`` or ``<@U…>`` neither renders
+as markup nor pings anyone wherever the bot repeats it (the question, "Saved", the notes listing, the Undo,
+the answer to a tap). Telegram gets plain text (no parse mode); Slack gets the text escaped with its
+formatting off; Discord gets the markdown escaped and no mentions allowed."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import pytest
+
+from localai_memory.memory.services import settings_update
+from tests.bridges.conftest import pair
+from tests.fakes import discord_server as discord_fake
+from tests.fakes.openai_server import reply, tool_calls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MARKUP = "lunch *friday* at _noon_ in `room 4` ~moved~ tell @everyone <!channel> <@U5550002> & co"
+NOTE = {"kind": "memory", "topic": "lunch", "summary": MARKUP}
+
+
+def shown(bot, since: dict[str, int]) -> list[str]:
+    """What the platform shows of each message the bot sent that repeats the note (since ``since``, from
+    ``counts``), read as the platform reads it. Fails when one of them would render markup or ping."""
+    texts: list[str] = []
+    if bot.platform == "telegram":
+        for item in bot.server.sent[since["sent"]:]:
+            assert not item.get("parse_mode") and not item.get("entities"), item  # plain text: no markup
+            texts.append(item["text"])
+        texts += [c.params.get("text") or "" for c in bot.server.calls_to("answerCallbackQuery")[since["taps"]:]]
+    elif bot.platform == "slack":
+        bodies: list[dict[str, Any]] = [post["params"] for post in bot.server.posts[since["posts"]:]]
+        bodies += bot.server.responses[since["responses"]:]
+        for body in bodies:
+            text = str(body.get("text") or "")
+            if "lunch" not in text:
+                continue  # the model's own answer ("Noted."), which keeps Slack's formatting
+            assert body.get("mrkdwn") in (False, "false"), body  # Slack's formatting off: * _ ~ ` as typed
+            assert "<" not in text and ">" not in text, text  # no mention, channel ping or link
+            texts.append(html.unescape(text))
+    else:
+        contents: list[tuple[str, dict[str, Any]]] = [(m["content"], m["payload"])
+                                                      for m in bot.server.messages[since["messages"]:]]
+        contents += [(r["data"].get("content") or "", r["data"])
+                     for r in bot.server.interaction_responses[since["interactions"]:]]
+        for content, payload in contents:
+            assert payload.get("allowed_mentions") == {"parse": []}, payload  # pings nobody
+            if "lunch" not in content:
+                continue
+            # Each markdown character is escaped with a backslash, so Discord shows it as it is.
+            assert not re.search(r"(?<!\\)[*_~`|]", content), content
+            texts.append(discord_fake.shown(content))
+    return [text for text in texts if "lunch" in text]
+
+
+def counts(bot) -> dict[str, int]:
+    server = bot.server
+    if bot.platform == "telegram":
+        return {"sent": len(server.sent), "taps": len(server.calls_to("answerCallbackQuery"))}
+    if bot.platform == "slack":
+        return {"posts": len(server.posts), "responses": len(server.responses)}
+    return {"messages": len(server.messages), "interactions": len(server.interaction_responses)}
+
+
+def test_a_note_saved_at_once_shows_as_written_when_saved_listed_and_undone(bot, owner, model, alice):
+    settings_update(user_id=owner.pk, messaging_save="paired_private")
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", NOTE)), reply("Noted."))
+
+    before = counts(bot)
+    said = bot.dm(alice, "remember where we lunch on friday", expect=2)
+    saved = shown(bot, before)
+    before = counts(bot)
+    bot.memory(alice)
+    listed = shown(bot, before)
+    before = counts(bot)
+    bot.dm(alice, "undo")
+    undone = shown(bot, before)
+
+    assert "Saved to this conversation's notes" in said.text
+    assert len(saved) == 1 and f"\u201c{MARKUP}\u201d" in saved[0]
+    assert len(listed) == 1 and f"- lunch: {MARKUP}" in listed[0]
+    assert len(undone) == 1 and undone[0].startswith(f"Undone: \u201c{MARKUP}\u201d")
+
+
+def test_a_note_asked_about_shows_as_written_in_the_question_and_in_the_answer_to_a_tap(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", NOTE)), reply("Noted."))
+
+    before = counts(bot)
+    asked = bot.dm(alice, "remember where we lunch on friday", expect=2)
+    question = shown(bot, before)
+    answer, proposal_id = asked.buttons[0]
+    before = counts(bot)
+    bot.tap(alice, answer, proposal_id)
+    answered = shown(bot, before)
+
+    assert len(question) == 1 and f"I can save a note to this conversation's notes: \u201c{MARKUP}\u201d" in question[0]
+    assert answered and all(f"Saved: \u201c{MARKUP}\u201d (lunch)." in text for text in answered)
