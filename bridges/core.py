@@ -32,7 +32,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from localai_memory.chats import services as chats_services
-from localai_memory.chats.llm import ModelRefused
+from localai_memory.chats.llm import ModelBusy, ModelRefused
 from localai_memory.chats.models import Chat
 from localai_memory.chats.selectors import turn_facts
 from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, NotFound, UpstreamError
@@ -265,6 +265,21 @@ ERROR_TEXT = "Sorry, I could not answer just now. Please try again in a moment."
 #: conversation grown past the model's context; every later message would be refused the same way.
 MODEL_REFUSED_TEXT = ("Sorry, the model refused this conversation: it may have grown too long for the model. Send "
                       "/new to start a fresh chat; this conversation's notes stay.")
+
+
+def busy_text(retry_after: str | None) -> str:
+    """What a message is told when the model server is rate limiting (``chats.llm.ModelBusy``, a 429): when to
+    send it again, from the server's Retry-After in seconds (5 when it gave none or a date)."""
+    seconds = int(retry_after) if retry_after and retry_after.isascii() and retry_after.isdigit() else 5
+    seconds = max(1, seconds)
+    if seconds < 90:
+        wait = "1 second" if seconds == 1 else f"{seconds} seconds"
+    else:
+        minutes = -(-seconds // 60)
+        wait = f"{minutes} minutes" if minutes < 120 else f"{-(-minutes // 60)} hours"
+    return f"Sorry, the model is busy with other requests just now. Please send your message again in about {wait}."
+
+
 NEW_CHAT_TEXT = ("Started a fresh chat: I no longer read what was said here before. This conversation's notes "
                  "stay (/memory lists them).")
 HELP_TEXT = ("You are paired with this bot. Write to me as you would in the chat. To save a note yourself, write "
@@ -532,6 +547,9 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
     except ModelRefused:
         log.warning("binding %s: the model server refused the conversation", binding.pk, exc_info=True)
         return Reply([Outbound(MODEL_REFUSED_TEXT)])
+    except ModelBusy as exc:
+        log.info("binding %s: the model server is busy (retry after %s s)", binding.pk, exc.retry_after)
+        return Reply([Outbound(busy_text(exc.retry_after))])
     except UpstreamError:
         log.warning("binding %s: the model failed", binding.pk, exc_info=True)
         return Reply([Outbound(ERROR_TEXT)])
