@@ -9,8 +9,9 @@ platform's event into an ``InboundMessage``, calls ``handle`` (a blocking call; 
 * pairing: an unpaired sender gets a short code and nothing of theirs reaches the model;
 * the turn, with origin ``messaging``, through ``chats.services.turn_run`` (the policy decides memory there);
 * the answers in the chat: "yes"/"no" to the question it replies to, else to the most recent open proposal
-  the sender may answer (``memory.proposals``, which applies the policy's may-answer rule; a yes/no that
-  answers nothing is an ordinary message), and "undo" of an automatic note within its window
+  the sender may answer (``memory.proposals``, which applies the policy's may-answer rule; one from a sender
+  who may answer none of those waiting is told why it does not count, and one when nothing waits is an
+  ordinary message), and "undo" of an automatic note within its window
   (``notes.services.change_undo``). In a group only an answer said to the bot counts.
 
 This module must never decide a memory rule itself: who may answer, whether a note saves at once, and how
@@ -343,7 +344,8 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     # answer that answers nothing open goes on as any message.
     for_the_bot = conversation.kind == ConversationKind.ONE_TO_ONE or message.addressed
     if (word == "yes" or word == "no") and for_the_bot:
-        question = _question_to_answer(binding, conversation, sender, message.reply_to)
+        question = (_question_to_answer(binding, conversation, sender, message.reply_to)
+                    or _question_not_theirs(binding, conversation))
         if question is not None:
             return _answer(binding, conversation, sender, word, [question], tapped=False)
     if word == "undo" and for_the_bot and _undoable(conversation).exists():
@@ -699,6 +701,19 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
     return chosen or untold
 
 
+def _question_not_theirs(binding: Binding, conversation: Conversation) -> Notice | None:
+    """The conversation's most recent open question that still waits, for a plain yes or no from a sender who
+    may answer none of those here (``_question_to_answer`` found none, and closed the decided ones): their
+    answer is refused by the store with the policy's reason, which ``_answer`` tells them, as it tells a
+    reply to the question's own message. Otherwise their "yes" would go to the model as a chat message, and
+    they would take the note as confirmed."""
+    for notice in _open_questions(conversation).order_by("-created_at", "-id"):
+        if Proposal.objects.filter(pk=notice.proposal_id or 0, owner_id=binding.owner_id,
+                                   status=Proposal.Status.PENDING).exists():
+            return notice
+    return None
+
+
 def _question_replied_to(binding: Binding, conversation: Conversation, reply_to: str) -> Notice | None:
     """The question whose message ``reply_to`` names (open or not), or None when it names none (a reply to
     another message of the bot's). Several questions can share one (on Slack, those asked in one thread):
@@ -745,6 +760,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
     turn_sender = _turn_sender(sender)
     lines: list[str] = []
     outcomes: list[str] = []
+    refused = False  # not this sender's to answer: no "reply yes or no again" for the others waiting
     forgets = set(Proposal.objects.filter(owner_id=binding.owner_id, is_delete=True,
                                           pk__in=[n.proposal_id for n in notices]).values_list("pk", flat=True))
     for notice in notices:
@@ -766,6 +782,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
                 outcomes.append("Kept." if forget else "Dropped.")
             _close(notice)
         except Forbidden as exc:
+            refused = True
             reason = exc.details.get("reason") if isinstance(exc.details, dict) else None
             lines.append(refusal_text(reason))
             outcomes.append("You cannot confirm this note." if reason in _WHO_MAY_ANSWER or reason is None
@@ -794,7 +811,7 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
         except ApplicationError as exc:  # e.g. the conversation's index is full (422)
             lines.append(f"It could not be saved: {exc.message}")
             outcomes.append("Not saved.")
-    if not tapped:
+    if not tapped and not refused:
         waiting = _still_waiting_text(conversation, notices)
         if waiting:
             lines.append(waiting)

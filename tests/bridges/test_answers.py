@@ -1,8 +1,8 @@
 """Which typed yes/no answers a question, on each platform through its real library: the one it replies to
 (and no other, when that one was answered already or expired), else the most recent open one; only one said
-to the bot in a group, only one the sender may answer, and never one decided meanwhile elsewhere. A yes or a
-no is nothing but one, in any of the languages the app reads or as a thumb; anything else is a message like
-any other."""
+to the bot in a group, only one the sender may answer (anyone else's is told why it does not count), and
+never one decided meanwhile elsewhere. A yes or a no is nothing but one, in any of the languages the app reads
+or as a thumb; anything else is a message like any other."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from localai_memory.memory.models import Proposal
 from localai_memory.memory.tasks import sweep_proposals
 from localai_memory.notes.services import note_upsert
 from tests.bridges.conftest import dm_scope, group_scope, notes_of, pair
+from tests.chats.helpers import set_memory
 from tests.fakes import slack_server as slack_fake
 from tests.fakes import telegram_server as telegram_fake
 from tests.fakes.openai_server import reply, tool_calls
@@ -91,18 +92,43 @@ def test_in_a_group_only_a_yes_or_no_said_to_the_bot_answers(telegram_bot, owner
     assert notes_of(owner, group_scope(telegram_bot)) == "- drink: green tea\n"
 
 
-def test_in_a_group_a_yes_from_someone_who_may_not_answer_goes_to_the_model(bot, owner, model, alice, bob):
+def test_in_a_group_a_yes_from_someone_who_may_not_answer_is_told_why_and_the_note_waits(bot, owner, model, alice,
+                                                                                        bob):
     pair(bot, alice, can_confirm=True)
     pair(bot, bob, can_confirm=False)
     model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
     bot.group(alice, "remember that I drink green tea", expect=2)
-    model.script(reply("Hello Bob."))
+    calls = len(model.requests)
 
     said = bot.group(bob, "yes")
 
-    assert said.texts == ["Hello Bob."]
-    assert "cannot confirm" not in said.text
+    assert said.texts == [("You cannot confirm notes in this chat, so the note waits for the owner. The owner can "
+                           "allow you to confirm changes from the chat.")]
+    assert len(model.requests) == calls  # not a chat message for the model
     assert Proposal.objects.get().status == "pending"
+    assert notes_of(owner, group_scope(bot)) == ""
+
+
+def test_under_always_confirm_a_typed_yes_from_another_in_the_group_is_told_only_the_asker_confirms(
+        bot, owner, model, alice, bob):
+    set_memory(owner, save_mode="always")
+    pair(bot, alice, can_confirm=True)
+    pair(bot, bob, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.group(alice, "remember that the team drinks green tea", expect=2)
+    calls = len(model.requests)
+
+    said = bot.group(bob, "no")
+
+    assert said.texts == [("Always confirm is on, so only the person who asked for this note can confirm it in the "
+                           "chat; otherwise it waits for the owner.")]
+    assert len(model.requests) == calls
+    assert Proposal.objects.get().status == "pending"
+
+    answered = bot.group(alice, "yes")  # the one who asked still can
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert Proposal.objects.get().status == "confirmed"
 
 
 def test_on_slack_a_yes_in_the_thread_of_the_bots_question_answers_it(slack_bot, owner, model, alice, bob):

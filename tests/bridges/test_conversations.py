@@ -101,17 +101,19 @@ def test_no_drops_the_note(bot, owner, model, alice):
     assert Proposal.objects.get().status == "rejected"
 
 
-def test_a_sender_without_the_permission_says_yes_and_it_is_a_message_for_the_model(bot, owner, model, alice):
+def test_a_sender_without_the_permission_says_yes_and_is_told_the_note_waits_for_the_owner(bot, owner, model,
+                                                                                           alice):
     pair(bot, alice, can_confirm=False)
     propose(model, VEGAN)
     asked = bot.dm(alice, "Remember that I am vegan.", expect=2)
     assert "You cannot confirm notes here yourself" in asked.text
-    model.script(reply("Yes to what?"))
+    calls = len(model.requests)
 
     answered = bot.dm(alice, "yes")
 
-    assert answered.texts == ["Yes to what?"]
-    assert model.requests[-1]["messages"][-1]["content"] == "yes"
+    assert answered.texts == [("You cannot confirm notes in this chat, so the note waits for the owner. The owner can "
+                               "allow you to confirm changes from the chat.")]
+    assert len(model.requests) == calls  # not a chat message for the model
     assert notes_of(owner, dm_scope(bot, alice)) == ""
     assert Proposal.objects.get().status == "pending"  # it waits for the owner in the inbox
 
