@@ -283,6 +283,8 @@ def busy_text(retry_after: str | None) -> str:
 
 NEW_CHAT_TEXT = ("Started a fresh chat: I no longer read what was said here before. This conversation's notes "
                  "stay (/memory lists them).")
+NEW_CHAT_REFUSED_TEXT = ("Only someone the owner allows to confirm changes can start a fresh chat for everyone here. "
+                         "In your direct chat with me, /new starts a fresh chat of your own.")
 HELP_TEXT = ("You are paired with this bot. Write to me as you would in the chat. To save a note yourself, write "
              "/remember and the fact, for example: /remember I live in Rome. /memory lists this conversation's "
              "notes. /new starts a fresh chat: I forget what was said here before, and the notes stay.")
@@ -359,7 +361,7 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
     if text.lower() in ("/start", "/help"):
         return Reply([Outbound(HELP_TEXT)])
     if text.lower() in NEW_CHAT_COMMANDS:
-        return _start_over(conversation)
+        return _start_over(conversation, sender)
     # A yes or no with more said ("yes but the bike is red") is the model's to answer; the question it may
     # have meant to answer is named after that, so nobody thinks it was answered.
     waiting = _question_to_answer(binding, conversation, sender, message.reply_to) if _leans(text) else None
@@ -386,11 +388,18 @@ def _still_asks_text(binding: Binding, notice: Notice) -> str | None:
             "drop it.")
 
 
-def _start_over(conversation: Conversation) -> Reply:
+def _start_over(conversation: Conversation, sender: Sender) -> Reply:
     """``/new`` (or ``/reset``): the conversation goes on in a new chat, made on its next turn, that reads
     nothing said before, so a conversation grown past the model's context can go on. What belongs to the
     conversation stays: its notes, the questions waiting here, the Undo of a note just saved, and the old
-    chat, which the owner still finds on the web."""
+    chat, which the owner still finds on the web.
+
+    In a group (or a chat not known to be one-to-one) it ends the chat of everyone there, so only a sender the
+    owner allows to confirm changes may do it (the owner's own paired account is one, once the owner ticks
+    that); the spec names nobody else who controls a group's conversation. Anyone else is told why, and that
+    their own direct chat with the bot is theirs to start over."""
+    if conversation.kind != ConversationKind.ONE_TO_ONE and not sender.can_confirm:
+        return Reply([Outbound(NEW_CHAT_REFUSED_TEXT)])
     Conversation.objects.filter(pk=conversation.pk).update(chat=None)
     conversation.chat_id = None
     return Reply([Outbound(NEW_CHAT_TEXT)])

@@ -80,3 +80,40 @@ def test_reset_is_new_by_another_name(telegram_bot, owner, model, alice):
     model.script(reply("Hello again."))
     telegram_bot.dm(alice, "Hello again")
     assert [m["role"] for m in model.requests[-1]["messages"]] == ["system", "user"]
+
+
+def start_over_in_group(bot, person) -> list[str]:
+    """``person`` writes ``/new`` in the group, to the bot (on Slack, the slash command typed there)."""
+    if bot.platform == "slack":
+        return bot._command(person, "/new", "", channel=bot.group_id()).texts
+    return bot.group(person, "/new").texts
+
+
+def test_in_a_group_only_someone_who_may_confirm_starts_a_fresh_chat_for_everyone(bot, owner, model, alice, bob):
+    pair(bot, alice, can_confirm=True)
+    pair(bot, bob, can_confirm=False)
+    model.script(reply("Hello."))
+    bot.group(alice, "Hello")
+    conversation = Conversation.objects.get(binding=bot.binding, external_id=bot.group_id())
+    chat_id = conversation.chat_id
+    assert chat_id is not None
+
+    refused = start_over_in_group(bot, bob)
+
+    conversation.refresh_from_db()
+    assert conversation.chat_id == chat_id  # the group's chat goes on
+    assert len(refused) == 1
+    assert "Only someone the owner allows to confirm changes can start a fresh chat for everyone here" in refused[0]
+    assert refused == [core.NEW_CHAT_REFUSED_TEXT]
+
+    assert start_over_in_group(bot, alice) == [core.NEW_CHAT_TEXT]
+    conversation.refresh_from_db()
+    assert conversation.chat_id is None
+
+
+def test_in_a_direct_chat_anyone_paired_starts_a_fresh_chat(telegram_bot, owner, model, bob):
+    pair(telegram_bot, bob, can_confirm=False)
+    model.script(reply("Hello."))
+    telegram_bot.dm(bob, "Hello")
+
+    assert telegram_bot.dm(bob, "/new").texts == [core.NEW_CHAT_TEXT]
