@@ -106,8 +106,10 @@ def chat_completion(
     """One ``POST {LLM_BASE_URL}/chat/completions``; ``tool_choice`` (``auto`` when not given) and
     ``parallel_tool_calls`` go with the tools, and ``options`` (a client's sampling, ``SAMPLING_OPTIONS``)
     as they are. Raises ModelUnavailable or ModelBadResponse."""
-    return chat_completion_begin(messages=messages, tools=tools, model=model, tool_choice=tool_choice,
-                                 parallel_tool_calls=parallel_tool_calls, options=options).reply()
+    asked = chat_completion_begin(messages=messages, tools=tools, model=model, tool_choice=tool_choice,
+                                  parallel_tool_calls=parallel_tool_calls, options=options)
+    assert asked is not None  # only kept_only answers None
+    return asked.reply()
 
 
 class Asked:
@@ -155,10 +157,12 @@ def chat_completion_begin(
     tool_choice: str | dict[str, Any] | None = None,
     parallel_tool_calls: bool | None = None,
     options: Mapping[str, Any] | None = None,
-) -> Asked:
+    kept_only: bool = False,
+) -> Asked | None:
     """``chat_completion`` in two halves: the request is sent now and its answer read by ``Asked.reply``, so the
     turn can finish its own work (commit the notes a tool call wrote) while the model thinks. A failure to
-    reach the server is raised by ``reply``, not here."""
+    reach the server is raised by ``reply``, not here. ``kept_only``: sent only over a connection to the server
+    kept open now, else nothing is sent and the answer is None (``keepalive.post_begin``)."""
     base_url = str(settings.LLM_BASE_URL).rstrip("/")
     body: dict[str, Any] = {**(options or {}), "model": model or settings.LLM_MODEL, "messages": messages,
                             "stream": False}
@@ -172,8 +176,8 @@ def chat_completion_begin(
         headers["Authorization"] = f"Bearer {settings.LLM_API_KEY}"
     timeout = float(settings.LLM_TIMEOUT)
     posted = keepalive.post_begin(f"{base_url}/chat/completions", _json_bytes(body), headers,
-                                  timeout=timeout, connect=min(timeout, 10.0))
-    return Asked(posted, base_url, timeout)
+                                  timeout=timeout, connect=min(timeout, 10.0), kept_only=kept_only)
+    return Asked(posted, base_url, timeout) if posted is not None else None
 
 
 def _json_bytes(body: dict[str, Any]) -> bytes:

@@ -799,9 +799,20 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
         return replace(reply, tool_calls=minted, finish_reason="tool_calls")
 
     def begin(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None) -> tuple[llm.Asked, float]:
-        return llm.chat_completion_begin(messages=messages, tools=tools or None, tool_choice=choice,
-                                         parallel_tool_calls=client.parallel if client and theirs else None,
-                                         options=options), time.perf_counter()
+        asked = llm.chat_completion_begin(messages=messages, tools=tools or None, tool_choice=choice,
+                                          parallel_tool_calls=client.parallel if client and theirs else None,
+                                          options=options)
+        assert asked is not None  # only kept_only answers None
+        return asked, time.perf_counter()
+
+    def begin_kept(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None,
+                   ) -> tuple[llm.Asked, float] | None:
+        # Under the owner's note lock: sent only over a connection kept open, never after a new one's DNS, TCP
+        # and TLS (None: the next round asks once the notes committed, as without the overlap).
+        asked = llm.chat_completion_begin(messages=messages, tools=tools or None, tool_choice=choice,
+                                          parallel_tool_calls=client.parallel if client and theirs else None,
+                                          options=options, kept_only=True)
+        return (asked, time.perf_counter()) if asked is not None else None
 
     def answer(asked: tuple[llm.Asked, float]) -> llm.ModelReply:
         try:
@@ -839,7 +850,8 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
                 messages.extend(ran)
                 choice = None
                 # Enough of memory's tools after this round: the last call offers the client's tools only.
-                ahead = begin(theirs, required) if round_ == MAX_TOOL_ROUNDS - 1 else begin(definitions + theirs)
+                last = round_ == MAX_TOOL_ROUNDS - 1
+                ahead = begin_kept(theirs, required) if last else begin_kept(definitions + theirs)
         except BaseException:
             if ahead is not None:  # the notes did not commit: the model's answer to them is not read
                 ahead[0].abandon()

@@ -32,6 +32,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
+from typing import overload
 from urllib.parse import unquote, urlsplit
 
 #: A kept connection idle longer than this is closed rather than reused (httpx's default keep-alive expiry).
@@ -96,13 +97,23 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, conn
     return post_begin(url, body, headers, timeout=timeout, connect=connect).finish()
 
 
-def post_begin(url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float) -> Posted:
+@overload
+def post_begin(url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float) -> Posted: ...
+@overload
+def post_begin(url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float,
+               kept_only: bool) -> Posted | None: ...
+def post_begin(url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect: float,
+               kept_only: bool = False) -> Posted | None:
     """Send the POST now and read its answer later (``Posted.finish``), so the caller can do other work while
-    the server thinks. A failure to connect or send is not raised here but by ``finish``."""
+    the server thinks. A failure to connect or send is not raised here but by ``finish``. ``kept_only``: send
+    only over a kept connection that is open now, else send nothing and answer None (the caller, holding
+    locks, must not wait for a new connection's DNS, TCP and TLS)."""
     try:
         request = _Request.of(url, body, headers, timeout=timeout, connect=connect)
     except ConnectError as exc:
-        return Posted(None, None, False, exc)
+        return None if kept_only else Posted(None, None, False, exc)
+    if kept_only:
+        return request.send_kept()
     return request.send()
 
 
@@ -130,6 +141,19 @@ class _Request:
             target = f"http://{parts.netloc}{target}"  # a plain-HTTP proxy is sent the whole URL
             head.update(_proxy_auth(origin.proxy))
         return cls(origin, target, body, head, timeout, connect)
+
+    def send_kept(self) -> Posted | None:
+        """The request on its way over a kept connection open now, or None (nothing sent) when there is none or
+        the send fails."""
+        kept = _take(self.origin)
+        if kept is None:
+            return None
+        try:
+            kept.conn.request("POST", self.target, body=self.body, headers=self.head)
+        except (OSError, http.client.HTTPException):
+            kept.conn.close()
+            return None
+        return Posted(self, kept.conn, True, None)
 
     def send(self, *, kept_allowed: bool = True) -> Posted:
         """The request on its way: on a kept connection when there is one (a kept connection the server closed

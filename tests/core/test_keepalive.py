@@ -356,3 +356,14 @@ def test_an_answer_not_read_after_all_closes_its_connection(serve):
     posted.abandon()
     assert not any(keepalive._pools.values())  # never kept: its answer would come unasked
     assert call(server.url).status == 200 and server.connections == 2
+
+
+def test_a_request_sent_only_over_a_kept_connection_sends_nothing_when_there_is_none(serve):
+    server = serve(lambda n: "answer")
+    url = server.url
+    assert keepalive.post_begin(url, b"{}", {}, timeout=5.0, connect=5.0, kept_only=True) is None
+    assert server.connections == 0 and server.requests == []  # no connection made for it
+    assert call(url).status == 200  # now one is kept
+    posted = keepalive.post_begin(url, b"{}", {}, timeout=5.0, connect=5.0, kept_only=True)
+    assert posted is not None and posted.finish().status == 200
+    assert server.connections == 1 and len(server.requests) == 2
