@@ -219,17 +219,19 @@ def apply_changes(
         automatic=automatic, undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id, reverts=reverts,
     )
     last_versions = _last_versions(owner_id, list(effective))
+    changes: list[FileChange] = []
+    versions: list[FileVersion] = []
     for path in sorted(effective):
         content = effective[path]
         existing = current.get(path)
         version = last_versions[path] + 1
-        FileChange.objects.create(
+        changes.append(FileChange(
             change_set=change_set, path=path,
             before=existing.content if existing else None, before_version=existing.version if existing else None,
             after=content, after_version=version,
-        )
-        FileVersion.objects.create(owner_id=owner_id, path=path, version=version, content=content or "",
-                                   deleted=content is None, change_set=change_set, created_at=now)
+        ))
+        versions.append(FileVersion(owner_id=owner_id, path=path, version=version, content=content or "",
+                                    deleted=content is None, change_set=change_set, created_at=now))
         if content is None:
             if existing:
                 existing.delete()
@@ -238,7 +240,11 @@ def apply_changes(
             existing.save(update_fields=["content", "version", "updated_at"])
         else:
             NoteFile.objects.create(owner_id=owner_id, path=path, content=content, version=version, updated_at=now)
-    notes_changed.send(sender=ChangeSet, owner_id=owner_id, paths=sorted(effective), change_set=change_set)
+    # The history of every file in one statement each (a note's write is its index and its topic file).
+    FileChange.objects.bulk_create(changes)
+    FileVersion.objects.bulk_create(versions)
+    notes_changed.send(sender=ChangeSet, owner_id=owner_id, paths=sorted(effective), change_set=change_set,
+                       contents=dict(effective))
     return change_set
 
 
@@ -884,15 +890,17 @@ def note_upsert(
     lock_owner(owner_id)
     check_not_forgotten(owner_id, read_after)
     label = scope_label(owner_id=owner_id, scope=scope)  # an agent's notes by its name
-    index_file = NoteFile.objects.filter(owner_id=owner_id, path=scope.index_path).first()
-    entries = parse_index(index_file.content) if index_file else []
     topic_path = None if legacy_line else scope.topic_path(topic)
+    # The index and the topic file as they are, in one read (the owner's lock keeps them so until the write).
+    wanted = [scope.index_path, topic_path] if topic_path else [scope.index_path]
+    files: dict[str, str] = dict(NoteFile.objects.filter(owner_id=owner_id, path__in=wanted)
+                                 .values_list("path", "content"))
+    entries = parse_index(files[scope.index_path]) if scope.index_path in files else []
     writes: dict[str, str | None] = {}
     gone: list[IndexEntry] = []  # the line a delete removes (it goes to the Trash)
     if delete:
         remaining = [e for e in entries if e.topic != topic]
-        if len(remaining) == len(entries) and (
-                topic_path is None or not NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists()):
+        if len(remaining) == len(entries) and (topic_path is None or topic_path not in files):
             raise NotFound(f"There is no note {topic!r} in {label}.", code="unknown_topic",
                            details={"entries": [e.as_dict() for e in entries]})
         if note_version is not UNCHECKED and not legacy_line:
@@ -918,8 +926,7 @@ def note_upsert(
         if details is not None and not isinstance(details, str):
             raise InvalidInput("details must be text", code="invalid_details")
         clear = clear_details and not (details and details.strip())
-        has_file = bool(details and details.strip()) or (
-            not clear and NoteFile.objects.filter(owner_id=owner_id, path=topic_path).exists())
+        has_file = bool(details and details.strip()) or (not clear and topic_path in files)
         new_entry = IndexEntry(topic, line_summary, topic if has_file else None)
         replaced = False
         updated: list[IndexEntry] = []
@@ -941,8 +948,7 @@ def note_upsert(
         elif clear:
             writes[topic_path] = None
         verb = "Updated" if replaced else "Saved"
-    current = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=list(writes))}
-    writes = {p: c for p, c in writes.items() if current.get(p) != c}
+    writes = {p: c for p, c in writes.items() if files.get(p) != c}
     if not writes:
         raise Conflict(f"Memory already holds exactly this note ({topic}).", code="no_change")
     change = apply_changes(owner_id=owner_id, writes=writes, source=source,
@@ -957,8 +963,8 @@ def note_upsert(
                                             label=f"“{topic}” in {label}", created_at=change.created_at,
                                             change_set=change)
         kept = [TrashFile(entry=trashed, path=scope.index_path, content=render_index(gone))] if gone else []
-        if topic_path in current:
-            kept.append(TrashFile(entry=trashed, path=topic_path, content=current[topic_path]))
+        if topic_path in files:
+            kept.append(TrashFile(entry=trashed, path=topic_path, content=files[topic_path]))
         TrashFile.objects.bulk_create(kept)
     return change
 

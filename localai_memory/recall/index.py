@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -224,10 +224,13 @@ def scope_of_path(path: str) -> Scope | None:
         return None
 
 
-def _touched_files(owner_id: int, scope: Scope, touched: Touched) -> list[NoteFile]:
+def _touched_files(owner_id: int, scope: Scope, touched: Touched, contents: Mapping[str, str | None] | None,
+                   ) -> list[NoteFile]:
     paths = [scope.topic_path(topic) for topic in sorted(touched.topics)]
     if touched.index:
         paths.append(scope.index_path)
+    if contents is not None and all(path in contents for path in paths):
+        return [NoteFile(path=path, content=text) for path in paths if (text := contents[path]) is not None]
     return list(NoteFile.objects.filter(owner_id=owner_id, path__in=paths).only("path", "content"))
 
 
@@ -259,13 +262,17 @@ def _parsed(path: str) -> NotePath | None:
         return None
 
 
-def scope_passages(owner_id: int, scope: Scope, touched: Touched | None = None
-                   ) -> dict[tuple[str, str, int], Passage]:
+def scope_passages(owner_id: int, scope: Scope, touched: Touched | None = None,
+                   contents: Mapping[str, str | None] | None = None) -> dict[tuple[str, str, int], Passage]:
     """The rows ``scope`` should have now, by (topic, kind, part): one per index line, and one per passage
     of each non-empty topic file (``ranking.details_parts``: one for a short file). With ``touched``, only the
-    rows of what it names: the index's lines, and the passages of its topics' files."""
+    rows of what it names: the index's lines, and the passages of its topics' files, whose texts are taken
+    from ``contents`` when it holds them all."""
     wanted: dict[tuple[str, str, int], Passage] = {}
-    files = _scope_files(owner_id, scope) if touched is None else _touched_files(owner_id, scope, touched)
+    if touched is None:
+        files = _scope_files(owner_id, scope)
+    else:
+        files = _touched_files(owner_id, scope, touched, contents)
     for note in files:
         name = note.path.rsplit("/", 1)[-1][:-3]
         if name == "index":
@@ -345,11 +352,13 @@ class SyncResult:
 
 
 def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet | None = None,
-                now: datetime | None = None, embed: bool = True, paths: Iterable[str] | None = None) -> SyncResult:
+                now: datetime | None = None, embed: bool = True, paths: Iterable[str] | None = None,
+                contents: Mapping[str, str | None] | None = None) -> SyncResult:
     """Make the rows of ``scopes`` match the notes store. Caller holds the owner's lock (or owns the data).
     With ``paths`` (the files a write changed), only their rows are made to match: the index's lines when the
     index is among them, and the passages of the topic files among them; the scope's other rows stay as they
-    are (a note write reads two files, not the scope's forty).
+    are (a note write reads two files, not the scope's forty). ``contents`` (path → text, None: deleted) are
+    what the write left in ``paths``, taken as they are instead of read back.
 
     Rows are matched by (topic, kind, part): a file that grew gets rows for its new parts, one that shrank
     loses the parts it no longer has. New or changed passages get ``change_set``'s author and time (a change
@@ -373,7 +382,7 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
         touched = Touched.of(scope, written) if written is not None else None
         if touched is not None and not touched.index and not touched.topics:
             continue
-        wanted = scope_passages(owner_id, scope, touched)
+        wanted = scope_passages(owner_id, scope, touched, contents)
         rows = NoteVector.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key)
         if touched is not None:
             of_touched = Q(kind=DETAILS, topic__in=sorted(touched.topics))
@@ -440,11 +449,12 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
 
 
 def on_notes_changed(sender: Any, *, owner_id: int, paths: Sequence[str], change_set: ChangeSet | None = None,
-                     **kwargs: Any) -> None:
-    """The ``notes_changed`` receiver: re-sync every scope the write touched, in its transaction."""
+                     contents: Mapping[str, str | None] | None = None, **kwargs: Any) -> None:
+    """The ``notes_changed`` receiver: re-sync every scope the write touched, in its transaction (``contents``:
+    what the write left in each of ``paths``, None for a file deleted, so they are not read back)."""
     scopes = [scope for scope in (scope_of_path(p) for p in paths) if scope is not None]
     if scopes:
-        scopes_sync(owner_id=owner_id, scopes=scopes, change_set=change_set, paths=paths)
+        scopes_sync(owner_id=owner_id, scopes=scopes, change_set=change_set, paths=paths, contents=contents)
 
 
 def owner_scopes_with_notes(owner_id: int) -> list[Scope]:
