@@ -10,9 +10,9 @@ platform's event into an ``InboundMessage``, calls ``handle`` (a blocking call; 
 * the turn, with origin ``messaging``, through ``chats.services.turn_run`` (the policy decides memory there);
 * the answers in the chat: "yes"/"no" to the question it replies to, else to the most recent open proposal
   the sender may answer (``memory.proposals``, which applies the policy's may-answer rule; one from a sender
-  who may answer none of those waiting is told why it does not count, and one when nothing waits is an
-  ordinary message), and "undo" of an automatic note within its window
-  (``notes.services.change_undo``). In a group only an answer said to the bot counts.
+  who may answer none of those waiting is told why it does not count while the question is the bot's last
+  word there, and is otherwise, as one when nothing waits, an ordinary message), and "undo" of an automatic
+  note within its window (``notes.services.change_undo``). In a group only an answer said to the bot counts.
 
 This module must never decide a memory rule itself: who may answer, whether a note saves at once, and how
 long a proposal or an Undo lives are the policy's, applied by the services it calls.
@@ -35,7 +35,7 @@ from django.utils.dateparse import parse_datetime
 from localai_memory.chats import services as chats_services
 from localai_memory.chats.llm import ModelBusy, ModelRefused
 from localai_memory.chats.models import Chat
-from localai_memory.chats.selectors import turn_facts
+from localai_memory.chats.selectors import answered_since, turn_facts
 from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, NotFound, UpstreamError
 from localai_memory.memory import policy
 from localai_memory.memory import proposals as proposals_services
@@ -711,15 +711,22 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
 
 
 def _question_not_theirs(binding: Binding, conversation: Conversation) -> Notice | None:
-    """The conversation's most recent open question that still waits, for a plain yes or no from a sender who
-    may answer none of those here (``_question_to_answer`` found none, and closed the decided ones): their
-    answer is refused by the store with the policy's reason, which ``_answer`` tells them, as it tells a
-    reply to the question's own message. Otherwise their "yes" would go to the model as a chat message, and
-    they would take the note as confirmed."""
+    """The question a plain yes or no from a sender who may answer none of those here plausibly answers
+    (``_question_to_answer`` found none, and closed the decided ones): the conversation's most recent open
+    question that still waits, while it is the last thing the bot said here (the model has not answered
+    since it was asked). Their answer is refused by the store with the policy's reason, which ``_answer``
+    tells them, as it tells a reply to the question's own message; otherwise their "yes" would go to the
+    model, and they would take the note as confirmed. Once the model has said something since ("Want a
+    recipe?"), their yes answers that, not a question that may wait 24 hours: it goes to the model, or they
+    could never say yes to it. (A sender who may answer confirms the most recent question with a plain yes
+    until it expires, as the bot's "reply yes or no again" lines tell them.)"""
     for notice in _open_questions(conversation).order_by("-created_at", "-id"):
         if Proposal.objects.filter(pk=notice.proposal_id or 0, owner_id=binding.owner_id,
                                    status=Proposal.Status.PENDING).exists():
-            return notice
+            asked_last = not answered_since(
+                owner_id=binding.owner_id, binding_id=binding.pk, conversation_key=conversation.channel_key,
+                since=notice.created_at)
+            return notice if asked_last else None
     return None
 
 

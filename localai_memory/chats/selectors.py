@@ -25,7 +25,7 @@ from localai_memory.memory.models import MemorySettings
 from localai_memory.memory.selectors import MemoryState, memory_state, memory_state_of
 from localai_memory.notes.paths import Scope
 
-from .models import Chat, Message
+from .models import Chat, Message, Role
 
 if TYPE_CHECKING:
     from .services import Sender
@@ -45,6 +45,14 @@ def chat_list(*, owner_id: int) -> QuerySet[Chat]:
 
 def chat_messages(*, chat: Chat) -> QuerySet[Message]:
     return Message.objects.filter(chat=chat).order_by("created_at", "id")
+
+
+def answered_since(*, owner_id: int, binding_id: int, conversation_key: str, since: datetime) -> bool:
+    """Whether the assistant answered in a messaging conversation after ``since``: in any of its chats (one
+    started afresh with /new, or anew for another agent, is the same conversation)."""
+    return Message.objects.filter(chat__owner_id=owner_id, chat__binding_id=binding_id,
+                                  chat__conversation_key=conversation_key, role=Role.ASSISTANT,
+                                  created_at__gt=since).exists()
 
 
 def read_memory_state(*, owner_id: int) -> MemoryState | None:

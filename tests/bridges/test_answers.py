@@ -1,7 +1,8 @@
 """Which typed yes/no answers a question, on each platform through its real library: the one it replies to
 (and no other, when that one was answered already or expired), else the most recent open one; only one said
-to the bot in a group, only one the sender may answer (anyone else's is told why it does not count), and
-never one decided meanwhile elsewhere. A yes or a no is nothing but one, in any of the languages the app reads
+to the bot in a group, only one the sender may answer (anyone else's is told why it does not count while the
+question is the bot's last word there, and goes to the model once it has answered since), and never one
+decided meanwhile elsewhere. A yes or a no is nothing but one, in any of the languages the app reads
 or as a thumb; anything else is a message like any other."""
 
 from __future__ import annotations
@@ -107,6 +108,28 @@ def test_in_a_group_a_yes_from_someone_who_may_not_answer_is_told_why_and_the_no
     assert len(model.requests) == calls  # not a chat message for the model
     assert Proposal.objects.get().status == "pending"
     assert notes_of(owner, group_scope(bot)) == ""
+
+
+def test_in_a_group_a_yes_from_someone_who_may_not_answer_goes_to_the_model_once_it_answered_since(
+        bot, owner, model, alice, bob):
+    pair(bot, alice, can_confirm=True)
+    pair(bot, bob, can_confirm=False)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.group(alice, "remember that I drink green tea", expect=2)
+    model.script(reply("Shall I book the meeting room?"))
+    bot.group(bob, "we meet at ten tomorrow")
+    model.script(reply("Booked."))
+
+    said = bot.group(bob, "yes")
+
+    assert said.texts == ["Booked."]
+    assert model.requests[-1]["messages"][-1]["content"].endswith(": yes")  # Bob's name, as each platform gives it
+    assert Proposal.objects.get().status == "pending"
+
+    confirmed = bot.group(alice, "yes")  # one who may answer still confirms the note with a plain yes
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in confirmed.text
+    assert Proposal.objects.get().status == "confirmed"
 
 
 def test_under_always_confirm_a_typed_yes_from_another_in_the_group_is_told_only_the_asker_confirms(

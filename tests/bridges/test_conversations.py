@@ -118,6 +118,24 @@ def test_a_sender_without_the_permission_says_yes_and_is_told_the_note_waits_for
     assert Proposal.objects.get().status == "pending"  # it waits for the owner in the inbox
 
 
+def test_a_sender_without_the_permission_can_say_yes_to_the_model_once_it_has_answered_since_the_question(
+        bot, owner, model, alice):
+    pair(bot, alice, can_confirm=False)
+    propose(model, VEGAN)
+    bot.dm(alice, "Remember that I am vegan.", expect=2)
+    model.script(reply("Lentil soup is nice. Want a recipe?"))
+    bot.dm(alice, "What could I cook tonight?")
+    model.script(reply("Here it is: lentils, carrots, cumin."))
+
+    answered = bot.dm(alice, "yes")  # to the model's own question, not to the note's
+
+    assert answered.texts == ["Here it is: lentils, carrots, cumin."]
+    assert model.requests[-1]["messages"][-1]["content"] == "yes"
+    assert "cannot confirm" not in answered.text
+    assert Proposal.objects.get().status == "pending"  # the note still waits for the owner
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
+
+
 def test_in_a_group_under_paired_private_nothing_saves_at_once(bot, owner, model, alice):
     settings_update(user_id=owner.pk, messaging_save="paired_private")
     pair(bot, alice, can_confirm=True)
