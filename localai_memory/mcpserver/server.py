@@ -190,7 +190,8 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
         return await _run(tools.search, owner_id=owner_id, query=query, agent_id=agent_id)
 
     @server.tool(description="Every note of the user (scope, topic, summary line, its kind, whether it has "
-                             "details, who last wrote it and when, when a chat last brought it in). category (one of "
+                             "details, who last wrote it and when, when a chat last brought it in, its "
+                             "note_version). category (one of "
                              "credential, decision, preference, skill, project, identity, fact) lists only that kind; "
                              "agent_id lists as a chat of that saved agent would.")
     async def memory_list(agent_id: int | None = None, category: str | None = None) -> dict[str, Any]:
@@ -213,11 +214,14 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
 
     if propose:
         @server.tool(description="Suggest a note (or, with delete, forgetting one) for the user's inbox. It is "
-                                 "never saved until the user confirms it.")
+                                 "never saved until the user confirms it. note_version (as memory_list or "
+                                 "memory_recall gives it) suggests a change of that note only as you read it: "
+                                 "one changed since is refused, quoting it as it is now.")
         async def memory_propose(topic: str, summary: str = "", details: str | None = None,
-                                 delete: bool = False, agent_id: int | None = None) -> dict[str, Any]:
+                                 delete: bool = False, agent_id: int | None = None,
+                                 note_version: str | None = None) -> dict[str, Any]:
             return await _run(tools.propose, owner_id=owner_id, topic=topic, summary=summary, details=details,
-                              delete=delete, agent_id=agent_id)
+                              delete=delete, agent_id=agent_id, note_version=note_version)
 
         @server.tool(description="Suggest forgetting the note that best matches what the user wants forgotten "
                                  "(\"forget that I live in Rome\"). It is never deleted until the user confirms.")

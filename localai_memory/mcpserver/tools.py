@@ -27,6 +27,7 @@ from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope
+from localai_memory.notes.services import check_note_version
 from localai_memory.recall import service as recall_service
 
 SEARCH_LIMIT = 50
@@ -65,15 +66,29 @@ def recall(*, owner_id: int, query: str, limit: int = RECALL_LIMIT, agent_id: in
     context, agent = _context(owner_id, agent_id)
     limit = max(1, min(int(limit), 20))
     found = recall_service.search(owner_id=owner_id, scopes=_scopes(context, agent), query=query, limit=limit)
+    versions = _found_versions(owner_id, found["results"])
     return {
         "query": query,
         "mode": found["mode"],
         "degrade_reason": found["degraded"],
         "notes": [{"scope": _result_scope(item), "topic": item["topic"], "summary": item["summary"],
                    "details": item["details"], "path": item["path"], "score": item["score"],
-                   "similarity": item["similarity"]} for item in found["results"]],
+                   "similarity": item["similarity"],
+                   "note_version": versions.get((_result_scope(item), item["topic"]))} for item in found["results"]],
         "note": DATA_NOTE,
     }
+
+
+def _found_versions(owner_id: int, results: list[dict[str, Any]]) -> dict[tuple[str, str], str | None]:
+    """(scope, topic) → ``note_version`` of the notes a recall found, a few queries a scope: what
+    ``memory_propose`` takes to change one of them only as it was read."""
+    versions: dict[tuple[str, str], str | None] = {}
+    for name in dict.fromkeys(_result_scope(item) for item in results):
+        scope = Scope.parse(name)
+        entries = notes_selectors.index_entries(owner_id=owner_id, scope=scope)
+        found = notes_selectors.note_versions(owner_id=owner_id, scope=scope, entries=entries)
+        versions.update(((name, topic), version) for topic, version in found.items())
+    return versions
 
 
 def _result_scope(item: dict[str, Any]) -> str:
@@ -97,7 +112,9 @@ def list_notes(*, owner_id: int, agent_id: int | None = None, category: str | No
     """Every note the user's chats may read (or, with ``agent_id``, a chat of that agent), scope by scope in
     index order: its line, its kind (``category``; with ``category``, only that kind), whether it has details
     (read them with ``memory_recall`` or the files API), who last wrote it, its line or its details (``user``,
-    ``model``, ``import``; None when its history is too old to tell) and when."""
+    ``model``, ``import``; None when its history is too old to tell) and when, and its ``note_version`` (its
+    line, details and importance), which ``memory_propose`` takes to suggest a change of the note only as it
+    was read."""
     if category is not None and category not in CATEGORIES:
         raise InvalidInput(f"category must be one of {', '.join(CATEGORIES)}", code="invalid_category")
     context, agent = _context(owner_id, agent_id)
@@ -109,6 +126,7 @@ def list_notes(*, owner_id: int, agent_id: int | None = None, category: str | No
         entries = [e for e in entries if category is None or kinds[e.topic] == category]
         written = line_writers(owner_id=owner_id, scope=scope, topics=[e.topic for e in entries])
         activity = recall_service.notes_activity(owner_id=owner_id, scope=scope) if entries else {}
+        versions = notes_selectors.note_versions(owner_id=owner_id, scope=scope, entries=entries)
         for entry in entries:
             last = written.get(entry.topic)
             used = activity.get((scope.kind, scope.key, entry.topic))
@@ -116,7 +134,8 @@ def list_notes(*, owner_id: int, agent_id: int | None = None, category: str | No
                           "category": kinds[entry.topic],
                           "path": scope.topic_path(entry.file) if entry.file else scope.index_path,
                           "has_details": entry.file is not None, **written_json(last),
-                          "used_at": used.used_at.isoformat() if used and used.used_at else None})
+                          "used_at": used.used_at.isoformat() if used and used.used_at else None,
+                          "note_version": versions[entry.topic]})
     return {"notes": notes, "count": len(notes), "note": DATA_NOTE}
 
 
@@ -188,8 +207,11 @@ def forget(*, owner_id: int, query: str, agent_id: int | None = None) -> dict[st
 
 
 def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None = None, delete: bool = False,
-            agent_id: int | None = None) -> dict[str, Any]:
-    """Propose a note for the inbox: ``proposed`` with its id, or ``refused`` with the reason. Never saves."""
+            agent_id: int | None = None, note_version: str | None = None) -> dict[str, Any]:
+    """Propose a note for the inbox: ``proposed`` with its id, or ``refused`` with the reason. Never saves.
+    ``note_version`` (optional; ``memory_list`` and ``memory_recall`` give it): the version of the note the
+    suggestion was made from; a note changed (or deleted) since is a ``stale_version`` error that quotes it as
+    it is now, and nothing is proposed, so an assistant does not suggest over a change it never saw."""
     context, agent = _context(owner_id, agent_id)
     _proposing_allowed(context)
     named = slugify(topic)
@@ -203,6 +225,9 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
         from localai_memory.chats.remember import free_topic
 
         topic = free_topic(owner_id, scope, summary)
+    if note_version is not None:
+        check_note_version(owner_id=owner_id, scope=scope, topic=topic, expected=note_version,
+                           listed_by="memory_list", outcome="nothing was proposed")
     if not delete:  # the same duplicate check a chat's proposal gets: nothing stored twice under two topics
         duplicate = recall_service.find_duplicate(owner_id=owner_id, scope=scope, topic=topic, summary=summary,
                                                   details=details)

@@ -129,6 +129,27 @@ def note_version_now(*, owner_id: int, scope: Scope, topic: str) -> str | None:
     return note_version(line=line, details=details, importance=importance)
 
 
+def note_versions(*, owner_id: int, scope: Scope, entries: Iterable[IndexEntry]) -> dict[str, str | None]:
+    """``note_version`` of each listed note of one scope (topic → version), from the index lines a listing
+    read and, in two queries, their topic files (by the topic's name, as a write of the note finds it) and
+    importances: what the terminal and the MCP tools show, so an edit can send the version it was made from."""
+    entries = list(entries)
+    paths: dict[str, str] = {}
+    for entry in entries:
+        try:
+            paths[scope.topic_path(entry.topic)] = entry.topic
+        except InvalidInput:  # a line an older version let through ("- index: …"): no topic file of its own
+            continue
+    texts = dict(NoteFile.objects.filter(owner_id=owner_id, path__in=list(paths)).values_list("path", "content")
+                 ) if paths else {}
+    details = {topic: texts.get(path) for path, topic in paths.items()}
+    weights = dict(NoteImportance.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
+                                                 topic__in=[e.topic for e in entries])
+                   .values_list("topic", "importance")) if entries else {}
+    return {entry.topic: note_version(line=entry, details=details.get(entry.topic), importance=weights.get(entry.topic))
+            for entry in entries}
+
+
 def scope_folders(*, owner_id: int, kind: str) -> list[str]:
     """Keys of the agent or channel folders that hold files (``Memory/agents/<key>/…``)."""
     folder = "agents" if kind == "agent" else "channels"

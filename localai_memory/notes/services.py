@@ -445,17 +445,21 @@ def check_index_version(*, owner_id: int, scope: Scope, expected: object) -> Non
 NOTE_VERSION_RE = re.compile(r"[0-9a-f]{16}")
 
 
-def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: object) -> None:
+def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: object,
+                       listed_by: str = "GET /api/chats/memory/notes", outcome: str = "nothing was changed",
+                       ) -> None:
     """Refuse a change of one note made from an older read of it than the note there now: 409
     ``stale_version`` saying so, with the note as it is in ``details`` (``note_version``, ``summary``,
     ``details``, ``importance``; all null when it was deleted meanwhile), so a person or a client sees what
     changed instead of overwriting it unseen. ``expected`` is the ``note_version`` the client read (None:
-    there was no such note). Call it under the owner's lock."""
+    there was no such note). Call it under the owner's lock. ``listed_by`` names where a client reads a
+    note's version (the API, the terminal's ``memory list``, the MCP ``memory_list``) and ``outcome`` what
+    the refusal left undone (an MCP proposal changes nothing even when it is made), for the messages."""
     from .selectors import note_now, note_version, scope_label
 
     if expected is not None and not (isinstance(expected, str) and NOTE_VERSION_RE.fullmatch(expected)):
-        raise InvalidInput("note_version must be the one GET /api/chats/memory/notes lists for the note, or null "
-                           "for a note that did not exist", code="invalid_version")
+        raise InvalidInput(f"note_version must be the one {listed_by} lists for the note, or null for a note "
+                           "that did not exist", code="invalid_version")
     line, details = note_now(owner_id=owner_id, scope=scope, topic=topic)
     importance = _importance_of(owner_id, scope, topic)
     now = note_version(line=line, details=details, importance=importance)
@@ -463,12 +467,12 @@ def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: obj
         return
     where = scope_label(owner_id=owner_id, scope=scope)
     if line is None:
-        said = f"The note {topic!r} in {where} was deleted since you read it, so nothing was changed."
+        said = f"The note {topic!r} in {where} was deleted since you read it, so {outcome}."
     elif expected is None:
-        said = (f"A note {topic!r} was added to {where} since you read it, so nothing was changed. It reads: "
+        said = (f"A note {topic!r} was added to {where} since you read it, so {outcome}. It reads: "
                 f"{line.summary!r}.")
     else:
-        said = (f"The note {topic!r} in {where} changed since you read it, so nothing was changed. It now reads: "
+        said = (f"The note {topic!r} in {where} changed since you read it, so {outcome}. It now reads: "
                 f"{line.summary!r}.")
     raise Conflict(f"{said} Look at it again and apply your change to it if you still want it.",
                    code="stale_version",

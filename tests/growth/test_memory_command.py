@@ -67,11 +67,12 @@ def test_list_prints_a_table_of_every_scope_with_who_changed_each_note_and_when(
                                source=ChangeSet.Source.MODEL, actor="assistant")
     out = memory("list", user="alice")
 
-    assert out.splitlines()[0].split() == ["scope", "topic", "summary", "file", "changed", "by", "when", "(UTC)"]
+    assert out.splitlines()[0].split() == ["scope", "topic", "summary", "file", "changed", "by", "when", "(UTC)",
+                                           "version"]
     assert "user" in out and "lives in Rome" in out and "agent:7" in out and "short answers" in out
     home = next(line for line in out.splitlines() if "lives in Rome" in line)
     tea = next(line for line in out.splitlines() if "green tea" in line)
-    assert home.split()[-3] == "you" and tea.split()[-3:] == ["assistant", "2026-12-01", "09:30"]
+    assert home.split()[-4] == "you" and tea.split()[-4:-1] == ["assistant", "2026-12-01", "09:30"]
 
 
 def terminal_columns(text: str) -> int:
@@ -657,3 +658,37 @@ def test_edit_of_the_details_keeps_a_summary_changed_while_it_waited_for_the_loc
     assert errors == []
     assert index(owner) == "- home: lives in Paris -> home.md\n"
     assert notes_selectors.topic_text(owner_id=owner.pk, scope=Scope.user(), topic="home") == "Marais.\n"
+
+
+def test_list_and_show_print_each_notes_version_and_edit_and_forget_refuse_a_stale_one(owner, notes):
+    """The version the API and the Memory tab use (its line, details and importance): a note changed since the
+    terminal read it (here its details only, from the web) is left as it is, with exit 1 and one line saying
+    how it reads now; the version read afresh works, and leaving --version out checks nothing, as before."""
+    listed = json.loads(memory("list", user="alice", as_json=True))["notes"]
+    read = next(n["note_version"] for n in listed if n["topic"] == "home")
+    assert read == notes_selectors.note_version_now(owner_id=owner.pk, scope=Scope.user(), topic="home")
+    home = next(line for line in memory("list", user="alice").splitlines() if "lives in Rome" in line)
+    assert home.split()[-1] == read
+    assert f"version: {read}" in memory("show", "home", user="alice")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               details="Moved to Rome in 2024, then to Trastevere.", source="files", actor="you")
+
+    for command in (("edit", "home", "--summary", "lives in Milan"), ("forget", "home", "-y")):
+        with pytest.raises(CommandError) as refused:
+            memory(*command, "--version", read, user="alice")
+        assert str(refused.value) == (
+            "The note 'home' in your notes changed since you read it, so nothing was changed. It now reads: "
+            "'lives in Rome'. Look at it again and apply your change to it if you still want it.")
+    assert "- home: lives in Rome -> home.md" in index(owner)
+    with pytest.raises(CommandError, match="16 hex digits"):
+        memory("edit", "home", "--summary", "lives in Milan", "--version", "yesterday", user="alice")
+
+    now = json.loads(memory("show", "home", user="alice", as_json=True))["note_version"]
+    memory("edit", "home", "--importance", "0.3", "--version", now, user="alice")
+    with pytest.raises(CommandError, match="changed since you read it"):  # its importance changed it
+        memory("forget", "home", "-y", "--version", now, user="alice")
+    now = json.loads(memory("show", "home", user="alice", as_json=True))["note_version"]
+    memory("forget", "home", "-y", "--version", now, user="alice")
+    assert "home" not in index(owner)
+    memory("forget", "tone", "--scope", "agent:7", "-y", user="alice")  # unchecked
+    assert index(owner, Scope.agent(7)) == ""

@@ -178,7 +178,7 @@ def test_forget_everything_and_its_restore_give_back_each_notes_author(api, owne
     activity = notes_activity(owner_id=owner.pk, scope=YOURS)
     assert activity[("user", "", "units")].model_only and activity[("user", "", "tea")].model_only
     tea = next(line for line in memory("list", user="alice").splitlines() if "green tea" in line)
-    assert tea.split()[-3] == "assistant"
+    assert tea.split()[-4] == "assistant"  # then when (date, time) and the version
 
 
 def test_a_deleted_note_restored_from_the_trash_is_still_the_models(owner):

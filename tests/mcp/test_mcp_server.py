@@ -400,3 +400,58 @@ def test_the_switch_hides_the_server_entirely(client, owner, settings):
                            HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner)}")
 
     assert response.status_code == 404
+
+
+def test_a_proposal_made_from_a_note_read_before_it_changed_is_refused_quoting_it_as_it_is_now(mcp_session, owner,
+                                                                                                alices_notes):
+    """memory_list and memory_recall give each note's note_version (the API's); memory_propose sent with it
+    suggests a change of the note only as it was read: a note edited since (its details only, here) is the
+    one-line stale error naming its current text, and nothing waits in the inbox. Without it, as before."""
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+
+    async def read(client: Client) -> tuple[Any, Any]:
+        return (await client.call_tool("memory_list", {}),
+                await client.call_tool("memory_recall", {"query": "Which city do I live in, Rome or Milan?"}))
+
+    listed, recalled = mcp_session(owner, read)
+    home = next(n for n in listed.structured_content["notes"] if n["topic"] == "home")
+    assert home["note_version"] == notes_selectors.note_version_now(owner_id=owner.pk, scope=Scope.user(),
+                                                                    topic="home")
+    assert recalled.structured_content["notes"][0]["note_version"] == home["note_version"]
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Lisbon",
+                               details="Moved to Lisbon in 2026.", source="files", actor="you")
+
+    async def propose(client: Client) -> tuple[Any, Any, Any]:
+        return (await client.call_tool("memory_propose", {"topic": "home", "summary": "lives in Milan",
+                                                          "note_version": home["note_version"]}),
+                await client.call_tool("memory_propose", {"topic": "home", "delete": True,
+                                                          "note_version": "not-a-version"}),
+                await client.call_tool("memory_propose", {"topic": "home", "summary": "lives in Milan"}))
+
+    stale, bad, unchecked = mcp_session(owner, propose)
+
+    assert stale.is_error
+    assert stale.content[0].text == (
+        "Error executing tool memory_propose: The note 'home' in your notes changed since you read it, so nothing "
+        "was proposed. It now reads: 'lives in Lisbon'. Look at it again and apply your change to it if you still "
+        "want it. (stale_version)")
+    assert bad.is_error and bad.content[0].text.endswith(
+        "note_version must be the one memory_list lists for the note, or null for a note that did not exist "
+        "(invalid_version)")
+    assert unchecked.structured_content["status"] == "proposed"
+    assert list(Proposal.objects.filter(owner=owner).values_list("summary", flat=True)) == ["lives in Milan"]
+
+
+def test_a_proposal_sent_with_the_version_it_read_is_made(mcp_session, owner, alices_notes):
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+
+    async def work(client: Client) -> Any:
+        listed = await client.call_tool("memory_list", {})
+        diet = next(n for n in listed.structured_content["notes"] if n["topic"] == "diet")
+        return await client.call_tool("memory_propose", {"topic": "diet", "delete": True,
+                                                         "note_version": diet["note_version"]})
+
+    result = mcp_session(owner, work)
+
+    assert result.structured_content["status"] == "proposed"
+    assert Proposal.objects.get(pk=result.structured_content["proposal_id"]).is_delete

@@ -48,6 +48,9 @@ from localai_memory.recall.service import activity_json, notes_activity
 ACTOR = "you (terminal)"
 #: Who changed a note last, in the table of ``list`` ("?": its history is too old to tell).
 WRITERS = {"user": "you", "model": "assistant", "import": "import"}
+#: ``--version`` of ``edit`` and ``forget``.
+VERSION_HELP = ("The note's version as `list` or `show` printed it: a note changed since (by the web app, a chat "
+                "or another terminal) is left as it is, and the command says how it reads now.")
 COMMANDS = ("list", "show", "add", "edit", "forget", "trash", "restore", "proposals", "accept", "reject",
             "export", "import", "clear", "stats", "consolidate")
 
@@ -76,6 +79,14 @@ def importance_arg(raw: str) -> float | str:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError("importance is a number from 0 to 1, or 'default'")
     return value
+
+
+def version_arg(raw: str) -> str:
+    """``--version``: a note's version as ``list`` and ``show`` print it (16 hex digits)."""
+    if not notes_services.NOTE_VERSION_RE.fullmatch(raw.strip().lower()):
+        raise argparse.ArgumentTypeError("version is the note's version as `list` or `show` prints it "
+                                         "(16 hex digits)")
+    return raw.strip().lower()
 
 
 def shown(text: str) -> str:
@@ -174,9 +185,11 @@ class Command(BaseCommand):
         p.add_argument("--details", default=None)
         p.add_argument("--importance", type=importance_arg, default=None,
                        help="0 to 1, or 'default' to give it back the one its writer gives.")
+        p.add_argument("--version", type=version_arg, default=None, dest="note_version", help=VERSION_HELP)
         p = add("forget", "Remove one topic (it goes to the Trash; `restore` brings it back).", scoped)
         p.add_argument("topic")
         p.add_argument("-y", "--yes", action="store_true")
+        p.add_argument("--version", type=version_arg, default=None, dest="note_version", help=VERSION_HELP)
         add("trash", "What is in the Trash.")
         p = add("restore", "Put a Trash entry back.")
         p.add_argument("entry_id", type=int)
@@ -242,16 +255,19 @@ class Command(BaseCommand):
         rows: list[dict[str, Any]] = []
         activity = notes_activity(owner_id=self.user.pk)
         for item in scopes:
-            for entry in notes_selectors.index_entries(owner_id=self.user.pk, scope=item):
+            entries = notes_selectors.index_entries(owner_id=self.user.pk, scope=item)
+            versions = notes_selectors.note_versions(owner_id=self.user.pk, scope=item, entries=entries)
+            for entry in entries:
                 rows.append({"scope": item.name, **entry.as_dict(),
-                             **activity_json(activity.get((item.kind, item.key, entry.topic)))})
+                             **activity_json(activity.get((item.kind, item.key, entry.topic))),
+                             "note_version": versions[entry.topic]})
         if not rows and not self.as_json:
             self.stdout.write("No notes.")
             return
         self.emit({"notes": rows}, table(
-            ["scope", "topic", "summary", "file", "changed by", "when (UTC)"],
+            ["scope", "topic", "summary", "file", "changed by", "when (UTC)", "version"],
             [[r["scope"], r["topic"], r["summary"], r["file"] or "", WRITERS.get(r["written_by"] or "", "?"),
-              (r["written_at"] or "")[:16].replace("T", " ")] for r in rows]))
+              (r["written_at"] or "")[:16].replace("T", " "), r["note_version"]] for r in rows]))
 
     def do_show(self, *, topic: str, scope: str | None = None, **_: Any) -> None:
         item = parse_scope(scope)
@@ -268,8 +284,9 @@ class Command(BaseCommand):
                    if c is not None]
         last = max(changes, key=lambda c: (c.created_at, c.pk), default=None)
         given = notes_selectors.note_importances(owner_id=self.user.pk).get((item.kind, item.key, topic))
+        version = notes_selectors.note_version(line=entry, details=details, importance=given)
         data = {"scope": item.name, "topic": topic, "summary": entry.summary if entry else None,
-                "details": details, "path": item.topic_path(topic), "importance": given,
+                "details": details, "path": item.topic_path(topic), "importance": given, "note_version": version,
                 "last_change": None if last is None else {"id": last.pk, "at": last.created_at.isoformat(),
                                                           "source": last.source, "summary": last.summary}}
         text = [f"{topic} ({item.name})", f"summary: {data['summary'] or '(no index line)'}"]
@@ -279,6 +296,8 @@ class Command(BaseCommand):
             text += ["details:", details.rstrip("\n")]
         if last is not None:
             text.append(f"last change: #{last.pk} {last.created_at:%Y-%m-%d %H:%M} {last.source}: {last.summary}")
+        if version is not None:
+            text.append(f"version: {version} (edit and forget take it as --version)")
         self.emit(data, "\n".join(text))
 
     def do_trash(self, **_: Any) -> None:
@@ -366,7 +385,8 @@ class Command(BaseCommand):
                   f"Saved {topic} in {self._label(item)} (change #{change.pk}).")
 
     def do_edit(self, *, topic: str, summary: str | None = None, details: str | None = None,
-                scope: str | None = None, importance: float | str | None = None, **_: Any) -> None:
+                scope: str | None = None, importance: float | str | None = None, note_version: str | None = None,
+                **_: Any) -> None:
         self._writes_allowed()
         item = self._own_scope(scope, writes_topic=topic)
         if summary is None and details is None and importance is None:
@@ -381,7 +401,8 @@ class Command(BaseCommand):
             summary=(summary if summary is not None else notes_services.KEEP) if text_given else None,
             details=details,
             importance=notes_services.KEEP if importance is None else None if importance == "default" else importance,
-            source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip())
+            source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip(),
+            note_version=notes_services.UNCHECKED if note_version is None else note_version)
         if change is None:  # the importance it has already (a text as it is already: the store's no_change)
             raise CommandError(f"Nothing to change: {topic} in {self._label(item)} has that importance already.")
         said = f"Updated {topic} in {self._label(item)} (change #{change.pk})."
@@ -389,12 +410,14 @@ class Command(BaseCommand):
                    **({"importance": None if importance == "default" else importance}
                       if importance is not None else {})}, said)
 
-    def do_forget(self, *, topic: str, scope: str | None = None, yes: bool = False, **options: Any) -> None:
+    def do_forget(self, *, topic: str, scope: str | None = None, yes: bool = False, note_version: str | None = None,
+                  **options: Any) -> None:
         item = self._own_scope(scope)
         if not yes and not self._confirm(f"Forget {topic!r} in {self._label(item)}? [y/N] ", options):
             raise CommandError("Nothing was forgotten.")
-        change = notes_services.note_upsert(owner_id=self.user.pk, scope=item, topic=topic, delete=True,
-                                            source=ChangeSet.Source.CLI, actor=ACTOR)
+        change = notes_services.note_upsert(
+            owner_id=self.user.pk, scope=item, topic=topic, delete=True, source=ChangeSet.Source.CLI, actor=ACTOR,
+            note_version=notes_services.UNCHECKED if note_version is None else note_version)
         self.emit({"forgot": topic, "scope": item.name, "change_id": change.pk},
                   f"Forgot {topic} in {self._label(item)} (change #{change.pk}; it is in the Trash: `memory trash` lists it).")
 
