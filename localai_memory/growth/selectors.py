@@ -93,16 +93,25 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
     """The stats and profile of the owner's memory (works while memory is off).
 
     ``scopes``: per scope ``lines``/``bytes`` of its index against ``max_lines``/``max_bytes``, its topics
-    (the profile: each index line), how many topic files, proposals waiting and its last change.
-    ``totals`` adds them up; the indexes of one turn together hold at most ``turn_max_bytes``.
+    (the profile: each index line), how many topic files, proposals waiting for its notes and its last
+    change. ``totals`` adds them up; the indexes of one turn together hold at most ``turn_max_bytes``.
+    A proposal waiting for a memory add-on (``Proposal.provider``) is about the add-on's own notes, never a
+    scope's built-in ones, so it is counted apart: ``totals.addon_pending_proposals``.
     """
     state = state or memory_state(user_id=owner_id)
     names = agent_names(owner_id)
     files = list(NoteFile.objects.filter(owner_id=owner_id, path__startswith=ROOT + "/").only("path", "content"))
     now = timezone.now()
     pending = (Proposal.objects.filter(owner_id=owner_id, status=Proposal.Status.PENDING, expires_at__gt=now)
-               .values("scope_kind", "scope_key").annotate(n=Count("id")))
-    pending_by_scope = {(row["scope_kind"], row["scope_key"]): row["n"] for row in pending}
+               .values("scope_kind", "scope_key", "provider").annotate(n=Count("id")))
+    pending_by_scope: dict[tuple[str, str], int] = {}
+    addon_pending = 0
+    for row in pending:
+        if row["provider"]:
+            addon_pending += row["n"]
+        else:
+            key = (row["scope_kind"], row["scope_key"])
+            pending_by_scope[key] = pending_by_scope.get(key, 0) + row["n"]
     scopes: list[dict[str, Any]] = []
     for scope in owner_scopes(owner_id=owner_id):
         mine = [f for f in files if _scope_of_path(f.path) == scope]
@@ -153,6 +162,7 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
             "topics": sum(len(s["topics"]) for s in scopes),
             "files": len(files),
             "pending_proposals": sum(pending_by_scope.values()),
+            "addon_pending_proposals": addon_pending,
             "trash_entries": TrashEntry.objects.filter(owner_id=owner_id, restored_at__isnull=True).count(),
             "turn_max_bytes": TURN_INDEXES_MAX_BYTES,
         },

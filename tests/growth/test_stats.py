@@ -61,3 +61,33 @@ def test_an_outsider_sees_nothing_of_alices_memory(outsider_api, alices_notes):
 
 def test_it_needs_a_login(anon_api):
     assert anon_api.get(URL).status_code == 401
+
+
+def test_a_suggestion_waiting_for_a_memory_addon_is_counted_apart_not_against_the_built_in_notes(
+        api, owner, alices_notes, monkeypatch):
+    """The add-on keeps its own notes: a suggestion for it waits in the inbox, but not on the built-in notes
+    of "your notes", so the stats count it as its own number (the API, the terminal)."""
+    from localai_memory.memory.proposals import addon_proposal_create
+    from localai_memory.memory.services import provider_pick
+    from tests.growth.test_memory_command import memory
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    provider_pick(user_id=owner.pk, provider="sample")
+    addon_proposal_create(owner_id=owner.pk, provider="sample", topic="garden", summary="grows tomatoes")
+    addon_proposal_create(owner_id=owner.pk, provider="sample", topic="units", summary="metric")
+
+    body = api.get(URL).json()
+
+    user = next(s for s in body["scopes"] if s["kind"] == "user")
+    assert user["pending_proposals"] == 1  # the built-in one of the fixture
+    assert (body["totals"]["pending_proposals"], body["totals"]["addon_pending_proposals"]) == (1, 2)
+    out = memory("stats", user="alice")
+    assert "1 waiting, 2 waiting for the memory add-on," in out
+    user_row = next(line for line in out.splitlines() if line.startswith("user "))
+    assert user_row.split()[5] == "1"  # the waiting column
+
+
+def test_without_addon_suggestions_the_terminal_says_nothing_of_them(owner, alices_notes):
+    from tests.growth.test_memory_command import memory
+
+    assert "add-on" not in memory("stats", user="alice")

@@ -346,7 +346,9 @@ class Command(BaseCommand):
              f"suggestions from chats: {'on' if memory['consolidation_enabled'] else 'off'}"),
             table(["scope", "lines", "bytes", "topics", "files", "waiting", "last change"], rows),
             (f"total: {totals['topics']} topics, {totals['files']} files, {totals['pending_proposals']} waiting, "
-             f"{totals['trash_entries']} in the Trash"),
+             + (f"{totals['addon_pending_proposals']} waiting for the memory add-on, "
+                if totals["addon_pending_proposals"] else "")
+             + f"{totals['trash_entries']} in the Trash"),
         ])
         run = last_pass(owner_id=self.user.pk)
         if run is not None:
