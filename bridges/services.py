@@ -494,3 +494,11 @@ def reply_pending_answered(*, pending_id: int, messages: list[dict[str, Any]]) -
 def reply_pending_close(*, pending_id: int) -> None:
     """The answer was sent (or there was none to send)."""
     PendingReply.objects.filter(pk=pending_id).delete()
+
+
+def replies_pending_prune(*, older_than: timedelta, now: datetime | None = None) -> int:
+    """Drop written-down messages older than ``older_than`` (``pending.TELL_FOR``, past which they are never
+    told anyway): a bot whose ``runbridges`` never starts again (deleted from the process's bindings, the
+    process no longer run) would keep its rows forever, as they are otherwise only read at its start."""
+    deleted, _ = PendingReply.objects.filter(created_at__lt=(now or timezone.now()) - older_than).delete()
+    return deleted

@@ -51,8 +51,12 @@ def announce_proposal_expired(proposal: Proposal) -> None:
 
 @shared_task(name=TIDY_TASK, ignore_result=True)
 def tidy() -> dict[str, int]:
-    """Forget old delivery claims and mark pairing codes past their hour."""
-    return {"deliveries": services.deliveries_prune(), "pairings": services.pairings_expire_due()}
+    """Forget old delivery claims, mark pairing codes past their hour and drop replies on their way that are
+    too old ever to be told (``pending.TELL_FOR``), left by a bot that never started again."""
+    from . import pending
+
+    return {"deliveries": services.deliveries_prune(), "pairings": services.pairings_expire_due(),
+            "replies": services.replies_pending_prune(older_than=pending.TELL_FOR)}
 
 
 @shared_task(name=TELL_CUT_OFF_TASK, ignore_result=True)

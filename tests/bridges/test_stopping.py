@@ -324,3 +324,25 @@ def test_a_cut_off_reply_the_platform_refuses_is_tried_again_at_the_next_start_a
     # the two-day-old message is never answered, however well the platform takes it
     assert telegram_server.sent_texts() == [pending.cut_off_text("Are you there?")]
     assert not PendingReply.objects.exists()
+
+
+def test_the_hourly_tidy_drops_replies_a_bot_that_never_starts_again_left_once_they_are_a_day_old(
+        polling_binding, time_machine):
+    """Only a bot's start reads what its runbridges left; a bot that never starts again (taken out of the
+    process, or runbridges no longer run) would keep its rows for ever. Past a day they are never sent, so
+    Celery beat's tidy drops them, and leaves the younger ones for the bot's next start."""
+    from bridges import tasks
+
+    time_machine.move_to("2026-12-01 09:00:00+00:00", tick=False)
+    services.reply_pending_open(binding_id=polling_binding.pk, conversation_id="5550999", said="Old news")
+    time_machine.move_to("2026-12-01 20:00:00+00:00", tick=False)
+    younger = services.reply_pending_open(binding_id=polling_binding.pk, conversation_id="5550999",
+                                          said="Still there?")
+
+    time_machine.move_to("2026-12-02 08:59:00+00:00", tick=False)
+    tasks.tidy()
+    assert PendingReply.objects.count() == 2  # not a day old yet
+    time_machine.move_to("2026-12-02 09:01:00+00:00", tick=False)
+    tasks.tidy()
+
+    assert list(PendingReply.objects.values_list("pk", flat=True)) == [younger]
