@@ -191,6 +191,26 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+#: An ``@`` that Telegram would read as the start of a mention (``@`` then a username's characters).
+_MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
+#: U+2060 WORD JOINER: no width, no break, and not a username's character, so ``@\u2060name`` reads as
+#: ``@name`` but is no mention.
+WORD_JOINER = "\u2060"
+
+
+def shown(outbound: core.Outbound) -> str:
+    """The text to send for ``outbound``. It always goes as plain text (no parse mode), but Telegram still makes
+    every ``@username`` in it a mention, which notifies that person in a group: in the bot's own words (a
+    question, "Saved", the notes listing, an Undo, a notice quoting a note or what someone said) each ``@``
+    gets a word joiner after it, so the text reads the same and pings nobody. The model's answer
+    (``formatted``) goes as it is."""
+    return outbound.text if outbound.formatted else _MENTION_RE.sub("@" + WORD_JOINER, outbound.text)
+
+
+def _shown_length(text: str) -> int:
+    return utf16_length(_MENTION_RE.sub("@" + WORD_JOINER, text))
+
+
 async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_to: int | None = None) -> int | None:
     """Send one message, retrying rate limits and 5xx with backoff; Revoked when the token is refused. A text
     over Telegram's limit goes as several messages (the buttons under the last); a part that fails does not
@@ -198,9 +218,9 @@ async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_t
     last part's message (the one with the buttons)."""
     failure: TelegramError | None = None
     sent_id: int | None = None
-    for part in outbound.parts(MESSAGE_LIMIT, utf16_length):
+    for part in outbound.parts(MESSAGE_LIMIT, utf16_length if outbound.formatted else _shown_length):
         async def call(part: core.Outbound = part) -> Any:
-            return await bot.send_message(chat_id=chat_id, text=part.text, reply_markup=markup(part),
+            return await bot.send_message(chat_id=chat_id, text=shown(part), reply_markup=markup(part),
                                           reply_to_message_id=reply_to)
 
         try:

@@ -1,7 +1,7 @@
 """A note's text shows in the chat exactly as it was written, on each platform through its real library: a
 note reading ``*bold*``, ``_x_``, a backtick, ``~``, ``@everyone``, ``<!channel>`` or ``<@U…>`` neither renders
 as markup nor pings anyone wherever the bot repeats it (the question, "Saved", the notes listing, the Undo,
-the answer to a tap). Telegram gets plain text (no parse mode); Slack gets the text escaped with its
+the answer to a tap). Telegram gets plain text (no parse mode) with a word joiner after each ``@``; Slack gets the text escaped with its
 formatting off; Discord gets the markdown escaped and no mentions allowed."""
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ def shown(bot, since: dict[str, int]) -> list[str]:
     texts: list[str] = []
     if bot.platform == "telegram":
         for item in bot.server.sent[since["sent"]:]:
-            assert not item.get("parse_mode") and not item.get("entities"), item  # plain text: no markup
-            texts.append(item["text"])
+            assert not item["params"].get("parse_mode") and not item["params"].get("entities"), item  # plain text
+            if "lunch" in item["text"]:  # the bot's own words: no @name becomes a mention that pings
+                assert item["mentions"] == [], item
+            texts.append(item["text"].replace("\u2060", ""))  # a word joiner shows as nothing
         texts += [c.params.get("text") or "" for c in bot.server.calls_to("answerCallbackQuery")[since["taps"]:]]
     elif bot.platform == "slack":
         bodies: list[dict[str, Any]] = [post["params"] for post in bot.server.posts[since["posts"]:]]
@@ -101,3 +103,28 @@ def test_a_note_asked_about_shows_as_written_in_the_question_and_in_the_answer_t
 
     assert len(question) == 1 and f"I can save a note to this conversation's notes: \u201c{MARKUP}\u201d" in question[0]
     assert answered and all(f"Saved: \u201c{MARKUP}\u201d (lunch)." in text for text in answered)
+
+
+def test_a_telegram_note_naming_someone_by_username_pings_nobody_in_a_group_where_the_bot_repeats_it(
+        telegram_bot, telegram_server, owner, model, alice):
+    """Telegram makes every ``@username`` of a plain text a mention, which notifies that person in a group.
+    The bot's own words quoting a note (the question, "Saved", the /memory listing) carry a word joiner after
+    each ``@``: they read the same and mention nobody. The model's answer goes as it is."""
+    pair(telegram_bot, alice, can_confirm=True)
+    note = {"kind": "memory", "topic": "standup", "summary": "ask @bob_smith about the standup"}
+    model.script(tool_calls(("propose_change", note)), reply("Sure, @bob_smith runs it."))
+
+    asked = telegram_bot.group(alice, "remember to ask bob about the standup", expect=2)
+    answer, proposal_id = next(button for button in asked.buttons if button[0] == "yes")
+    tapped = telegram_bot.tap_seen(alice, answer, proposal_id, in_group=True)
+    listed = telegram_bot.group_as_typed(alice, "/memory")
+
+    own = [item for item in telegram_server.sent if "standup" in item["text"]]
+    assert len(own) == 3 and [item["mentions"] for item in own] == [[], [], []], own  # question, Saved, listing
+    assert [item["text"] for item in own] == [t for t in (*asked.texts, *tapped.public, listed.text) if "standup" in t]
+    shown = [item["text"].replace("\u2060", "") for item in own]  # a word joiner shows as nothing
+    assert shown[0].startswith("I can save a note to this conversation's notes: \u201cask @bob_smith about")
+    assert shown[1].startswith("Saved") and "@bob_smith" in shown[1]
+    assert "- standup: ask @bob_smith about the standup" in shown[2]
+    [answered] = [item for item in telegram_server.sent if item["text"] == "Sure, @bob_smith runs it."]
+    assert answered["mentions"] == ["@bob_smith"]  # the model's own answer: as it wrote it

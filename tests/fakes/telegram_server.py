@@ -3,7 +3,9 @@
 Serves `/bot<TOKEN>/<method>`: getMe, sendMessage, editMessageText, editMessageReplyMarkup,
 answerCallbackQuery, sendChatAction (recorded in `chat_actions`; an unknown action is refused), getUpdates (long poll, bounded by `long_poll_cap`), setWebhook, deleteWebhook,
 getWebhookInfo; any other method answers `{"ok": true, "result": true}`. Form-encoded, JSON and multipart
-bodies are all understood. Messages the bot sends are recorded in `sent`, every call in `calls`.
+bodies are all understood. Messages the bot sends are recorded in `sent`, every call in `calls`; a plain
+text's `@username`s become mention entities as Telegram derives them (`mention_entities`), in the message
+answered and in the record's `mentions`.
 The module-level builders (`private_message`, `group_message`, `callback_query`) make update payloads the
 way Telegram sends them. Faults: `revoke()` (401 on everything), `fail_next(429, retry_after=3)`,
 `fail_next(502)`, `fail_next(400, description=...)`, optionally limited to one `method=`. As Telegram does,
@@ -76,6 +78,22 @@ def _entities(text: str) -> list[dict[str, Any]]:
             {"type": "mention", "offset": mention.start(), "length": mention.end() - mention.start()}
         )
     return entities
+
+
+#: A mention as Telegram reads one in a message's plain text: "@" and then 5 to 32 of a username's
+#: characters, not inside a longer word. Each notifies that user in a group.
+MENTION_RE = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9_]{5,32}(?![A-Za-z0-9_])")
+
+
+def mention_entities(text: str) -> list[dict[str, Any]]:
+    """The mention entities Telegram attaches to a message the bot sends as plain text (no parse mode),
+    offsets and lengths in UTF-16 code units as Telegram counts them."""
+
+    def units(part: str) -> int:
+        return len(part.encode("utf-16-le")) // 2
+
+    return [{"type": "mention", "offset": units(text[:m.start()]), "length": units(m.group())}
+            for m in MENTION_RE.finditer(text)]
 
 
 def _message(
@@ -405,6 +423,9 @@ class TelegramServer(LoopbackHTTPServer):
             "date": int(time.time()),
             "text": text,
         }
+        entities = mention_entities(text)
+        if entities:
+            message["entities"] = entities
         if isinstance(markup, dict) and "inline_keyboard" in markup:
             message["reply_markup"] = markup
         return message
@@ -418,6 +439,9 @@ class TelegramServer(LoopbackHTTPServer):
                 "reply_markup": params.get("reply_markup"),
                 "message_id": message["message_id"],
                 "params": params,
+                # what Telegram made a mention of (a plain text's @username): each one notifies that person
+                "mentions": [] if params.get("parse_mode") else [
+                    m.group() for m in MENTION_RE.finditer(str(message.get("text") or ""))],
             }
         )
 
