@@ -24,7 +24,11 @@ So ``tell_cut_off`` tells exactly the rows whose process is gone, and never "ple
 still running in another worker. It runs in Celery beat every minute (``bridges.tasks``), not at the next
 webhook request (a bot nobody writes to would never tell) nor at runbridges' start (a webhook-only setup may
 not run it, and its bots never restart). Another gunicorn worker of a living process holds a presence of its
-own. (A database restart closes the presence's connection too: a turn running then may be told as cut off.)
+own. A lost presence connection (a database restart, a failover, a terminated session) frees the lock too,
+while the process lives: the process sees it at once (``Presence``'s watcher, and each new message), takes a
+new key and moves its replies to it, so their senders are not told to send again while their answers come
+(only a beat round in the instant between the loss and the move, or while the database stays unreachable to
+the web process and not to beat, would tell them).
 
 At least once: a process killed between sending and crossing out sends that answer again on its start. A
 turn cut off in the instant between the model's answer being stored and being written down here is told as
@@ -38,6 +42,7 @@ import functools
 import logging
 import os
 import secrets
+import select
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +50,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from localai_memory.core.db import session_lock
@@ -87,46 +92,163 @@ class Presence:
     """This web process's sign of life for the replies it has on their way: a session advisory lock on
     (``PRESENCE_NAMESPACE``, ``key``), held on a database connection of its own from its first reply on its way
     to its last one's end, so an idle process holds no connection. Made anew after a fork (gunicorn's
-    workers) or when its connection broke (with a new key)."""
+    workers).
+
+    A connection PostgreSQL lost (a restart, a failover, ``pg_terminate_backend``, a NAT's idle cut) took the
+    lock with it while the process still works on its replies: Celery beat would tell their senders "please
+    send it again" while their answers are still coming. Nothing runs on the connection once the lock is
+    taken, so nothing would notice on its own: a watcher thread waits on the connection's socket while the
+    presence is held, and ``hold`` looks too; either takes a new key on a new connection as soon as the old
+    one is gone, and moves the process's replies to it (``adopt`` moves the ones written with the old key
+    meanwhile)."""
+
+    #: How the presence's connection finds a peer gone silently (a NAT's idle cut, a host gone): TCP
+    #: keepalives, so that its socket shows the error within about a minute and the presence takes a new key.
+    KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+    #: How long the watcher waits before it tries again to take a new key (the database is down).
+    RETRY_SECONDS = 1.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._connection: Any = None
         self._pid = 0
         self._held = 0
+        self._rows: set[int] = set()
+        self._watcher_pid = 0
+        self._busy = threading.Event()  # set when the presence is held anew: the watcher has work
         self.key = 0
 
     def hold(self, count: int = 1) -> int:
-        """Hold the presence for ``count`` more replies; returns its key."""
+        """Hold the presence for ``count`` more replies; returns its key, with which to write them down (then
+        ``adopt`` them)."""
         with self._lock:
-            if self._connection is None or self._pid != os.getpid() or self._connection.broken:
-                self._open()
+            if self._pid != os.getpid():  # a new process (a fork): nothing of the parent's is ours
+                self._connection, self._held, self._rows = None, 0, set()
+            self._renew()
             self._held += count
+            if self._watcher_pid != os.getpid():  # threads do not survive a fork
+                threading.Thread(target=self._watch, name="bridges-presence", daemon=True).start()
+                self._watcher_pid = os.getpid()
+            self._busy.set()
             return self.key
 
-    def drop(self, count: int = 1) -> None:
-        """``count`` replies ended (sent, or given up): once none is left, the lock and its connection go."""
+    def _renew(self) -> None:
+        """Under the lock: a new key on a new connection if the presence has none or lost it, with the
+        process's replies on their way moved to it."""
+        if self._connection is not None and self._alive():
+            return
+        self._open()
+        if self._rows:  # the replies on their way still have the lost key
+            try:
+                services.replies_pending_move(ids=sorted(self._rows), holder=self.key)
+            except BaseException:  # the next look tries again
+                self._connection.close()
+                self._connection = None
+                raise
+
+    def _watch(self) -> None:
+        """The watcher: while the presence is held, it waits for its connection's socket to become readable
+        (PostgreSQL ended the session, or the keepalives gave up) and then takes a new key at once, not at
+        the process's next message, which may come after Celery beat's next round."""
+        pid = os.getpid()
+        pause = threading.Event()
+        while True:
+            self._busy.clear()
+            with self._lock:
+                connection, held = self._connection, self._held
+            if not held:
+                self._busy.wait()
+                continue
+            try:
+                if connection is not None and not self._gone(connection, wait=self.RETRY_SECONDS):
+                    continue
+                with self._lock:
+                    if self._held and self._pid == pid:
+                        self._renew()
+            except Exception:
+                log.warning("the web process's presence could not be taken anew", exc_info=True)
+            finally:
+                connections["default"].close()  # this thread's own, used to move the replies: not kept
+            pause.wait(self.RETRY_SECONDS)  # a socket that stays readable is not looked at in a loop
+
+    def adopt(self, ids: Sequence[int], *, key: int) -> None:
+        """The replies ``ids``, written down with ``key`` (of ``hold``), are on their way: moved to the
+        presence's key if its connection was lost meanwhile."""
         with self._lock:
             if self._pid != os.getpid():
                 return
+            self._rows.update(ids)
+            if key != self.key and ids:
+                try:
+                    services.replies_pending_move(ids=list(ids), holder=self.key)
+                except DatabaseError:  # they are written down: their turns run, and may be told as cut off
+                    log.warning("replies %s keep the presence key their process lost", list(ids), exc_info=True)
+
+    def drop(self, count: int = 1, *, ids: Sequence[int] = ()) -> None:
+        """``count`` replies ended (sent, or given up; ``ids``: those written down): once none is left, the lock
+        and its connection go."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            self._rows.difference_update(ids)
             self._held = max(0, self._held - count)
             if not self._held and self._connection is not None:
                 self._connection.close()
                 self._connection = None
 
-    def _open(self) -> None:
+    def _alive(self) -> bool:
+        """Whether the presence's connection still holds its lock. An idle session has nothing to read: its
+        socket becomes readable only when PostgreSQL ends the session (it sends why, then closes) or the
+        connection failed (the keepalives gave up), and only then does a statement tell, so a living
+        presence costs no round trip."""
         import psycopg
 
-        if self._connection is not None and self._pid == os.getpid():
-            self._connection.close()  # broken: its lock is gone with it
+        connection = self._connection
+        if not self._gone(connection, wait=0):
+            return True
+        try:
+            connection.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    @staticmethod
+    def _gone(connection: Any, *, wait: float) -> bool:
+        """Whether ``connection`` may be gone: closed, broken, or its socket readable within ``wait`` seconds
+        (an idle session has nothing to read)."""
+        import psycopg
+
+        if connection.broken or connection.closed:
+            return True
+        try:
+            waiting = select.poll()
+            waiting.register(connection.fileno(), select.POLLIN)
+            return bool(waiting.poll(wait * 1000))
+        except (OSError, psycopg.Error):  # closed meanwhile
+            return True
+
+    def _open(self) -> None:
+        """A new connection holding a new key (the old connection, if any, is closed: lost, its lock is gone)."""
+        import psycopg
+
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            try:
+                connection.close()
+            except psycopg.Error:
+                pass
         params = {k: v for k, v in connections["default"].get_connection_params().items() if k != "cursor_factory"}
-        connection = psycopg.connect(**params, autocommit=True)
+        connection = psycopg.connect(**{**self.KEEPALIVES, **params}, autocommit=True)
+        try:  # the connection idles while the process's turns run: a server's idle_session_timeout must spare it
+            connection.execute("SET idle_session_timeout = 0")
+        except psycopg.Error:  # PostgreSQL before 14 has no such timeout
+            pass
         while True:  # a key no living process holds
             key = 1 + secrets.randbelow(2**31 - 2)
             row = connection.execute("SELECT pg_try_advisory_lock(%s, %s)", [PRESENCE_NAMESPACE, key]).fetchone()
             if row and row[0]:
                 break
-        self._connection, self._pid, self._held, self.key = connection, os.getpid(), 0, key
+        self._connection, self._pid, self.key = connection, os.getpid(), key
 
 
 presence = Presence()
@@ -152,10 +274,13 @@ def keep(inbounds: Sequence[core.InboundMessage | None], *, web: bool = False) -
             presence.drop(len(owed))
         raise
     kept = [next(ids) if answers(inbound) else None for inbound in inbounds]
+    written = [pending_id for pending_id in kept if pending_id is not None]
     with _answering_lock:
-        _answering.update((pending_id, False) for pending_id in kept if pending_id is not None)
+        _answering.update((pending_id, False) for pending_id in written)
         if web:
-            _held.update(pending_id for pending_id in kept if pending_id is not None)
+            _held.update(written)
+    if web and holder is not None:
+        presence.adopt(written, key=holder)
     return kept
 
 
@@ -185,7 +310,7 @@ def release(pending_id: int | None) -> None:
         held = pending_id in _held
         _held.discard(pending_id)
     if held:
-        presence.drop()
+        presence.drop(ids=[pending_id])
 
 
 def answer(inbound: core.InboundMessage, *, pending_id: int | None) -> tuple[core.Reply, int | None]:
@@ -294,7 +419,7 @@ def tell_cut_off() -> int:
                 continue
             try:
                 told += _tell(rows, binding_id=binding_id, platform=binding.platform,
-                              credentials=decrypt(binding.credentials))
+                              credentials=decrypt(binding.credentials), holders=gone)
             except (Revoked, CredentialsUnreadable) as exc:
                 code, reason = (exc.code, exc.reason) if isinstance(exc, Revoked) else (exc.code, exc.message)
                 services.binding_report_revoked(binding_id=binding_id, code=code, reason=reason)
@@ -311,10 +436,12 @@ def _drop_old(rows: list[PendingReply]) -> None:
             services.reply_pending_close(pending_id=pending.pk)
 
 
-def _tell(rows: list[PendingReply], *, binding_id: int, platform: str, credentials: dict[str, str]) -> int:
+def _tell(rows: list[PendingReply], *, binding_id: int, platform: str, credentials: dict[str, str],
+          holders: list[int] | None = None) -> int:
     """Send each reply cut off in ``rows`` (a late answer, or "please send it again") and cross it out; one
-    ``TELL_FOR`` old is crossed out unsent. Revoked is raised; another failure is logged and the reply tried
-    again next time. Returns how many were told."""
+    ``TELL_FOR`` old is crossed out unsent. ``holders``: the web processes found gone; a reply another holds
+    by now (its process's presence took a new key) is left alone. Revoked is raised; another failure is
+    logged and the reply tried again next time. Returns how many were told."""
     from .runner import adapter
 
     send = adapter(platform).send_message
@@ -324,6 +451,8 @@ def _tell(rows: list[PendingReply], *, binding_id: int, platform: str, credentia
         try:  # as it is now: its turn may have ended (and written its answer) while earlier rows were sent
             pending.refresh_from_db()
         except ObjectDoesNotExist:
+            continue
+        if holders is not None and pending.holder not in holders:
             continue
         if now - pending.created_at >= TELL_FOR:  # a bot off for long: a message this old is not worth a word
             services.reply_pending_close(pending_id=pending.pk)

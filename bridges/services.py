@@ -502,3 +502,10 @@ def replies_pending_prune(*, older_than: timedelta, now: datetime | None = None)
     process no longer run) would keep its rows forever, as they are otherwise only read at its start."""
     deleted, _ = PendingReply.objects.filter(created_at__lt=(now or timezone.now()) - older_than).delete()
     return deleted
+
+
+def replies_pending_move(*, ids: list[int], holder: int) -> None:
+    """The web process holding the replies ``ids`` now holds them under the key ``holder``: its presence's
+    connection was lost, and with it the lock of the key they had (``bridges.pending.Presence``)."""
+    PendingReply.objects.filter(pk__in=ids).update(holder=holder)
+

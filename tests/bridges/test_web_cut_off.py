@@ -16,8 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection
 
-from bridges import pending, tasks
+from bridges import core, pending, tasks
 from bridges.models import PendingReply
 from bridges.selectors import binding_credentials
 from tests.api.test_two_processes import READY_WITHIN_SECONDS, free_port, test_database_url
@@ -60,6 +61,88 @@ def test_a_turn_still_running_in_a_living_web_process_is_not_told_as_cut_off(pla
     assert told == 0
     [(written, holder)] = rows  # written down while it ran, held by this living process
     assert written == QUESTION and holder is not None
+    assert not PendingReply.objects.exists()
+
+
+def _presence_backend(key: int) -> int | None:
+    """The PostgreSQL backend that holds the presence lock ``key``, if one does."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s "
+                       "AND objsubid = 2 AND granted", [pending.PRESENCE_NAMESPACE, key])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+@pytest.mark.parametrize("platform", ["telegram", "slack"])
+def test_a_web_process_whose_presence_connection_was_lost_is_not_told_as_cut_off(platform, request, model, alice):
+    """PostgreSQL dropped the connection of the web process's presence (a restart, a failover, an idle cut)
+    while the process had a reply on its way: a message answered after that is not told "please send it
+    again" while its turn runs, and neither is the reply that was on its way before."""
+    bot = request.getfixturevalue(f"{platform}_bot")
+    pair(bot, alice)
+    # another message of this process on its way, its turn still running
+    [earlier] = pending.keep([core.InboundMessage(binding_id=bot.binding.pk, conversation_id=bot.dm_id(alice),
+                                                  kind="one_to_one", sender_id="someone", sender_display="Someone",
+                                                  text="Earlier question")], web=True)
+    try:
+        [lost] = PendingReply.objects.values_list("holder", flat=True)
+        backend = _presence_backend(lost)
+        assert backend is not None
+        with connection.cursor() as cursor:  # waits for the backend's end: its lock is free from then on
+            cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [backend])
+        assert _presence_backend(lost) is None
+        seen: list[tuple[int, list[int | None]]] = []
+
+        def look() -> None:  # Celery beat's round while the model thinks
+            seen.append((tasks.tell_cut_off(), list(PendingReply.objects.values_list("holder", flat=True))))
+
+        model.script(meanwhile(look, "Pasta, since you asked."))
+
+        said = bot.dm(alice, QUESTION)
+
+        assert said.texts == ["Pasta, since you asked."]  # no "Sorry, I was restarted…" before the answer
+        [(told, holders)] = seen
+        assert told == 0
+        # both replies moved to a new key of the process's presence, which a living connection holds
+        assert len(holders) == 2 and len(set(holders)) == 1 and holders[0] != lost
+        assert _presence_backend(holders[0]) is not None
+        assert list(PendingReply.objects.values_list("pk", flat=True)) == [earlier]
+    finally:
+        PendingReply.objects.filter(pk=earlier).delete()
+        pending.release(earlier)
+    # nothing on its way any more: the presence's connection closed, and its backend lets the lock go as it ends
+    _wait(lambda: _presence_backend(holders[0]) is None, 10, "the presence was kept while idle")
+
+
+def test_a_turn_running_when_the_presence_connection_is_lost_is_not_told_as_cut_off(telegram_bot, model, alice,
+                                                                                     settings):
+    """The presence's connection is lost while the only turn of the process runs (the model thinks through a
+    database failover) and no other message comes: Celery beat, a moment later, does not tell the sender to
+    send it again; the answer comes, alone."""
+    settings.LLM_TIMEOUT = 30.0  # the model thinks while the loss is looked for
+    pair(telegram_bot, alice)
+    seen: list[int] = []
+
+    def lose_and_look() -> None:
+        [lost] = PendingReply.objects.values_list("holder", flat=True)
+        with connection.cursor() as cursor:  # waits for the backend's end: its lock is free from then on
+            cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [_presence_backend(lost)])
+
+        def held_anew() -> bool:
+            holder = PendingReply.objects.values_list("holder", flat=True).first()
+            return holder not in (None, lost) and _presence_backend(holder) is not None
+
+        pause, deadline = threading.Event(), time.monotonic() + 5
+        while not held_anew() and time.monotonic() < deadline:  # a moment for the process to notice
+            pause.wait(0.05)
+        seen.append(tasks.tell_cut_off())  # Celery beat's round, whatever the process did meanwhile
+
+    model.script(meanwhile(lose_and_look, "Pasta, since you asked."))
+
+    said = telegram_bot.dm(alice, QUESTION)
+
+    assert said.texts == ["Pasta, since you asked."]  # no "Sorry, I was restarted…" before the answer
+    assert seen == [0]
     assert not PendingReply.objects.exists()
 
 
