@@ -204,6 +204,10 @@ class PendingReply(models.Model):
     process is gone (``holder``), was cut off by a process that stopped (a deploy past its grace, a crash):
     the person is then told (``bridges.pending``)."""
 
+    #: The ``holder`` of a web process's reply it is done with, its answer unsent (the send failed): no
+    #: process holds this key (a presence's is never 0), so Celery beat tells it at its next round.
+    LET_GO = 0
+
     binding = models.ForeignKey(Binding, on_delete=models.CASCADE, related_name="pending_replies")
     conversation_id = models.CharField(max_length=200, help_text="The platform's id of the chat to answer in.")
     said = models.CharField(max_length=200, blank=True, help_text="The beginning of the message, to name it.")

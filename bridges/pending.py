@@ -30,6 +30,10 @@ new key and moves its replies to it, so their senders are not told to send again
 (only a beat round in the instant between the loss and the move, or while the database stays unreachable to
 the web process and not to beat, would tell them).
 
+A web row whose handling ended without its answer sent (the send failed; the token was refused) is let go
+at once (``PendingReply.LET_GO``) and told at Celery beat's next round, not once its process has no reply on
+its way any more, which a busy process may never reach before the row is a day old.
+
 At least once: a process killed between sending and crossing out sends that answer again on its start. A
 turn cut off in the instant between the model's answer being stored and being written down here is told as
 unanswered, though its answer stays in the chat.
@@ -252,8 +256,10 @@ class Presence:
 
 
 presence = Presence()
-#: The rows of this (web) process that hold its presence.
+#: The rows of this (web) process that hold its presence, and those of them crossed out already (their answer
+#: sent, or none to send): one ``release`` finds not crossed out is let go (``PendingReply.LET_GO``).
 _held: set[int] = set()
+_crossed_out: set[int] = set()
 
 
 def keep(inbounds: Sequence[core.InboundMessage | None], *, web: bool = False) -> list[int | None]:
@@ -300,17 +306,44 @@ async def keep_soon(inbounds: Sequence[core.InboundMessage | None], *, web: bool
 def release(pending_id: int | None) -> None:
     """The handling of a written-down message ended in this process (its reply sent, or not): if its turn never
     started (cancelled while it waited, failed before), its row is left for the bot's next start to tell; a
-    web process's row no longer holds its presence (one left, its send failed, is told once no reply of the
-    process is on its way any more). Idempotent."""
+    web process's row no longer holds its presence, and one left (its turn never started, or its answer could
+    not be sent) is let go, for Celery beat to tell at its next round: the process's presence, held as long as
+    any of its replies is on its way, may never be free on a busy server. Idempotent. Blocking (from async
+    code ``release_soon``) only for such a row."""
     if pending_id is None:
         return
     with _answering_lock:
-        if _answering.get(pending_id) is False:
+        running = _answering.get(pending_id)
+        if running is False:
             del _answering[pending_id]
         held = pending_id in _held
         _held.discard(pending_id)
+        crossed_out = pending_id in _crossed_out
+        _crossed_out.discard(pending_id)
     if held:
         presence.drop(ids=[pending_id])
+        # a turn still running (its handling was cancelled) writes its answer down as it ends: its row stays
+        # the presence's, told once the process has no reply on its way
+        if not crossed_out and not running:
+            services.reply_pending_let_go(pending_id=pending_id)
+
+
+async def release_soon(pending_id: int | None) -> None:
+    """``release`` from async code: a row to let go is let go in a thread of its own."""
+    with _answering_lock:
+        letting_go = pending_id in _held and pending_id not in _crossed_out and _answering.get(pending_id) is not True
+    if not letting_go:
+        release(pending_id)
+        return
+    await asyncio.get_running_loop().run_in_executor(_writer, _closing(release), pending_id)
+
+
+def _cross_out(pending_id: int) -> None:
+    """The reply is handled: its answer sent, or none to send."""
+    services.reply_pending_close(pending_id=pending_id)
+    with _answering_lock:
+        if pending_id in _held:
+            _crossed_out.add(pending_id)
 
 
 def answer(inbound: core.InboundMessage, *, pending_id: int | None) -> tuple[core.Reply, int | None]:
@@ -331,11 +364,11 @@ def answer(inbound: core.InboundMessage, *, pending_id: int | None) -> tuple[cor
             if reply.messages:
                 services.reply_pending_answered(pending_id=pending_id, messages=[_data(o) for o in reply.messages])
             else:
-                services.reply_pending_close(pending_id=pending_id)
+                _cross_out(pending_id)
                 kept = None
     except BaseException:
         if pending_id is not None:  # handled (the platform's retry, or the error handler, takes it from here)
-            services.reply_pending_close(pending_id=pending_id)
+            _cross_out(pending_id)
         raise
     finally:
         if pending_id is not None:
@@ -347,7 +380,7 @@ def answer(inbound: core.InboundMessage, *, pending_id: int | None) -> tuple[cor
 def sent(pending_id: int | None) -> None:
     """The reply of ``answer`` was sent (each message tried; one the platform refused is not tried again)."""
     if pending_id is not None:
-        services.reply_pending_close(pending_id=pending_id)
+        _cross_out(pending_id)
 
 
 def _data(outbound: core.Outbound) -> dict[str, Any]:
@@ -396,15 +429,19 @@ def tell_left(*, binding_id: int, platform: str, credentials: dict[str, str]) ->
 
 
 def tell_cut_off() -> int:
-    """Tell the replies whose web process is gone (its ``presence`` lock is free: the process ended), as a
-    bot's start tells runbridges' (late answer, or "please send it again"); returns how many were told. A
-    reply of a disabled bot, or of a suspended account, waits (and is dropped at ``TELL_FOR``); a refused token
-    turns the binding off with its reason. One caller at a time across the workers. Blocking (Celery beat)."""
+    """Tell the replies whose web process is gone (its ``presence`` lock is free: the process ended) or let
+    them go (``release``: their answers could not be sent), as a bot's start tells runbridges' (late answer,
+    or "please send it again"); returns how many were told. A reply of a disabled bot, or of a suspended
+    account, waits (and is dropped at ``TELL_FOR``); a refused token turns the binding off with its reason.
+    One caller at a time across the workers. Blocking (Celery beat)."""
     with session_lock(_TELLING_NAMESPACE, 0) as mine:
         if not mine:
             return 0
         gone = []
         for holder in reply_holders():
+            if holder == PendingReply.LET_GO:  # nobody works on these any more
+                gone.append(holder)
+                continue
             with session_lock(PRESENCE_NAMESPACE, holder) as free:
                 if free:
                     gone.append(holder)

@@ -509,3 +509,8 @@ def replies_pending_move(*, ids: list[int], holder: int) -> None:
     connection was lost, and with it the lock of the key they had (``bridges.pending.Presence``)."""
     PendingReply.objects.filter(pk__in=ids).update(holder=holder)
 
+
+def reply_pending_let_go(*, pending_id: int) -> None:
+    """The web process is done with the reply without having sent its answer (the send failed): nobody works
+    on it any more, so Celery beat tells it at its next round (``PendingReply.LET_GO``), if it is still here."""
+    PendingReply.objects.filter(pk=pending_id).update(holder=PendingReply.LET_GO)

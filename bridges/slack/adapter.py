@@ -156,7 +156,7 @@ def build_app(binding_id: int, credentials: dict[str, str], *, process_before_re
                 if pending_id is not None:
                     _closing(pending.sent)(pending_id)
             finally:
-                pending.release(kept)
+                _closing(pending.release)(kept)
 
     def on_command(ack: Any, command: dict[str, Any], respond: Any, client: WebClient) -> None:
         """``/remember <fact>``, ``/memory`` and ``/new``: Slack keeps messages that start with a slash for the app whose

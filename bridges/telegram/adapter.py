@@ -369,7 +369,7 @@ async def handle(app: Application, update: Update) -> None:
     try:
         await app.update_processor.process_update(update, app.process_update(update))
     finally:
-        pending.release(app.bot_data["kept"].pop(update.update_id, None))
+        await pending.release_soon(app.bot_data["kept"].pop(update.update_id, None))
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection
 
-from bridges import core, pending, tasks
-from bridges.models import PendingReply
+from bridges import core, pending, services, tasks
+from bridges.models import Binding, PendingReply
 from bridges.selectors import binding_credentials
 from tests.api.test_two_processes import READY_WITHIN_SECONDS, free_port, test_database_url
 from tests.bridges.conftest import pair
@@ -144,6 +144,36 @@ def test_a_turn_running_when_the_presence_connection_is_lost_is_not_told_as_cut_
     assert said.texts == ["Pasta, since you asked."]  # no "Sorry, I was restarted…" before the answer
     assert seen == [0]
     assert not PendingReply.objects.exists()
+
+
+def test_an_answer_that_could_not_be_sent_is_told_late_while_the_web_process_stays_busy(telegram_bot, telegram_server,
+                                                                                         model, alice):
+    """The answer could not be sent (Telegram refused the token just then) while the web process had another
+    reply on its way, as a busy process always has: once the owner turns the bot back on, Celery beat's next
+    round sends it late, without waiting for the process to have nothing on its way."""
+    pair(telegram_bot, alice)
+    # another message of this process on its way, its turn still running
+    [other] = pending.keep([core.InboundMessage(binding_id=telegram_bot.binding.pk, conversation_id="5550999",
+                                                kind="one_to_one", sender_id="5550999", sender_display="Someone",
+                                                text="Another question")], web=True)
+    try:
+        model.script("Pasta, since you asked.")
+        telegram_server.fail_next(401, method="sendMessage")  # the token refused as the answer goes
+
+        said = telegram_bot.dm(alice, QUESTION)
+
+        assert said.texts == []
+        binding = Binding.objects.get(pk=telegram_bot.binding.pk)
+        assert not binding.enabled  # turned off with the reason, as a refused token is
+        services.binding_set_enabled(binding=binding, enabled=True)  # the owner restored the token
+
+        assert tasks.tell_cut_off() == 1
+        assert telegram_server.sent_texts(alice.number) == [pending.late_text(QUESTION), "Pasta, since you asked."]
+        assert list(PendingReply.objects.values_list("pk", flat=True)) == [other]  # still on its way: not told
+        assert tasks.tell_cut_off() == 0  # told once
+    finally:
+        PendingReply.objects.filter(pk=other).delete()
+        pending.release(other)
 
 
 @pytest.fixture
