@@ -388,6 +388,22 @@ class AddonForget:
         return {"name": self.name, "label": self.label, "status": self.status, "message": self.message}
 
 
+def _asked_to_forget(name: str, obj: Any, method: str, **arguments: Any) -> str:
+    """What one add-on answered to ``method(**arguments)`` (``AddonForget.status``)."""
+    if obj is None:
+        return "not_installed"
+    if not callable(getattr(obj, method, None)):
+        return "no_forget"
+    if not addon_running(obj):
+        return "not_running"
+    try:
+        getattr(obj, method)(**arguments)
+    except Exception:
+        log.warning("memory provider %s failed to %s %s", name, method, arguments, exc_info=True)
+        return "failed"
+    return "forgot"
+
+
 def addons_forget(names: Iterable[str], *, user_id: int) -> list[AddonForget]:
     """Ask each add-on of ``names`` (those the person used) to forget the person's notes, whether it serves now
     or not, and say what each answered (``AddonForget``)."""
@@ -395,20 +411,7 @@ def addons_forget(names: Iterable[str], *, user_id: int) -> list[AddonForget]:
     for name in sorted(set(names)):
         obj = addon(name)
         label = str(getattr(obj, "label", name)) if obj is not None else name
-        if obj is None:
-            status = "not_installed"
-        elif not callable(getattr(obj, "forget", None)):
-            status = "no_forget"
-        elif not addon_running(obj):
-            status = "not_running"
-        else:
-            try:
-                obj.forget(user_id=user_id)
-                status = "forgot"
-            except Exception:
-                log.warning("memory provider %s failed to forget", name, exc_info=True)
-                status = "failed"
-        answers.append(AddonForget(name, label, status))
+        answers.append(AddonForget(name, label, _asked_to_forget(name, obj, "forget", user_id=user_id)))
     return answers
 
 
@@ -425,19 +428,7 @@ def addons_forget_namespace(names: Iterable[str], *, user_id: int, namespace: st
         if obj is not None and not keeps_namespaces(obj):
             continue
         label = str(getattr(obj, "label", name)) if obj is not None else name
-        if obj is None:
-            status = "not_installed"
-        elif not callable(getattr(obj, "forget_namespace", None)):
-            status = "no_forget"
-        elif not addon_running(obj):
-            status = "not_running"
-        else:
-            try:
-                obj.forget_namespace(user_id=user_id, namespace=namespace)
-                status = "forgot"
-            except Exception:
-                log.warning("memory provider %s failed to forget the namespace %s", name, namespace, exc_info=True)
-                status = "failed"
+        status = _asked_to_forget(name, obj, "forget_namespace", user_id=user_id, namespace=namespace)
         answers.append(AddonForget(name, label, status, whose=whose, again=again))
     return answers
 
