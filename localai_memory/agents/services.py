@@ -232,14 +232,15 @@ class AgentDeleted:
 
 
 def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> AgentDeleted:
-    """Delete an agent and do ``memory`` with its notes (``_agent_delete``). When they go (Delete, or an agent
-    with no built-in notes to keep), each memory add-on the owner used that keeps namespaces is asked, once the
-    delete is committed, to drop the agent's namespace (``agent:<id>``), which no chat reads any more: its
-    notes would otherwise stay in the add-on for good. One that is not running, or fails, is named in the
-    answer (``AgentDeleted.addons``), never counted as done. Keep and Export then delete leave the add-on's
-    notes (its own export holds them; Forget everything clears them)."""
+    """Delete an agent and do ``memory`` with its notes (``_agent_delete``). On an explicit Delete, each memory
+    add-on the owner used that keeps namespaces is asked, once the delete is committed, to drop the agent's
+    namespace (``agent:<id>``), which no chat reads any more. One that is not running, or fails, is named in
+    the answer (``AgentDeleted.addons``), never counted as done. Without a choice, Keep and Export then delete
+    leave the add-on's notes (the spec's default is Keep, and the add-on's notes are not in the Trash: a forget
+    there cannot be undone; its own export holds them; Forget everything clears them), also for an agent with
+    no built-in notes, whose notes may all be in the add-on."""
     deleted = _agent_delete(owner_id=owner_id, agent_id=agent_id, memory=memory)
-    if deleted.memory not in ("delete", "none"):
+    if deleted.memory != "delete":
         return deleted
     from localai_memory.memory.selectors import addons_used
     from localai_memory.notes.paths import Scope

@@ -415,6 +415,17 @@ def addons_forget(names: Iterable[str], *, user_id: int) -> list[AddonForget]:
     return answers
 
 
+def namespaced_addons(names: Iterable[str]) -> list[str]:
+    """The labels of those of ``names`` (the add-ons a person used) that may hold an agent's notes apart: each
+    installed one that keeps namespaces, and one no longer installed (it may have)."""
+    labels = []
+    for name in sorted(set(names)):
+        obj = addon(name)
+        if obj is None or keeps_namespaces(obj):
+            labels.append(str(getattr(obj, "label", name)) if obj is not None else name)
+    return labels
+
+
 def addons_forget_namespace(names: Iterable[str], *, user_id: int, namespace: str, whose: str
                             ) -> list[AddonForget]:
     """Ask each add-on of ``names`` (those the person used) that keeps namespaces to drop ``namespace`` (a

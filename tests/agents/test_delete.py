@@ -211,7 +211,7 @@ def test_deleting_an_agent_asks_the_memory_addon_to_drop_the_agents_notes(api, o
     sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
     sample_addon.SCOPED[(owner.pk, f"agent:{other['id']}")] = {"roses": "prunes roses in March"}
 
-    response = api.delete(f"{AGENTS}/{agent['id']}")
+    response = api.delete(f"{AGENTS}/{agent['id']}?memory=delete")
 
     assert response.status_code == 200
     body = response.json()
@@ -245,4 +245,16 @@ def test_keep_leaves_the_agents_notes_in_the_memory_addon_too(api, owner, make_a
     body = api.delete(f"{AGENTS}/{agent['id']}?memory=keep").json()
 
     assert body["addons"] == [] and body["memory"] == "keep"
+    assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}
+
+
+def test_without_a_choice_an_agent_whose_notes_are_all_in_the_memory_addon_keeps_them_there(api, owner, make_agent,
+                                                                                          sample_addon):
+    """Its notes are not in the Trash: a forget in the add-on cannot be undone, so only Delete asks for it."""
+    agent = make_agent(name="Cook")
+    sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
+
+    body = api.delete(f"{AGENTS}/{agent['id']}").json()
+
+    assert body["addons"] == []
     assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
+from localai_memory.agents.models import Agent
 from localai_memory.agents.services import agent_create
 
 pytestmark = pytest.mark.browser
@@ -177,6 +178,39 @@ def test_an_agent_without_notes_is_deleted_without_the_question(web):
     expect(page.get_by_role("radio")).to_have_count(0)
     page.get_by_role("button", name="Delete agent").click()
     expect(page.get_by_text("The agent is deleted. It had no notes.")).to_be_visible()
+
+
+def test_an_agent_whose_notes_a_memory_addon_may_hold_asks_before_the_addon_drops_them(web, monkeypatch):
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick
+
+    for name in ("SAMPLE_PROVIDER_DOWN", "SAMPLE_PROVIDER_BROKEN", "SAMPLE_PROVIDER_ONE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sample_memory_provider, "SCOPED", {})
+    web.register("alice")
+    page = web.page
+    user = get_user_model().objects.get(username="alice")
+    provider_pick(user_id=user.pk, provider="sample")
+    for name in ("Chef", "Coach"):
+        create_agent(web, name, memory="Its own only")
+    ids = dict(Agent.objects.filter(owner=user).values_list("name", "pk"))
+    for name, pk in ids.items():
+        sample_memory_provider.SCOPED[(user.pk, f"agent:{pk}")] = {"recipe": f"{name} knows risotto"}
+
+    agent_row(page, "Chef").get_by_role("link", name="Delete Chef").click()
+    group = page.get_by_role("group", name="Its notes may be in the memory add-on “Sample memory add-on”.")
+    expect(group.get_by_role("radio", name="Keep")).to_be_checked()  # the default: nothing is lost
+    page.get_by_role("button", name="Delete agent").click()
+    expect(page.get_by_text("The agent is deleted.")).to_be_visible()
+    assert sample_memory_provider.SCOPED[(user.pk, f"agent:{ids['Chef']}")] == {"recipe": "Chef knows risotto"}
+
+    agent_row(page, "Coach").get_by_role("link", name="Delete Coach").click()
+    page.get_by_role("radio", name="Delete").check()
+    page.get_by_role("button", name="Delete agent").click()
+    expect(page.get_by_text("The memory add-on Sample memory add-on forgot the notes of the agent “Coach”.")
+           ).to_be_visible()
+    assert (user.pk, f"agent:{ids['Coach']}") not in sample_memory_provider.SCOPED
 
 
 def test_an_agent_is_exported_and_imported_as_a_new_agent_with_the_same_choices_and_no_notes(web, tmp_path):

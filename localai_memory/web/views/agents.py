@@ -22,7 +22,8 @@ from localai_memory.agents import services as agent_services
 from localai_memory.agents.models import Agent, AgentMemory
 from localai_memory.core.errors import ApplicationError
 from localai_memory.core.parsers import json_loads
-from localai_memory.memory.selectors import memory_state
+from localai_memory.memory.providers import namespaced_addons
+from localai_memory.memory.selectors import addons_used, memory_state
 
 from .common import AuthenticatedHttpRequest, not_found_as_404, page
 
@@ -49,6 +50,11 @@ DELETE_CHOICES = [
     ("keep", "Keep", "The notes stay. They show on the Memory tab under Deleted agents until you delete them."),
     ("export", "Export then delete", "Download the notes as a zip file, then move them to the Trash."),
     ("delete", "Delete", "Move the notes to the Trash. You can restore them from Files."),
+]
+#: An agent with no notes here whose notes a memory add-on may hold (it keeps namespaces).
+ADDON_DELETE_CHOICES = [
+    ("keep", "Keep", "Its notes stay in the memory add-on."),
+    ("delete", "Delete", "Ask the memory add-on to drop its notes. This cannot be undone."),
 ]
 EXPORT_TTL_SECONDS = 15 * 60
 
@@ -152,13 +158,17 @@ def agent_edit(request: AuthenticatedHttpRequest, agent_id: int) -> HttpResponse
 def agent_delete(request: AuthenticatedHttpRequest, agent_id: int) -> HttpResponse:
     agent = agent_selectors.access_agent(request.user.pk, agent_id)
     files = agent_selectors.agent_note_count(owner_id=request.user.pk, agent_id=agent.pk)
+    # A memory add-on that keeps namespaces may hold the agent's notes, though it has no files here: the
+    # choice is asked then too (Keep by default; Delete asks the add-on to drop them, which cannot be undone).
+    addons = namespaced_addons(addons_used(user_id=request.user.pk))
+    context = {"agent": agent, "files": files, "addons": addons,
+               "choices": DELETE_CHOICES if files else ADDON_DELETE_CHOICES}
     if request.method == "POST":
-        choice = request.POST.get("memory") if files else None
+        choice = request.POST.get("memory") if files or addons else None
         try:
             result = agent_services.agent_delete(owner_id=request.user.pk, agent_id=agent.pk, memory=choice)
         except ApplicationError as exc:
-            return page(request, "web/agent_delete.html",
-                        {"agent": agent, "files": files, "choices": DELETE_CHOICES, "error": exc.message},
+            return page(request, "web/agent_delete.html", {**context, "error": exc.message},
                         section="agents", status=exc.status)
         # an add-on that could not drop the agent's notes is a warning: they may still be there
         said = messages.success if all(a.status == "forgot" for a in result.addons) else messages.warning
@@ -171,8 +181,7 @@ def agent_delete(request: AuthenticatedHttpRequest, agent_id: int) -> HttpRespon
                       EXPORT_TTL_SECONDS)
             return redirect(f"/agents/?download={token}")
         return redirect("/agents/")
-    return page(request, "web/agent_delete.html", {"agent": agent, "files": files, "choices": DELETE_CHOICES},
-                section="agents")
+    return page(request, "web/agent_delete.html", context, section="agents")
 
 
 def _export_key(user_id: int, token: str) -> str:
