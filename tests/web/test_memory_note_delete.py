@@ -78,3 +78,46 @@ def test_a_note_you_confirmed_can_be_undone_from_its_card_long_after_the_chat_un
 
     assert "Undid “Saved diet in your notes”: memory is as it was before it." in undone.content.decode()
     assert index(owner) == ""
+
+
+def test_a_delete_refused_for_a_note_changed_meanwhile_lands_on_the_note_where_the_message_is(owner):
+    """Without JavaScript the browser scrolls to the redirect's fragment: the note's row, not the list's top."""
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files",
+                actor="you")
+    client = signed_in(owner)
+    page = client.get("/settings/memory/?tab=yours").content.decode()
+    version = page.split('name="note_version" value="', 1)[1].split('"', 1)[0]
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Lisbon", source="files",
+                actor="you")  # another tab
+
+    response = client.post(DELETE, {"scope": "user", "topic": "home", "note_version": version,
+                                    "at": "note-1-home", "next": "/settings/memory/?tab=yours#notes"})
+
+    assert response.status_code == 302 and response["Location"] == "/settings/memory/?tab=yours#note-1-home"
+    assert index(owner) == "- home: lives in Lisbon\n"
+    assert "It now reads: “lives in Lisbon”" in client.get(response["Location"]).content.decode()
+
+
+def test_a_landing_that_is_not_a_plain_id_is_not_put_in_the_redirect(owner):
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files",
+                actor="you")
+    response = signed_in(owner).post(DELETE, {"scope": "user", "topic": "home", "note_version": "0" * 16,
+                                              "at": "x\r\nSet-Cookie: a=b", "next": "/settings/memory/#notes"})
+    assert response.status_code == 302 and response["Location"] == "/settings/memory/#notes"
+
+
+def test_a_note_whose_importance_alone_changed_meanwhile_says_so_when_the_delete_is_refused(owner):
+    from localai_memory.notes.services import note_importance_set
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files",
+                actor="you")
+    client = signed_in(owner)
+    page = client.get("/settings/memory/?tab=yours").content.decode()
+    version = page.split('name="note_version" value="', 1)[1].split('"', 1)[0]
+    note_importance_set(owner_id=owner.pk, scope=Scope.user(), topic="home", importance=0.9, actor="you")
+
+    shown = client.post(DELETE, {"scope": "user", "topic": "home", "note_version": version, "at": "note-1-home",
+                                 "next": "/settings/memory/?tab=yours#notes"}, follow=True).content.decode()
+
+    assert "It now reads: “lives in Rome”, importance 0.9." in shown
+    assert index(owner) == "- home: lives in Rome\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -488,7 +489,21 @@ def _stale_note(exc: Conflict, *, nothing: str, again: str) -> str:
     if details:
         quoted = details if len(details) <= QUOTED_DETAILS else details[:QUOTED_DETAILS].rstrip() + "…"
         text += f", with the details “{quoted}”"
+    importance = now.get("importance")
+    if isinstance(importance, (int, float)) and not isinstance(importance, bool):
+        text += f", importance {importance:g}"  # a change of its importance alone is a change too
     return f"{text}. {again}"
+
+
+_FRAGMENT = re.compile(r"[A-Za-z0-9_-]{1,200}")
+
+
+def _landing_at(response: HttpResponse, at: str | None) -> HttpResponse:
+    """The redirect ``response`` lands on the part ``at`` of its page, where the message about it shows (without
+    JavaScript the browser scrolls there; the form's own landing may be a screen or more above it)."""
+    if at and _FRAGMENT.fullmatch(at):
+        response["Location"] = response["Location"].partition("#")[0] + f"#{at}"
+    return response
 
 
 def _note_scope(request: AuthenticatedHttpRequest, writes_topic: str | None = None) -> Scope:
@@ -515,10 +530,10 @@ def memory_note_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
                                             source=ChangeSet.Source.FILES, actor="you",
                                             note_version=_read_version(request))
     except Conflict as exc:  # changed since the page was loaded: said by the note's row, which shows it now
+        at = request.POST.get("at") or None
         flash(request, messages.ERROR, _stale_note(exc, nothing="it was not deleted",
-                                                   again="Delete it again if you still want it gone."),
-              at=request.POST.get("at") or None)
-        return back(request, MEMORY_TAB)
+                                                   again="Delete it again if you still want it gone."), at=at)
+        return _landing_at(back(request, MEMORY_TAB), at)
     except ApplicationError as exc:
         flash_error(request, exc)
         return back(request, MEMORY_TAB)
