@@ -66,3 +66,23 @@ def test_an_htmx_reply_and_a_card_answer_carry_the_announcement(owner, model):
     proposal = proposal_services.proposal_list(owner_id=owner.pk).get()
     saved = client.post(f"/inbox/{proposal.pk}/confirm/", {"next": f"/chats/{chat.pk}/"}, HTTP_HX_REQUEST="true")
     assert '<div id="announce" hx-swap-oob="innerHTML">Saved to memory: “home”.</div>' in saved.content.decode()
+
+
+def test_a_note_handed_to_a_memory_addon_is_announced_as_handed_over_not_saved(owner, monkeypatch):
+    import sample_memory_provider
+
+    from localai_memory.memory import proposals
+    from localai_memory.memory.services import provider_pick
+
+    for name in ("SAMPLE_PROVIDER_DOWN", "SAMPLE_PROVIDER_BROKEN", "SAMPLE_PROVIDER_ONE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {})
+    provider_pick(user_id=owner.pk, provider="sample")
+    waiting = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="kite",
+                                              summary="flies a red kite")
+
+    answered = signed_in(owner).post(f"/inbox/{waiting.pk}/confirm/", {"next": "/inbox/"}, HTTP_HX_REQUEST="true")
+
+    assert ('<div id="announce" hx-swap-oob="innerHTML">Handed to the memory add-on: “kite”.</div>'
+            in answered.content.decode())
+    assert sample_memory_provider.NOTES[owner.pk] == {"kite": "flies a red kite"}
