@@ -629,11 +629,15 @@ def _audit_handed(proposal: Proposal, *, actor: str, now: datetime) -> ChangeSet
     handed over (the summary names the topic and the line, or the forget; ``proposal_id`` leads to the whole
     suggestion) and to which add-on. A change set of no files, with source ``addon``: the add-on keeps the
     note, so the host has no earlier text to restore and its Undo refuses (``notes.services.change_undo``)."""
+    from localai_memory.notes.selectors import scope_label
+
     from .providers import addon_label
 
     label = addon_label(proposal.provider)
     what = (f"forget {proposal.topic}" if proposal.is_delete else f"{proposal.topic}: {proposal.summary}")
-    where = "" if proposal.scope_kind == "user" else f" ({proposal_scope(proposal).name})"
+    # whose notes, as the Memory tab names them: an agent by its name, not its namespace ("agent:3")
+    where = ("" if proposal.scope_kind == "user"
+             else f" ({scope_label(owner_id=proposal.owner_id, scope=proposal_scope(proposal))})")
     return ChangeSet.objects.create(
         owner_id=proposal.owner_id, created_at=now, source=ChangeSet.Source.ADDON, actor=actor[:200],
         summary=f"Handed to the memory add-on “{label}” ({proposal.provider}){where}: {what}"[:300],

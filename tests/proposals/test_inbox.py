@@ -488,3 +488,23 @@ def test_a_note_confirmed_for_a_memory_addon_is_in_the_audit_and_says_it_cannot_
     tab = browser.get("/settings/memory/").content.decode()
     assert "Notes handed to memory add-ons" in tab
     assert "Handed to the memory add-on “Sample memory add-on” (sample): kite: flies a red kite" in tab
+
+
+def test_a_note_handed_to_a_memory_addon_for_an_agent_names_the_agent_in_the_audit(api, owner, monkeypatch):
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick
+
+    for name in ("SAMPLE_PROVIDER_DOWN", "SAMPLE_PROVIDER_BROKEN", "SAMPLE_PROVIDER_ONE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sample_memory_provider, "SCOPED", {})
+    provider_pick(user_id=owner.pk, provider="sample")
+    agent = make_agent(owner, memory="own")
+    waiting = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="recipe",
+                                              summary="knows risotto", scope=Scope.agent(agent.pk))
+
+    assert api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm").status_code == 200
+
+    [entry] = api.get("/api/chats/changes/audit").json()["changes"]
+    assert entry["summary"] == ("Handed to the memory add-on “Sample memory add-on” (sample) (agent “Chef”): "
+                                "recipe: knows risotto")
