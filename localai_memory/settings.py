@@ -92,6 +92,10 @@ def parse_database_url(url: str) -> dict:
     # psycopg's own 130 s per address; with a bound, they end with "not reachable" / a 503 instead. A
     # ``connect_timeout`` written in the URL wins.
     options.setdefault("connect_timeout", DATABASE_CONNECT_TIMEOUT)
+    timeout = str(options["connect_timeout"]).strip()
+    if not timeout.isdigit() or int(timeout) < 2:  # 0 would wait for ever; psycopg takes less than 2 as 2
+        raise ImproperlyConfigured(f"connect_timeout={timeout!r} in DATABASE_URL must be a whole number of seconds, "
+                                   "at least 2")
     return {
         "ENGINE": "localai_memory.core.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")) or "postgres",

@@ -118,3 +118,13 @@ def test_a_connect_timeout_in_the_database_url_wins_over_the_setting():
     assert manage("shell", "-c", code, env=env).stdout.splitlines()[-1] == "7"
     env["DATABASE_URL"] = "postgresql://someone@127.0.0.1:1/memory?connect_timeout=3"
     assert manage("shell", "-c", code, env=env).stdout.splitlines()[-1] == "3"
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "1", "-3"])
+def test_a_connect_timeout_in_the_database_url_that_is_not_one_is_a_clear_start_up_error(value):
+    env = {**os.environ, "LOCALAI_MEMORY_EMBEDDED_START": "0"}
+    env["DATABASE_URL"] = f"postgresql://someone@127.0.0.1:1/memory?connect_timeout={value}"
+    done = manage("check", env=env)
+    assert done.returncode != 0
+    assert f"connect_timeout='{value}' in DATABASE_URL must be a whole number of seconds, at least 2" in done.stderr
+    assert "Traceback" not in done.stderr
