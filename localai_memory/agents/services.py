@@ -16,7 +16,7 @@ from django.db import transaction
 
 from localai_memory.core.errors import InvalidInput
 from localai_memory.memory.proposals import proposals_drop_for_agent
-from localai_memory.memory.providers import AddonForget, addons_forget_namespace
+from localai_memory.memory.providers import AddonForget, addons_forget_namespace, namespaced_addons
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, TrashEntry
 
@@ -219,6 +219,9 @@ class AgentDeleted:
     """The zip of the notes (export only), taken under the same lock as the move to the Trash."""
     addons: tuple[AddonForget, ...] = ()
     """What each memory add-on that keeps namespaces answered when asked to drop the agent's notes."""
+    kept_in: tuple[str, ...] = ()
+    """The memory add-ons (labels) that keep namespaces and were not asked to drop the agent's notes: they may
+    still hold them (Keep, Export then delete, or no choice)."""
 
     @property
     def message(self) -> str:
@@ -226,9 +229,13 @@ class AgentDeleted:
             said = "The agent is deleted. Its notes stay; they show on the Memory tab under Deleted agents."
         elif self.memory in ("delete", "export") and self.files:
             said = "The agent is deleted and its notes are in the Trash; restore them from Files."
+        elif self.addons or self.kept_in:
+            said = "The agent is deleted."
         else:
-            said = "The agent is deleted. It had no notes." if not self.addons else "The agent is deleted."
-        return " ".join([said, *(answer.message for answer in self.addons)])
+            said = "The agent is deleted. It had no notes."
+        kept = [f"The memory add-on “{label}” keeps any notes of the agent it holds; deleting the agent with "
+                f"its notes (Delete) would have asked it to drop them." for label in self.kept_in]
+        return " ".join([said, *kept, *(answer.message for answer in self.addons)])
 
 
 def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> AgentDeleted:
@@ -240,11 +247,11 @@ def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> 
     there cannot be undone; its own export holds them; Forget everything clears them), also for an agent with
     no built-in notes, whose notes may all be in the add-on."""
     deleted = _agent_delete(owner_id=owner_id, agent_id=agent_id, memory=memory)
-    if deleted.memory != "delete":
-        return deleted
     from localai_memory.memory.selectors import addons_used
     from localai_memory.notes.paths import Scope
 
+    if deleted.memory != "delete":  # said, so nobody believes nothing of the agent is left
+        return replace(deleted, kept_in=tuple(namespaced_addons(addons_used(user_id=owner_id))))
     answers = addons_forget_namespace(addons_used(user_id=owner_id), user_id=owner_id,
                                       namespace=Scope.agent(deleted.agent_id).name,
                                       whose=f"the notes of the agent “{deleted.name}”")

@@ -257,4 +257,6 @@ def test_without_a_choice_an_agent_whose_notes_are_all_in_the_memory_addon_keeps
     body = api.delete(f"{AGENTS}/{agent['id']}").json()
 
     assert body["addons"] == []
+    assert "It had no notes" not in body["message"]  # they are in the add-on, and it keeps them
+    assert "The memory add-on “Sample memory add-on” keeps any notes of the agent it holds" in body["message"]
     assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}
