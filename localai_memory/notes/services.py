@@ -472,8 +472,15 @@ def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: obj
         said = (f"A note {topic!r} was added to {where} since you read it, so {outcome}. It reads: "
                 f"{line.summary!r}.")
     else:
+        # All it holds now, its details and importance too: a change of those alone is a change of the note.
+        shown = [repr(line.summary)]
+        if details and details.strip():
+            text = details.strip()
+            shown.append(f"with the details {text if len(text) <= 120 else text[:120].rstrip() + '…'!r}")
+        if importance is not None:
+            shown.append(f"importance {importance:g}")
         said = (f"The note {topic!r} in {where} changed since you read it, so {outcome}. It now reads: "
-                f"{line.summary!r}.")
+                f"{', '.join(shown)} (version {now}).")
     raise Conflict(f"{said} Look at it again and apply your change to it if you still want it.",
                    code="stale_version",
                    details={"scope": scope.name, "topic": topic, "note_version": now,

@@ -676,17 +676,20 @@ def test_list_and_show_print_each_notes_version_and_edit_and_forget_refuse_a_sta
     for command in (("edit", "home", "--summary", "lives in Milan"), ("forget", "home", "-y")):
         with pytest.raises(CommandError) as refused:
             memory(*command, "--version", read, user="alice")
+        now = json.loads(memory("show", "home", user="alice", as_json=True))["note_version"]
         assert str(refused.value) == (
             "The note 'home' in your notes changed since you read it, so nothing was changed. It now reads: "
-            "'lives in Rome'. Look at it again and apply your change to it if you still want it.")
+            "'lives in Rome', with the details 'Moved to Rome in 2024, then to Trastevere.' "
+            f"(version {now}). Look at it again and apply your change to it if you still want it.")
     assert "- home: lives in Rome -> home.md" in index(owner)
     with pytest.raises(CommandError, match="16 hex digits"):
         memory("edit", "home", "--summary", "lives in Milan", "--version", "yesterday", user="alice")
 
     now = json.loads(memory("show", "home", user="alice", as_json=True))["note_version"]
     memory("edit", "home", "--importance", "0.3", "--version", now, user="alice")
-    with pytest.raises(CommandError, match="changed since you read it"):  # its importance changed it
+    with pytest.raises(CommandError, match="changed since you read it") as refused:  # its importance changed it
         memory("forget", "home", "-y", "--version", now, user="alice")
+    assert "importance 0.3" in str(refused.value)
     now = json.loads(memory("show", "home", user="alice", as_json=True))["note_version"]
     memory("forget", "home", "-y", "--version", now, user="alice")
     assert "home" not in index(owner)

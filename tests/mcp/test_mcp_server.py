@@ -431,10 +431,11 @@ def test_a_proposal_made_from_a_note_read_before_it_changed_is_refused_quoting_i
     stale, bad, unchecked = mcp_session(owner, propose)
 
     assert stale.is_error
+    now = notes_selectors.note_version_now(owner_id=owner.pk, scope=Scope.user(), topic="home")
     assert stale.content[0].text == (
         "Error executing tool memory_propose: The note 'home' in your notes changed since you read it, so nothing "
-        "was proposed. It now reads: 'lives in Lisbon'. Look at it again and apply your change to it if you still "
-        "want it. (stale_version)")
+        f"was proposed. It now reads: 'lives in Lisbon', with the details 'Moved to Lisbon in 2026.' (version {now})."
+        " Look at it again and apply your change to it if you still want it. (stale_version)")
     assert bad.is_error and bad.content[0].text.endswith(
         "note_version must be the one memory_list lists for the note, or null for a note that did not exist "
         "(invalid_version)")
