@@ -113,7 +113,17 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
             key = (row["scope_kind"], row["scope_key"])
             pending_by_scope[key] = pending_by_scope.get(key, 0) + row["n"]
     scopes: list[dict[str, Any]] = []
-    for scope in owner_scopes(owner_id=owner_id):
+    listed = owner_scopes(owner_id=owner_id)
+    # A scope whose first note waits for the owner has no file yet: it is listed too, so the scopes' waiting
+    # suggestions add up to the total.
+    for kind, scope_key in sorted(pending_by_scope):
+        try:
+            waiting = Scope(kind, scope_key)  # type: ignore[arg-type]  # a str from the database: Scope checks it
+        except InvalidInput:
+            continue
+        if waiting not in listed:
+            listed.append(waiting)
+    for scope in listed:
         mine = [f for f in files if _scope_of_path(f.path) == scope]
         index = next((f for f in mine if f.path == scope.index_path), None)
         entries: list[IndexEntry] = []
@@ -161,7 +171,7 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
             "bytes": sum(s["bytes"] for s in scopes),
             "topics": sum(len(s["topics"]) for s in scopes),
             "files": len(files),
-            "pending_proposals": sum(pending_by_scope.values()),
+            "pending_proposals": sum(s["pending_proposals"] for s in scopes),
             "addon_pending_proposals": addon_pending,
             "trash_entries": TrashEntry.objects.filter(owner_id=owner_id, restored_at__isnull=True).count(),
             "turn_max_bytes": TURN_INDEXES_MAX_BYTES,

@@ -91,3 +91,18 @@ def test_without_addon_suggestions_the_terminal_says_nothing_of_them(owner, alic
     from tests.growth.test_memory_command import memory
 
     assert "add-on" not in memory("stats", user="alice")
+
+
+def test_a_conversation_whose_first_note_waits_is_listed_so_the_waiting_suggestions_add_up(api, owner,
+                                                                                           alices_notes):
+    from tests.growth.test_memory_command import memory
+
+    proposal_create(owner_id=owner.pk, scope=Scope("channel", "7-0123456789ab"), topic="meetup",
+                    summary="group meets on Fridays")
+
+    body = api.get(URL).json()
+
+    channel = next(s for s in body["scopes"] if s["kind"] == "channel")
+    assert channel["key"] == "7-0123456789ab" and channel["pending_proposals"] == 1 and channel["files"] == 0
+    assert body["totals"]["pending_proposals"] == sum(s["pending_proposals"] for s in body["scopes"]) == 2
+    assert "channel:7-0123456789ab" in memory("stats", user="alice")
