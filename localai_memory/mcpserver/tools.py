@@ -227,7 +227,7 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
         topic = free_topic(owner_id, scope, summary)
     if note_version is not None:
         check_note_version(owner_id=owner_id, scope=scope, topic=topic, expected=note_version,
-                           listed_by="memory_list", outcome="nothing was proposed")
+                           listed_by="memory_list", outcome="nothing was proposed", null_means_none=False)
     if not delete:  # the same duplicate check a chat's proposal gets: nothing stored twice under two topics
         duplicate = recall_service.find_duplicate(owner_id=owner_id, scope=scope, topic=topic, summary=summary,
                                                   details=details)

@@ -447,19 +447,22 @@ NOTE_VERSION_RE = re.compile(r"[0-9a-f]{16}")
 
 def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: object,
                        listed_by: str = "GET /api/chats/memory/notes", outcome: str = "nothing was changed",
-                       ) -> None:
+                       null_means_none: bool = True) -> None:
     """Refuse a change of one note made from an older read of it than the note there now: 409
     ``stale_version`` saying so, with the note as it is in ``details`` (``note_version``, ``summary``,
     ``details``, ``importance``; all null when it was deleted meanwhile), so a person or a client sees what
     changed instead of overwriting it unseen. ``expected`` is the ``note_version`` the client read (None:
     there was no such note). Call it under the owner's lock. ``listed_by`` names where a client reads a
     note's version (the API, the terminal's ``memory list``, the MCP ``memory_list``) and ``outcome`` what
-    the refusal left undone (an MCP proposal changes nothing even when it is made), for the messages."""
+    the refusal left undone (an MCP proposal changes nothing even when it is made), for the messages;
+    ``null_means_none`` whether the caller's null says "there was no such note" (the API's) or "not checked"
+    (the MCP tools': there a null is left out before this is called)."""
     from .selectors import note_now, note_version, scope_label
 
     if expected is not None and not (isinstance(expected, str) and NOTE_VERSION_RE.fullmatch(expected)):
-        raise InvalidInput(f"note_version must be the one {listed_by} lists for the note, or null for a note "
-                           "that did not exist", code="invalid_version")
+        null = "or null for a note that did not exist" if null_means_none else "or left out not to check it"
+        raise InvalidInput(f"note_version must be the one {listed_by} lists for the note, {null}",
+                           code="invalid_version")
     line, details = note_now(owner_id=owner_id, scope=scope, topic=topic)
     importance = _importance_of(owner_id, scope, topic)
     now = note_version(line=line, details=details, importance=importance)
@@ -467,7 +470,9 @@ def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: obj
         return
     where = scope_label(owner_id=owner_id, scope=scope)
     if line is None:
-        said = f"The note {topic!r} in {where} was deleted since you read it, so {outcome}."
+        # The version says what was read, not whether the note was there: it may never have been (a topic
+        # misspelt, or one MCP named from the words).
+        said = f"There is no note {topic!r} in {where} now (deleted since you read it, or never there), so {outcome}."
     elif expected is None:
         said = (f"A note {topic!r} was added to {where} since you read it, so {outcome}. It reads: "
                 f"{line.summary!r}.")

@@ -540,3 +540,16 @@ def test_the_profile_groups_the_notes_by_kind_and_names_who_and_what_they_mentio
     assert {"name": "Fiat", "notes": 1, "topics": ["brother"]} in body["entities"]
     nobody = outsider_api.get("/api/chats/memory/profile").json()  # only one's own notes, ever
     assert nobody["entities"] == [] and not any(nobody["categories"].values())
+
+
+def test_a_version_sent_for_a_note_that_is_not_there_does_not_claim_it_was_deleted(api, owner):
+    """The version says what was read, not that the note was there: the topic may be misspelt."""
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    read = note_version_of(api, "home")
+
+    error = assert_error(put_json(api, NOTES, {"topic": "hmoe", "summary": "lives in Lisbon", "note_version": read}),
+                         409, "stale_version")
+
+    assert error["message"].startswith("There is no note 'hmoe' in your notes now (deleted since you read it, or "
+                                       "never there), so nothing was changed.")
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"

@@ -437,7 +437,7 @@ def test_a_proposal_made_from_a_note_read_before_it_changed_is_refused_quoting_i
         f"was proposed. It now reads: 'lives in Lisbon', with the details 'Moved to Lisbon in 2026.' (version {now})."
         " Look at it again and apply your change to it if you still want it. (stale_version)")
     assert bad.is_error and bad.content[0].text.endswith(
-        "note_version must be the one memory_list lists for the note, or null for a note that did not exist "
+        "note_version must be the one memory_list lists for the note, or left out not to check it "
         "(invalid_version)")
     assert unchecked.structured_content["status"] == "proposed"
     assert list(Proposal.objects.filter(owner=owner).values_list("summary", flat=True)) == ["lives in Milan"]
