@@ -23,6 +23,7 @@ def new_chat(web) -> None:
     web.go("/chats/")
     page.get_by_role("button", name="New chat").click()
     expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+    page.wait_for_load_state()  # the chat page's scripts ran: htmx sends the message box, as for a person
 
 
 def send(web, text: str) -> None:

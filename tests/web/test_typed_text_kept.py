@@ -43,6 +43,7 @@ def new_chat(web) -> str:
     web.go("/chats/")
     web.page.get_by_role("button", name="New chat").click()
     expect(web.page.get_by_role("textbox", name="Message")).to_be_visible()
+    web.page.wait_for_load_state()  # the chat page's scripts ran: htmx sends the message box, as for a person
     return web.page.url.removeprefix(web.base_url)
 
 
