@@ -798,20 +798,13 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
         minted = tuple(replace(call, id=f"call_{secrets.token_hex(12)}") for call in calls)
         return replace(reply, tool_calls=minted, finish_reason="tool_calls")
 
-    def begin(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None) -> tuple[llm.Asked, float]:
+    def begin(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None, *,
+              kept_only: bool = False) -> tuple[llm.Asked, float] | None:
+        # ``kept_only`` under the owner's note lock: sent only over a connection kept open, never after a new
+        # one's DNS, TCP and TLS (None: the next round asks once the notes committed, as without the overlap).
         asked = llm.chat_completion_begin(messages=messages, tools=tools or None, tool_choice=choice,
                                           parallel_tool_calls=client.parallel if client and theirs else None,
-                                          options=options)
-        assert asked is not None  # only kept_only answers None
-        return asked, time.perf_counter()
-
-    def begin_kept(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None,
-                   ) -> tuple[llm.Asked, float] | None:
-        # Under the owner's note lock: sent only over a connection kept open, never after a new one's DNS, TCP
-        # and TLS (None: the next round asks once the notes committed, as without the overlap).
-        asked = llm.chat_completion_begin(messages=messages, tools=tools or None, tool_choice=choice,
-                                          parallel_tool_calls=client.parallel if client and theirs else None,
-                                          options=options, kept_only=True)
+                                          options=options, kept_only=kept_only)
         return (asked, time.perf_counter()) if asked is not None else None
 
     def answer(asked: tuple[llm.Asked, float]) -> llm.ModelReply:
@@ -823,7 +816,9 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
             timings["model"] = timings.get("model", 0.0) + (time.perf_counter() - asked[1]) * 1000
 
     def ask(tools: list[dict[str, Any]], choice: str | dict[str, Any] | None = None) -> llm.ModelReply:
-        return answer(begin(tools, choice))
+        asked = begin(tools, choice)
+        assert asked is not None  # only kept_only answers None
+        return answer(asked)
 
     # The client's tool_choice ("required", or one of its tools by name) goes with the first round only. A
     # call of memory's meets "required" too, so forcing every round would push the model into calling memory's
@@ -851,7 +846,8 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
                 choice = None
                 # Enough of memory's tools after this round: the last call offers the client's tools only.
                 last = round_ == MAX_TOOL_ROUNDS - 1
-                ahead = begin_kept(theirs, required) if last else begin_kept(definitions + theirs)
+                ahead = (begin(theirs, required, kept_only=True) if last
+                         else begin(definitions + theirs, kept_only=True))
         except BaseException:
             if ahead is not None:  # the notes did not commit: the model's answer to them is not read
                 ahead[0].abandon()

@@ -415,13 +415,18 @@ def addons_forget(names: Iterable[str], *, user_id: int) -> list[AddonForget]:
     return answers
 
 
+def _may_hold_namespaces(obj: Any) -> bool:
+    """An installed add-on that keeps namespaces, or one no longer installed (it may have kept them)."""
+    return obj is None or keeps_namespaces(obj)
+
+
 def namespaced_addons(names: Iterable[str]) -> list[str]:
     """The labels of those of ``names`` (the add-ons a person used) that may hold an agent's notes apart: each
     installed one that keeps namespaces, and one no longer installed (it may have)."""
     labels = []
     for name in sorted(set(names)):
         obj = addon(name)
-        if obj is None or keeps_namespaces(obj):
+        if _may_hold_namespaces(obj):
             labels.append(str(getattr(obj, "label", name)) if obj is not None else name)
     return labels
 
@@ -436,7 +441,7 @@ def addons_forget_namespace(names: Iterable[str], *, user_id: int, namespace: st
     again = "Forget everything on the Memory tab asks it again, for all your notes"
     for name in sorted(set(names)):
         obj = addon(name)
-        if obj is not None and not keeps_namespaces(obj):
+        if not _may_hold_namespaces(obj):
             continue
         label = str(getattr(obj, "label", name)) if obj is not None else name
         status = _asked_to_forget(name, obj, "forget_namespace", user_id=user_id, namespace=namespace)
