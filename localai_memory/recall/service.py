@@ -117,6 +117,10 @@ class Note:
     lexical: dict[PassageKey, float] | None = None
     #: The importance the owner gave the note (``notes.NoteImportance``), else None: its writer's.
     importance: float | None = None
+    #: The oldest use of its passages in a turn (``notes_used``); None when one of them was never used.
+    used_at: datetime | None = None
+    #: Read with ``used_at`` (the turn's read): False for a note built without it, never taken as recent.
+    use_known: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -226,7 +230,7 @@ def _owner_notes_sql(owner_id: int, scopes: Sequence[Scope]) -> tuple[str, list[
     # A note's recency is its last write or use, whichever came later (GREATEST skips a NULL).
     sql = (f"SELECT v.scope_kind, v.scope_key, v.topic, v.kind, v.part, v.text, v.source, "
            f"GREATEST(v.updated_at, v.used_at), "
-           f"v.model_id, vector_send(v.embedding), i.importance FROM {NoteVector._meta.db_table} v "
+           f"v.model_id, vector_send(v.embedding), i.importance, v.used_at FROM {NoteVector._meta.db_table} v "
            f"LEFT JOIN {NoteImportance._meta.db_table} i ON i.owner_id = v.owner_id "
            f"AND i.scope_kind = v.scope_kind AND i.scope_key = v.scope_key AND i.topic = v.topic "
            f"WHERE v.owner_id = %s AND ({where})")
@@ -237,11 +241,17 @@ def _notes_from_rows(rows: Sequence[Sequence[Any]], scopes: Sequence[Scope]) -> 
     by_scope = {(s.kind, s.key): s for s in scopes}
     notes: dict[tuple[str, str, str], Note] = {}
     parts: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
-    for kind, key, topic, passage_kind, part, text, source, updated_at, model_id, raw, importance in rows:
+    never: set[tuple[str, str, str]] = set()  # notes one of whose passages no turn used yet
+    for kind, key, topic, passage_kind, part, text, source, updated_at, model_id, raw, importance, used_at in rows:
         note = notes.get((kind, key, topic))
         if note is None:
             note = notes[(kind, key, topic)] = Note(scope=by_scope[(kind, key)], topic=topic, source=source,
-                                                    updated_at=updated_at, importance=importance)
+                                                    updated_at=updated_at, importance=importance,
+                                                    used_at=used_at, use_known=True)
+        if used_at is None:
+            never.add((kind, key, topic))
+        elif note.used_at is None or used_at < note.used_at:
+            note.used_at = used_at
         if passage_kind == LINE:
             note.summary = text
             note.source = source  # who wrote the index line is who wrote the note
@@ -252,6 +262,8 @@ def _notes_from_rows(rows: Sequence[Sequence[Any]], scopes: Sequence[Scope]) -> 
         vector = _vector_from_send(raw)
         if vector is not None:
             note.vectors.append(PassageVector(passage_kind, part, model_id, vector))
+    for note_key in never:
+        notes[note_key].used_at = None
     for note_key, texts in parts.items():
         note = notes[note_key]
         if len(texts) > 1:
@@ -498,10 +510,14 @@ def turn_recall(request: RecallRequest) -> RecallContribution | None:
     if not scopes:
         return None
     owner_id = request.chat.owner_id
-    text, report, _ = recall_contribution(owner_id=owner_id, scopes=scopes,
+    text, report, outcome = recall_contribution(owner_id=owner_id, scopes=scopes,
                                           query=build_recall_query(query_messages(request)),
                                           notes=request.prefetched.get(TURN_READ))
-    used = [(note["scope"], note["key"], note["topic"]) for note in report["notes"]]
+    # A note shown again within USE_RESOLUTION of its last use is not written again (notes_used would
+    # write nothing for it): a person chatting on about one thing costs no write per turn.
+    recent = timezone.now() - USE_RESOLUTION
+    used = [r.note.key for r in outcome.items
+            if not (r.note.use_known and r.note.used_at is not None and r.note.used_at >= recent)]
     if used:
         after_response(functools.partial(notes_used, owner_id=owner_id, notes=used))
     return RecallContribution(text=text, report=report)

@@ -44,6 +44,26 @@ def test_a_use_is_written_once_an_hour_at_most(owner, alices_notes):
     assert used(owner, "home") == later
 
 
+def test_a_note_shown_again_within_the_hour_costs_the_turn_no_write(api, owner, model, alices_notes):
+    """The turn read each note's last use with the notes: one used within ``USE_RESOLUTION`` is not marked
+    again (no statement at all), one used before it is."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    chat = new_chat(api)
+    question = "Which neighbourhood do I live in now?"
+    with time_machine.travel("2026-12-01 09:00:00+00:00", tick=False):
+        send(api, chat, question)
+    with time_machine.travel("2026-12-01 09:40:00+00:00", tick=False), CaptureQueriesContext(connection) as seen:
+        body = send(api, chat, question)
+    assert "home" in body["memory"]["recall"]["topics"]
+    assert not [q for q in seen.captured_queries if "SET used_at" in q["sql"]]
+    assert used(owner, "home").isoformat() == "2026-12-01T09:00:00+00:00"
+    with time_machine.travel("2026-12-01 10:01:00+00:00", tick=False):
+        send(api, chat, question)
+    assert used(owner, "home").isoformat() == "2026-12-01T10:01:00+00:00"
+
+
 def test_recency_is_the_last_write_or_use_whichever_came_later(owner):
     with time_machine.travel(timezone.now() - timedelta(days=60), tick=False):
         note(owner, "tea", "drinks green tea", source="model")
