@@ -476,10 +476,15 @@ def test_stopping_a_fake_leaves_no_thread_behind() -> None:
 
 
 def test_the_telegram_fake_makes_mentions_of_a_plain_texts_usernames_as_telegram_does() -> None:
-    """A username is 5 to 32 of [A-Za-z0-9_]; an "@" inside a word (an address) or one followed by a word
-    joiner mentions nobody. Offsets and lengths are UTF-16 code units."""
+    """A username is 4 to 32 of [A-Za-z0-9_]; an "@" inside a word (an address), one followed by a word
+    joiner, or one inside a link mentions nobody. Offsets and lengths are UTF-16 code units."""
     from tests.fakes.telegram_server import mention_entities
 
     assert mention_entities("🙂 ask @bob_smith, not @bob or a@example_com or @\u2060bob_smith") == [
         {"type": "mention", "offset": 7, "length": 10}]
     assert mention_entities("@" + "a" * 33) == []
+    assert mention_entities("see https://mastodon.social/@bob_smith, or @anna") == [
+        {"type": "mention", "offset": 43, "length": 5}]
+    # a word joiner ends the link, and what follows it is text again
+    assert mention_entities("https://a.example/@\u2060x/@bob_smith") == [
+        {"type": "mention", "offset": 22, "length": 10}]

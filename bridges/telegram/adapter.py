@@ -191,24 +191,44 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-#: An ``@`` that Telegram would read as the start of a mention (``@`` then a username's characters).
-_MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
+#: An ``@`` that Telegram reads as the start of a mention: one followed by a username's character and not right
+#: after one (so not an e-mail address's ``@``, which Telegram never makes a mention of).
+_MENTION_RE = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9_])")
+#: A link Telegram surely makes of a web address written out in full (``https://mastodon.social/@bob/1``), up
+#: to its first character off the safe list: a mention inside a link is no mention (Telegram's entities never
+#: overlap, and the link, starting first, wins), and a word joiner there would end the link at its ``@``. Only
+#: a plain ASCII host after ``http(s)://`` at the start of a line or after a space, which Telegram links
+#: whatever its top-level domain (but ``teiegram.org``, a look-alike it refuses to link); any other ``@``
+#: gets its word joiner.
+_LINK_RE = re.compile(r"(?<![^ \n])https?://(?!teiegram\.org/)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+"
+                      r"[a-z]{2,63}/[a-z0-9._~%/+=&?#:@!$*,;-]*", re.IGNORECASE)
 #: U+2060 WORD JOINER: no width, no break, and not a username's character, so ``@\u2060name`` reads as
 #: ``@name`` but is no mention.
 WORD_JOINER = "\u2060"
 
 
+def unmentioned(text: str) -> str:
+    """``text`` as it reads, with a word joiner after each ``@`` that Telegram would make a mention of."""
+    links = [link.span() for link in _LINK_RE.finditer(text)]
+
+    def joined(at: re.Match[str]) -> str:
+        return "@" if any(start < at.start() < end for start, end in links) else "@" + WORD_JOINER
+
+    return _MENTION_RE.sub(joined, text)
+
+
 def shown(outbound: core.Outbound) -> str:
     """The text to send for ``outbound``. It always goes as plain text (no parse mode), but Telegram still makes
     every ``@username`` in it a mention, which notifies that person in a group: in the bot's own words (a
-    question, "Saved", the notes listing, an Undo, a notice quoting a note or what someone said) each ``@``
-    gets a word joiner after it, so the text reads the same and pings nobody. The model's answer
-    (``formatted``) goes as it is."""
-    return outbound.text if outbound.formatted else _MENTION_RE.sub("@" + WORD_JOINER, outbound.text)
+    question, "Saved", the notes listing, an Undo, a notice quoting a note or what someone said) and in the
+    model's answer alike (a careless or prompt-injected answer must not ping a member, as on Slack and
+    Discord), each such ``@`` gets a word joiner after it, so the text reads the same and pings nobody. An
+    e-mail address and a link stay as they are."""
+    return unmentioned(outbound.text)
 
 
 def _shown_length(text: str) -> int:
-    return utf16_length(_MENTION_RE.sub("@" + WORD_JOINER, text))
+    return utf16_length(unmentioned(text))
 
 
 async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_to: int | None = None) -> int | None:
@@ -218,7 +238,7 @@ async def send(bot: Bot, chat_id: int | str, outbound: core.Outbound, *, reply_t
     last part's message (the one with the buttons)."""
     failure: TelegramError | None = None
     sent_id: int | None = None
-    for part in outbound.parts(MESSAGE_LIMIT, utf16_length if outbound.formatted else _shown_length):
+    for part in outbound.parts(MESSAGE_LIMIT, _shown_length):
         async def call(part: core.Outbound = part) -> Any:
             return await bot.send_message(chat_id=chat_id, text=shown(part), reply_markup=markup(part),
                                           reply_to_message_id=reply_to)

@@ -1,8 +1,9 @@
 """A note's text shows in the chat exactly as it was written, on each platform through its real library: a
 note reading ``*bold*``, ``_x_``, a backtick, ``~``, ``@everyone``, ``<!channel>`` or ``<@U…>`` neither renders
 as markup nor pings anyone wherever the bot repeats it (the question, "Saved", the notes listing, the Undo,
-the answer to a tap). Telegram gets plain text (no parse mode) with a word joiner after each ``@``; Slack gets the text escaped with its
-formatting off; Discord gets the markdown escaped and no mentions allowed."""
+the answer to a tap). Telegram gets plain text (no parse mode) with a word joiner after each ``@`` that would
+be a mention (in the model's answer too); Slack gets the text escaped with its formatting off; Discord gets
+the markdown escaped and no mentions allowed."""
 
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def test_a_telegram_note_naming_someone_by_username_pings_nobody_in_a_group_wher
         telegram_bot, telegram_server, owner, model, alice):
     """Telegram makes every ``@username`` of a plain text a mention, which notifies that person in a group.
     The bot's own words quoting a note (the question, "Saved", the /memory listing) carry a word joiner after
-    each ``@``: they read the same and mention nobody. The model's answer goes as it is."""
+    each ``@``: they read the same and mention nobody; so does the model's answer."""
     pair(telegram_bot, alice, can_confirm=True)
     note = {"kind": "memory", "topic": "standup", "summary": "ask @bob_smith about the standup"}
     model.script(tool_calls(("propose_change", note)), reply("Sure, @bob_smith runs it."))
@@ -126,5 +127,25 @@ def test_a_telegram_note_naming_someone_by_username_pings_nobody_in_a_group_wher
     assert shown[0].startswith("I can save a note to this conversation's notes: \u201cask @bob_smith about")
     assert shown[1].startswith("Saved") and "@bob_smith" in shown[1]
     assert "- standup: ask @bob_smith about the standup" in shown[2]
-    [answered] = [item for item in telegram_server.sent if item["text"] == "Sure, @bob_smith runs it."]
-    assert answered["mentions"] == ["@bob_smith"]  # the model's own answer: as it wrote it
+    [answered] = [item for item in telegram_server.sent if "runs it" in item["text"]]
+    assert answered["mentions"] == [] and answered["text"].replace("\u2060", "") == "Sure, @bob_smith runs it."
+
+
+def test_the_models_answer_on_telegram_pings_nobody_in_a_group_and_reads_as_it_wrote_it(
+        telegram_bot, telegram_server, model, alice):
+    """The model's answer (careless, or prompt-injected by a message or a web page) naming a member by
+    username mentions nobody, as on Slack and Discord: a word joiner after the ``@``, invisible. An e-mail
+    address and a link with an ``@`` in it (which Telegram makes no mention of) go as the model wrote them,
+    so the link still opens that page."""
+    pair(telegram_bot, alice)
+    answer = ("Ask @bob_smith (or @anna) about the standup, write to bob.smith@example.com, and see "
+              "https://mastodon.social/@bob_smith/1 for the notes.")
+    model.script(reply(answer))
+
+    said = telegram_bot.group(alice, "who runs the standup?")
+
+    [sent] = [item for item in telegram_server.sent if "standup" in item["text"]]
+    assert not sent["params"].get("parse_mode") and sent["mentions"] == [], sent  # nobody notified
+    assert sent["text"].replace("\u2060", "") == answer  # reads as the model wrote it
+    assert "bob.smith@example.com" in sent["text"] and "https://mastodon.social/@bob_smith/1 " in sent["text"]
+    assert said.texts == [sent["text"]]

@@ -80,9 +80,21 @@ def _entities(text: str) -> list[dict[str, Any]]:
     return entities
 
 
-#: A mention as Telegram reads one in a message's plain text: "@" and then 5 to 32 of a username's
-#: characters, not inside a longer word. Each notifies that user in a group.
-MENTION_RE = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9_]{5,32}(?![A-Za-z0-9_])")
+#: A mention as Telegram reads one in a message's plain text: "@" and then 4 to 32 of a username's
+#: characters (4: Telegram's collectible usernames), not inside a longer word. Each notifies that user in a
+#: group.
+MENTION_RE = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9_]{4,32}(?![A-Za-z0-9_])")
+#: A link Telegram makes of a web address written out (``https://mastodon.social/@bob``): up to a space, a
+#: quote or angle bracket, or a General Punctuation character such as a word joiner. Telegram's entities never
+#: overlap, and the link starts first: an ``@username`` inside it is part of the link, no mention.
+LINK_RE = re.compile(r"https?://[A-Za-z0-9.-]+\.[A-Za-z]{2,}[/?#][^\s<>\"\u00ab\u00bb\u2000-\u200b\u200e-\u200f\u2016-\u206f]*",
+                     re.IGNORECASE)
+
+
+def mentions(text: str) -> list[re.Match[str]]:
+    """The ``@username``s Telegram makes mentions of in a plain ``text``: not those inside a link."""
+    links = [link.span() for link in LINK_RE.finditer(text)]
+    return [m for m in MENTION_RE.finditer(text) if not any(start < m.start() < end for start, end in links)]
 
 
 def mention_entities(text: str) -> list[dict[str, Any]]:
@@ -93,7 +105,7 @@ def mention_entities(text: str) -> list[dict[str, Any]]:
         return len(part.encode("utf-16-le")) // 2
 
     return [{"type": "mention", "offset": units(text[:m.start()]), "length": units(m.group())}
-            for m in MENTION_RE.finditer(text)]
+            for m in mentions(text)]
 
 
 def _message(
@@ -441,7 +453,7 @@ class TelegramServer(LoopbackHTTPServer):
                 "params": params,
                 # what Telegram made a mention of (a plain text's @username): each one notifies that person
                 "mentions": [] if params.get("parse_mode") else [
-                    m.group() for m in MENTION_RE.finditer(str(message.get("text") or ""))],
+                    m.group() for m in mentions(str(message.get("text") or ""))],
             }
         )
 
