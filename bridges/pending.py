@@ -48,6 +48,7 @@ import os
 import secrets
 import select
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -111,6 +112,8 @@ class Presence:
     KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
     #: How long the watcher waits before it tries again to take a new key (the database is down).
     RETRY_SECONDS = 1.0
+    #: How often, at most, the watcher says again that it still cannot take a new key (``_Outage``).
+    REMIND_SECONDS = 60.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -156,6 +159,7 @@ class Presence:
         the process's next message, which may come after Celery beat's next round."""
         pid = os.getpid()
         pause = threading.Event()
+        outage = _Outage(self.RETRY_SECONDS, self.REMIND_SECONDS)
         while True:
             self._busy.clear()
             with self._lock:
@@ -165,12 +169,16 @@ class Presence:
                 continue
             try:
                 if connection is not None and not self._gone(connection, wait=self.RETRY_SECONDS):
+                    outage.over()  # held (anew by a new message, maybe)
                     continue
                 with self._lock:
-                    if self._held and self._pid == pid:
+                    renewing = bool(self._held and self._pid == pid)
+                    if renewing:
                         self._renew()
-            except Exception:
-                log.warning("the web process's presence could not be taken anew", exc_info=True)
+                if renewing:
+                    outage.over()
+            except Exception as exc:  # noqa: BLE001 - logged (``_Outage``), and tried again
+                outage.failed(exc)
             finally:
                 connections["default"].close()  # this thread's own, used to move the replies: not kept
             pause.wait(self.RETRY_SECONDS)  # a socket that stays readable is not looked at in a loop
@@ -253,6 +261,37 @@ class Presence:
             if row and row[0]:
                 break
         self._connection, self._pid, self.key = connection, os.getpid(), key
+
+
+class _Outage:
+    """What the presence's watcher logs while it cannot take a new key (the database is down, maybe for long),
+    trying every ``retry`` seconds: the first failure at once, with its traceback; then a reminder at most every
+    ``remind`` seconds while it lasts, not a warning a second; and one line once the presence holds again.
+    Wall-clock time, which a test can move."""
+
+    def __init__(self, retry: float, remind: float) -> None:
+        self.retry, self.remind = retry, remind
+        self.failures = 0
+        self.since = self.reminded = 0.0
+
+    def failed(self, exc: Exception) -> None:
+        now = time.time()
+        self.failures += 1
+        if self.failures == 1:
+            self.since = self.reminded = now
+            log.warning("the web process's presence could not be taken anew: its replies on their way may be told "
+                        "as cut off until it is; trying again every %g s", self.retry, exc_info=exc)
+        elif now - self.reminded >= self.remind:
+            self.reminded = now
+            log.warning("the web process's presence still could not be taken anew after %s attempts in %.0f s: %s",
+                        self.failures, now - self.since, exc)
+
+    def over(self) -> None:
+        """The presence holds its key (a new one, or the one a new message took meanwhile)."""
+        if self.failures:
+            log.info("the web process's presence was taken anew after %s failed attempts in %.0f s",
+                     self.failures, time.time() - self.since)
+            self.failures = 0
 
 
 presence = Presence()

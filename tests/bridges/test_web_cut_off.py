@@ -4,8 +4,10 @@ tells; a turn still running in a living worker is never told as cut off, however
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -174,6 +176,89 @@ def test_an_answer_that_could_not_be_sent_is_told_late_while_the_web_process_sta
     finally:
         PendingReply.objects.filter(pk=other).delete()
         pending.release(other)
+
+
+class _DatabaseDown:
+    """A loopback port that hangs up on every connection at once, as a database that is down (restarting,
+    failing over) does; ``attempts`` counts the connections tried."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.attempts = 0
+        self._listening = socket.create_server(("127.0.0.1", self.port))
+        self._listening.settimeout(0.05)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="database-down", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                accepted, _ = self._listening.accept()
+            except TimeoutError:
+                continue
+            self.attempts += 1
+            accepted.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._listening.close()
+
+
+def test_a_presence_that_cannot_be_taken_anew_is_logged_once_then_once_a_minute_and_when_it_holds_again(
+        caplog, time_machine):
+    """The presence's connection is lost while the database stays down (and replies are on their way): its
+    watcher, trying again every moment, logs the first failure, then at most one reminder a minute while it
+    lasts, not a warning a second; once the database is back and the presence holds a new key, one line says
+    so."""
+    caplog.set_level(logging.INFO, logger="bridges.pending")
+    presence = pending.Presence()
+    presence.RETRY_SECONDS = 0.02  # a try every moment: the log must not follow them
+    time_machine.move_to("2026-05-04 09:00:00+00:00", tick=False)
+    database = connection.settings_dict  # every thread's connections read it as they connect
+    way_in = {name: database.get(name) for name in ("HOST", "PORT")}
+    down = _DatabaseDown()
+    lost = presence.hold()
+    connection.ensure_connection()  # the test's own, open already: it stays on the database
+    try:
+        database.update(HOST="127.0.0.1", PORT=str(down.port))
+        with connection.cursor() as cursor:  # waits for the backend's end
+            cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [_presence_backend(lost)])
+
+        def logged(level: int) -> list[str]:
+            return [record.getMessage() for record in caplog.records
+                    if record.name == "bridges.pending" and record.levelno == level]
+
+        def tried(more: int) -> None:  # the watcher tried ``more`` times again, the clock standing still
+            at = down.attempts
+            _wait(lambda: down.attempts >= at + more, 30, "the watcher stopped trying")
+
+        tried(1)
+        tried(10)
+        [first] = logged(logging.WARNING)
+        assert first.startswith("the web process's presence could not be taken anew")
+        time_machine.shift(59)
+        tried(10)
+        assert len(logged(logging.WARNING)) == 1  # not a warning a try
+        time_machine.shift(1)
+        tried(10)
+        [_, reminder] = logged(logging.WARNING)  # a minute on: one reminder
+        assert reminder.startswith("the web process's presence still could not be taken anew")
+        time_machine.shift(30)
+        tried(10)
+        assert len(logged(logging.WARNING)) == 2 and not logged(logging.INFO)
+
+        database.update(way_in)  # the database is back
+        _wait(lambda: bool(logged(logging.INFO)), 30, "the presence was not taken anew")
+        [back] = logged(logging.INFO)
+        assert back.startswith("the web process's presence was taken anew after")
+        assert presence.key != lost and _presence_backend(presence.key) is not None
+        assert len(logged(logging.WARNING)) == 2
+    finally:
+        database.update(way_in)
+        presence.drop()
+        down.close()
 
 
 @pytest.fixture
