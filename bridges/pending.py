@@ -361,8 +361,11 @@ def release(pending_id: int | None) -> None:
         _crossed_out.discard(pending_id)
     if held:
         presence.drop(ids=[pending_id])
-        # a turn still running (its handling was cancelled) writes its answer down as it ends: its row stays
-        # the presence's, told once the process has no reply on its way
+        # Never a turn still running here: nothing cancels a web handling while its turn runs (the webhook
+        # bots' loop cancels no update, and PTB awaits the handler; a Slack listener answers in its own thread
+        # before it releases). Were one cancelled, its row would keep a key the presence no longer counts:
+        # told "please send it again" while the turn runs once the process has nothing else on its way, or
+        # not at all while the process stays busy. So it is not let go either (beat would tell it at once).
         if not crossed_out and not running:
             services.reply_pending_let_go(pending_id=pending_id)
 
