@@ -25,8 +25,20 @@ def validated(serializer_class: type[serializers.Serializer], data: Any, **kwarg
     return dict(serializer.validated_data)
 
 
+def one_param(request: Any, name: str, default: Any = None) -> Any:
+    """The one value of the query parameter ``name`` (``default`` without it). Given twice it is a 400 that
+    says so, never one of the values picked silently: ``?memory=keep&memory=delete`` must not delete an
+    agent's notes, nor ``?topic=a&topic=b`` forget note b. Every API view reads its query through this."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        shown = ", ".join(repr(value[:40]) for value in values[:5]) + (", …" if len(values) > 5 else "")
+        raise InvalidInput(f"the query parameter {name!r} is given {len(values)} times ({shown}): send it once",
+                           code="repeated_parameter")
+    return values[0] if values else default
+
+
 def query_param(request: Any, name: str, *, required: bool = True) -> str | None:
-    value = request.query_params.get(name)
+    value = one_param(request, name)
     if value is None and required:
         raise InvalidInput(f"the query parameter {name!r} is required", code="missing_parameter")
     return value
@@ -35,7 +47,7 @@ def query_param(request: Any, name: str, *, required: bool = True) -> str | None
 def int_param(request: Any, name: str, *, default: int | None = None, min_value: int = 1,
               max_value: int | None = None) -> int | None:
     """An optional whole-number query parameter (ASCII digits only); anything else is a 400."""
-    raw = request.query_params.get(name)
+    raw = one_param(request, name)
     if raw is None:
         return default
     value = whole_number(raw)
@@ -47,7 +59,7 @@ def int_param(request: Any, name: str, *, default: int | None = None, min_value:
 
 def bool_param(request: Any, name: str) -> bool | None:
     """An optional true/false query parameter (``true``/``false``/``1``/``0``); anything else is a 400."""
-    raw = request.query_params.get(name)
+    raw = one_param(request, name)
     if raw is None:
         return None
     if raw in ("true", "1"):

@@ -14,6 +14,7 @@ from localai_memory.core.api import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
+    one_param,
     validated,
 )
 from localai_memory.core.errors import Conflict, InvalidInput
@@ -252,7 +253,7 @@ class NoteDeleteInput(serializers.Serializer):
 
 def category_param(request) -> str | None:
     """The optional ``category`` query parameter, one of ``categories.CATEGORIES`` (else a 400)."""
-    category = request.query_params.get("category")
+    category = one_param(request, "category")
     if category is not None and category not in CATEGORIES:
         raise InvalidInput(f"category must be one of {', '.join(CATEGORIES)}", code="invalid_category")
     return category
@@ -366,9 +367,9 @@ class NotesApi(ApiView):
         from localai_memory.notes.models import ChangeSet, TrashEntry
         from localai_memory.notes.services import note_upsert
 
-        scope = owned_scope(user_id=request.user.pk, raw=request.query_params.get("scope"))
-        topic = request.query_params.get("topic") or ""
-        version = request.query_params.get("note_version", UNCHECKED)
+        scope = owned_scope(user_id=request.user.pk, raw=one_param(request, "scope"))
+        topic = one_param(request, "topic") or ""
+        version = one_param(request, "note_version", UNCHECKED)
         if request.data != {}:  # a body: only the note's version, and one that agrees with ?note_version=
             sent = validated(NoteDeleteInput, request.data).get("note_version", UNCHECKED)
             if version is not UNCHECKED and sent is not UNCHECKED and sent != version:

@@ -12,7 +12,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from localai_memory.core.api import ApiView, int_param
+from localai_memory.core.api import ApiView, int_param, one_param
 from localai_memory.notes.api import change_json
 
 from . import policy, proposals
@@ -104,7 +104,7 @@ class ProposalsApi(ApiView):
         """The inbox: notes that wait for your confirmation (or, with ?status=, the decided ones), newest
         first, ``limit`` at a time; ``next_before`` (null on the last page) is the ``before`` that reads the
         page after this one, as in the audit of changes."""
-        status = request.query_params.get("status", "pending")
+        status = one_param(request, "status", "pending")
         limit = int_param(request, "limit", default=PAGE_MAX, max_value=PAGE_MAX) or PAGE_MAX
         before = int_param(request, "before")
         page = list(proposals.proposal_list(owner_id=request.user.pk, status=status, before=before)[:limit + 1])

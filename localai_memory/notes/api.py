@@ -13,6 +13,7 @@ from localai_memory.core.api import (
     StrictIntegerField,
     bool_param,
     int_param,
+    one_param,
     query_param,
     validated,
 )
@@ -85,7 +86,7 @@ class FilesApi(ApiView):
                    responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
         """List the files under a folder."""
-        folder = request.query_params.get("path")
+        folder = one_param(request, "path")
         files = selectors.file_list(owner_id=request.user.pk, folder=folder)
         return Response({"path": folder or "Memory", "files": [
             {"path": f.path, "version": f.version, "size": len(f.content.encode()),

@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from localai_memory.core.api import ApiView, int_param, query_param
+from localai_memory.core.api import ApiView, int_param, one_param, query_param
 
 from . import service
 
@@ -32,7 +32,7 @@ class MemorySearchApi(ApiView):
         from localai_memory.memory.selectors import owned_scope
 
         query = service.check_query(query_param(request, "q"), name="q")
-        raw = request.query_params.get("scope")
+        raw = one_param(request, "scope")
         # only a scope of the user's own: another user's agent or bot, or none, is a 404 as on every route
         scope = None if raw in (None, "") else owned_scope(user_id=request.user.pk, raw=raw)
         limit = int_param(request, "limit", default=service.SEARCH_LIMIT, min_value=1, max_value=50)

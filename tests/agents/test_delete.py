@@ -42,6 +42,25 @@ def test_an_unknown_choice_is_a_400_and_deletes_nothing(api, owner, make_agent, 
     assert Agent.objects.filter(pk=agent["id"]).exists()
 
 
+@pytest.mark.parametrize("query", ["memory=keep&memory=delete", "memory=delete&memory=keep",
+                                   "memory=delete&memory=delete", "memory=export&memory="])
+def test_a_memory_choice_given_twice_is_a_400_that_says_so_and_deletes_nothing(api, owner, make_agent, give_notes,
+                                                                               query):
+    """The last value was taken: ``?memory=keep&memory=delete`` sent the notes to the Trash."""
+    agent = make_agent()
+    give_notes(owner, agent["id"], "home")
+
+    response = api.delete(f"{AGENTS}/{agent['id']}?{query}")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "repeated_parameter"
+    assert error["message"].startswith("the query parameter 'memory' is given 2 times (")
+    assert Agent.objects.filter(pk=agent["id"]).exists()
+    assert len(agent_files(owner, agent["id"])) == 2
+    assert not TrashEntry.objects.filter(owner=owner).exists()
+
+
 def test_an_agent_without_notes_is_deleted_without_a_choice(api, make_agent):
     agent = make_agent()
     response = api.delete(f"{AGENTS}/{agent['id']}")

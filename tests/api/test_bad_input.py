@@ -288,6 +288,38 @@ def test_ids_out_of_range_never_break_a_route(api, method, route):
         assert_json_4xx(response)
 
 
+@pytest.mark.parametrize("method,url", [
+    ("DELETE", "/api/files/content?path=Memory%2Fhome.md&path=Memory%2Fdiet.md"),
+    ("DELETE", "/api/files/content?path=Memory%2Fhome.md&version=1&version=2"),
+    ("PUT", "/api/files/content?path=Memory%2Fhome.md&path=Memory%2Fdiet.md"),
+    ("DELETE", "/api/chats/memory/notes?topic=home&topic=diet"),
+    ("GET", "/api/files?path=Memory&path=Memory%2Fagents"),
+    ("GET", "/api/files/content?path=Memory%2Fhome.md&path=Memory%2Fhome.md"),  # the same twice too
+    ("GET", "/api/files/history?path=Memory%2Fhome.md&path=Memory%2Fdiet.md"),
+    ("GET", "/api/chats/changes/audit?limit=5&limit=500"),
+    ("GET", "/api/chats/changes/audit?automatic=true&automatic=false"),
+    ("GET", "/api/chats/memory/notes?category=fact&category=preference"),
+    ("GET", "/api/chats/memory/search?q=Rome&q=diet"),
+    ("GET", "/api/chats/memory/search?q=Rome&scope=user&scope=agent%3A7"),
+    ("GET", "/api/chats/memory/proposals?status=pending&status=all"),
+])
+def test_a_query_parameter_given_twice_is_a_400_naming_it_and_changes_nothing(api, owner, method, url):
+    """One of two values was taken silently (the last): a delete or a write acted on what the client may not
+    have meant, and a read answered a question it did not ask. Every API route reads its query the one way."""
+    for topic in ("home", "diet"):
+        api.put(f"/api/files/content?path=Memory%2F{topic}.md", {"content": f"{topic} text"}, format="json")
+    before = sorted(NoteFile.objects.filter(owner=owner).values_list("path", "version", "content"))
+    body = {"content": "overwritten"} if method == "PUT" else None
+
+    error = assert_error(api.generic(method, url, json.dumps(body) if body else b"",
+                                     content_type="application/json"), 400, "repeated_parameter")
+
+    name = url.split("&")[-1].split("=")[0]
+    assert error["message"].startswith(f"the query parameter {name!r} is given 2 times (")
+    assert error["message"].endswith("): send it once")
+    assert sorted(NoteFile.objects.filter(owner=owner).values_list("path", "version", "content")) == before
+
+
 def test_a_nul_in_the_route_itself_is_a_json_404(api):
     assert_error(api.get("/api/files%00"), 404)
     assert_error(api.get("/api/files/trash/" + quote("1\x00") + "/restore"), 404)

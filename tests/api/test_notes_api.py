@@ -242,6 +242,21 @@ def test_a_note_version_that_is_not_one_is_a_400(api, owner, version):
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
 
 
+def test_a_delete_naming_its_topic_or_scope_twice_is_a_400_and_forgets_nothing(api, owner):
+    """The last of two values was taken: ``?topic=home&topic=diet`` forgot diet."""
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    put_json(api, NOTES, {"topic": "diet", "summary": "vegetarian"})
+
+    error = assert_error(api.delete(f"{NOTES}?topic=home&topic=diet"), 400, "repeated_parameter")
+    assert error["message"] == "the query parameter 'topic' is given 2 times ('home', 'diet'): send it once"
+    assert_error(api.delete(f"{NOTES}?topic=diet&scope=agent:7&scope=user"), 400, "repeated_parameter")
+    read = note_version_of(api, "diet")
+    assert_error(api.delete(f"{NOTES}?topic=diet&note_version={read}&note_version={read}"), 400,
+                 "repeated_parameter")
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ("- home: lives in Rome\n"
+                                                                           "- diet: vegetarian\n")
+
+
 def test_a_note_past_the_cap_is_a_422_listing_the_current_entries(api, owner):
     for n in range(INDEX_MAX_LINES):
         assert put_json(api, NOTES, {"topic": f"t{n:02d}", "summary": f"fact {n}"}).status_code == 200
