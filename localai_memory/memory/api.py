@@ -25,6 +25,7 @@ from localai_memory.notes.services import (
     UNCHECKED,
     importance_change,
     note_save,
+    note_version_given,
 )
 
 from . import services
@@ -369,9 +370,9 @@ class NotesApi(ApiView):
 
         scope = owned_scope(user_id=request.user.pk, raw=one_param(request, "scope"))
         topic = one_param(request, "topic") or ""
-        version = one_param(request, "note_version", UNCHECKED)
+        version = note_version_given(one_param(request, "note_version", UNCHECKED))
         if request.data != {}:  # a body: only the note's version, and one that agrees with ?note_version=
-            sent = validated(NoteDeleteInput, request.data).get("note_version", UNCHECKED)
+            sent = note_version_given(validated(NoteDeleteInput, request.data).get("note_version", UNCHECKED))
             if version is not UNCHECKED and sent is not UNCHECKED and sent != version:
                 raise InvalidInput(f"?note_version={version} and the body's note_version {sent} differ: send one",
                                    code="invalid_version")

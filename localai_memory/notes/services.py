@@ -441,8 +441,19 @@ def check_index_version(*, owner_id: int, scope: Scope, expected: object) -> Non
                                 "content": index_file.content if index_file else None})
 
 
-#: What a ``note_version`` looks like (``selectors.note_version``).
-NOTE_VERSION_RE = re.compile(r"[0-9a-f]{16}")
+#: What a ``note_version`` a client sends may look like: ``selectors.note_version``'s 16 hex digits, in either
+#: case (``note_version_given`` reads it).
+NOTE_VERSION_RE = re.compile(r"[0-9a-fA-F]{16}")
+
+
+def note_version_given(raw: object) -> object:
+    """A ``note_version`` as a client sent it, read the one way every way in reads it (the API, the terminal's
+    ``--version``, the Memory tab's forms, MCP's ``memory_propose``): 16 hex digits in either case, blanks
+    around them ignored, are the version in lower case, as ``selectors.note_version`` makes it; anything else
+    is returned as it is, for ``check_note_version`` to refuse."""
+    if isinstance(raw, str) and NOTE_VERSION_RE.fullmatch(raw.strip()):
+        return raw.strip().lower()
+    return raw
 
 
 def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: object,
@@ -451,14 +462,15 @@ def check_note_version(*, owner_id: int, scope: Scope, topic: str, expected: obj
     """Refuse a change of one note made from an older read of it than the note there now: 409
     ``stale_version`` saying so, with the note as it is in ``details`` (``note_version``, ``summary``,
     ``details``, ``importance``; all null when it was deleted meanwhile), so a person or a client sees what
-    changed instead of overwriting it unseen. ``expected`` is the ``note_version`` the client read (None:
-    there was no such note). Call it under the owner's lock. ``listed_by`` names where a client reads a
-    note's version (the API, the terminal's ``memory list``, the MCP ``memory_list``) and ``outcome`` what
-    the refusal left undone (an MCP proposal changes nothing even when it is made), for the messages;
-    ``null_means_none`` whether the caller's null says "there was no such note" (the API's) or "not checked"
-    (the MCP tools': there a null is left out before this is called)."""
+    changed instead of overwriting it unseen. ``expected`` is the ``note_version`` the client read, as it sent
+    it (``note_version_given`` reads it; None: there was no such note). Call it under the owner's lock.
+    ``listed_by`` names where a client reads a note's version (the API, the terminal's ``memory list``, the
+    MCP ``memory_list``) and ``outcome`` what the refusal left undone (an MCP proposal changes nothing even
+    when it is made), for the messages; ``null_means_none`` whether the caller's null says "there was no such
+    note" (the API's) or "not checked" (the MCP tools': there a null is left out before this is called)."""
     from .selectors import note_now, note_version, scope_label
 
+    expected = note_version_given(expected)
     if expected is not None and not (isinstance(expected, str) and NOTE_VERSION_RE.fullmatch(expected)):
         null = "or null for a note that did not exist" if null_means_none else "or left out not to check it"
         raise InvalidInput(f"note_version must be the one {listed_by} lists for the note, {null}",

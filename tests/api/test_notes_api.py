@@ -233,13 +233,34 @@ def test_a_note_added_meanwhile_is_not_replaced_by_an_edit_that_read_none(api, o
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
 
 
-@pytest.mark.parametrize("version", ["", "3", "not-a-version-at-all", "ABCDEF0123456789"])
+@pytest.mark.parametrize("version", ["", "3", "not-a-version-at-all", "ABCDEF012345678G", "abcdef01234567890"])
 def test_a_note_version_that_is_not_one_is_a_400(api, owner, version):
     put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
     assert_error(put_json(api, NOTES, {"topic": "home", "summary": "x", "note_version": version}), 400)
     assert_error(forget(api, topic="home", note_version=version), 400)
     assert_error(patch_json(api, {"topic": "home", "importance": 1, "note_version": version}), 400)
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
+
+
+def test_a_note_version_in_capitals_is_the_same_version_on_every_route(api, owner):
+    """A version is 16 hex digits, read the same way by the API, the terminal, the Memory tab and MCP
+    (``notes.services.note_version_given``): in capitals, or with blanks around it, it is still the one GET
+    listed, and a stale one in capitals is still stale."""
+    put_json(api, NOTES, {"topic": "home", "summary": "lives in Rome"})
+    read = note_version_of(api, "home")
+
+    edited = put_json(api, NOTES, {"topic": "home", "summary": "lives in Lisbon", "note_version": read.upper()})
+    assert edited.status_code == 200, edited.content
+    assert_error(put_json(api, NOTES, {"topic": "home", "summary": "lives in Paris", "note_version": read.upper()}),
+                 409, "stale_version")
+    blanks = f" {edited.json()['note_version'].upper()} "
+    weighed = patch_json(api, {"topic": "home", "importance": 0.9, "note_version": blanks})
+    assert weighed.status_code == 200, weighed.content
+    now = weighed.json()["note_version"]
+    gone = api.delete(f"{NOTES}?{urlencode({'topic': 'home', 'note_version': now.upper()})}", {"note_version": now},
+                      format="json")  # the query's and the body's are one version, whatever their case
+    assert gone.status_code == 200, gone.content
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == ""
 
 
 def test_a_delete_naming_its_topic_or_scope_twice_is_a_400_and_forgets_nothing(api, owner):

@@ -695,3 +695,15 @@ def test_list_and_show_print_each_notes_version_and_edit_and_forget_refuse_a_sta
     assert "home" not in index(owner)
     memory("forget", "tone", "--scope", "agent:7", "-y", user="alice")  # unchecked
     assert index(owner, Scope.agent(7)) == ""
+
+
+def test_a_version_in_capitals_is_the_one_list_printed_as_the_api_and_mcp_read_it(owner, notes):
+    read = json.loads(memory("show", "home", user="alice", as_json=True))["note_version"]
+
+    memory("edit", "home", "--summary", "lives in Milan", "--version", f" {read.upper()} ", user="alice")
+
+    assert "- home: lives in Milan -> home.md" in index(owner)
+    with pytest.raises(CommandError, match="changed since you read it"):
+        memory("forget", "home", "-y", "--version", read.upper(), user="alice")
+    with pytest.raises(CommandError, match="16 hex digits"):
+        memory("forget", "home", "-y", "--version", read.upper() + "0", user="alice")

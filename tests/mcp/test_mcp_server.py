@@ -456,3 +456,19 @@ def test_a_proposal_sent_with_the_version_it_read_is_made(mcp_session, owner, al
 
     assert result.structured_content["status"] == "proposed"
     assert Proposal.objects.get(pk=result.structured_content["proposal_id"]).is_delete
+
+
+def test_a_version_in_capitals_is_the_one_memory_list_gave(mcp_session, owner, alices_notes):
+    """Read as the API, the terminal and the Memory tab read it (``notes.services.note_version_given``)."""
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+
+    async def work(client: Client) -> Any:
+        listed = await client.call_tool("memory_list", {})
+        diet = next(n for n in listed.structured_content["notes"] if n["topic"] == "diet")
+        return await client.call_tool("memory_propose", {"topic": "diet", "summary": "vegan",
+                                                         "note_version": diet["note_version"].upper()})
+
+    result = mcp_session(owner, work)
+
+    assert not result.is_error, result.content[0].text
+    assert result.structured_content["status"] == "proposed"

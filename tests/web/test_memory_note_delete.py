@@ -121,3 +121,23 @@ def test_a_note_whose_importance_alone_changed_meanwhile_says_so_when_the_delete
 
     assert "It now reads: “lives in Rome”, importance 0.9." in shown
     assert index(owner) == "- home: lives in Rome\n"
+
+
+def test_the_tabs_forms_read_a_version_in_capitals_as_the_api_terminal_and_mcp_do(owner):
+    """The version a form sends is read as every way in reads it (``notes.services.note_version_given``): one
+    in capitals is the same version, not a bad one (the terminal took it; the tab said it was not a version)."""
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome", source="files",
+                actor="you")
+    client = signed_in(owner)
+    page = client.get("/settings/memory/?tab=yours").content.decode()
+    version = page.split('name="note_version" value="', 1)[1].split('"', 1)[0]
+
+    weighed = client.post("/settings/memory/notes/importance/",
+                          {"scope": "user", "topic": "home", "importance": "0.9", "note_version": version.upper()},
+                          follow=True).content.decode()
+    assert "The note “home” now has importance 0.9." in weighed
+    stale = client.post(DELETE, {"scope": "user", "topic": "home", "note_version": version.upper()}, follow=True)
+    assert "It now reads: “lives in Rome”, importance 0.9." in stale.content.decode()
+    now = notes_selectors.note_version_now(owner_id=owner.pk, scope=Scope.user(), topic="home")
+    assert client.post(DELETE, {"scope": "user", "topic": "home", "note_version": now.upper()}).status_code == 302
+    assert index(owner) == ""

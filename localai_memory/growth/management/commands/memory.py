@@ -82,11 +82,13 @@ def importance_arg(raw: str) -> float | str:
 
 
 def version_arg(raw: str) -> str:
-    """``--version``: a note's version as ``list`` and ``show`` print it (16 hex digits)."""
-    if not notes_services.NOTE_VERSION_RE.fullmatch(raw.strip().lower()):
+    """``--version``: a note's version as ``list`` and ``show`` print it (16 hex digits), read as the API and
+    MCP read one (``notes.services.note_version_given``), refused here only to say so in the terminal's words."""
+    version = notes_services.note_version_given(raw)
+    if not isinstance(version, str) or not notes_services.NOTE_VERSION_RE.fullmatch(version):
         raise argparse.ArgumentTypeError("version is the note's version as `list` or `show` prints it "
                                          "(16 hex digits)")
-    return raw.strip().lower()
+    return version
 
 
 def shown(text: str) -> str:
