@@ -697,6 +697,31 @@ def test_list_and_show_print_each_notes_version_and_edit_and_forget_refuse_a_sta
     assert index(owner, Scope.agent(7)) == ""
 
 
+def test_edit_and_add_json_give_the_notes_new_version_for_the_next_checked_edit(owner, notes):
+    """As PUT and PATCH of the API answer it: a script edits twice, each time checked, without listing again."""
+    listed = json.loads(memory("list", user="alice", as_json=True))["notes"]
+    read = next(n["note_version"] for n in listed if n["topic"] == "home")
+
+    first = json.loads(memory("edit", "home", "--summary", "lives in Milan", "--version", read, user="alice",
+                              as_json=True))
+    assert first["note_version"] == notes_selectors.note_version_now(owner_id=owner.pk, scope=Scope.user(),
+                                                                     topic="home") != read
+    second = json.loads(memory("edit", "home", "--importance", "0.3", "--version", first["note_version"],
+                               user="alice", as_json=True))
+    assert second["note_version"] == notes_selectors.note_version_now(owner_id=owner.pk, scope=Scope.user(),
+                                                                      topic="home") != first["note_version"]
+    said = memory("edit", "home", "--details", "Navigli.", "--version", second["note_version"], user="alice")
+    now = notes_selectors.note_version_now(owner_id=owner.pk, scope=Scope.user(), topic="home")
+    assert said.endswith(f"; version {now}).\n")  # the table's reader sees it too
+
+    added = json.loads(memory("add", "diet", "vegetarian", user="alice", as_json=True))
+    worded = json.loads(memory("add", "prefers tea to coffee", user="alice", as_json=True))
+    for note in (added, worded):
+        memory("edit", note["saved"], "--importance", "0.9", "--version", note["note_version"], user="alice")
+    assert notes_selectors.note_importances(owner_id=owner.pk) == {
+        ("user", "", "home"): 0.3, ("user", "", "diet"): 0.9, ("user", "", worded["saved"]): 0.9}
+
+
 def test_a_version_in_capitals_is_the_one_list_printed_as_the_api_and_mcp_read_it(owner, notes):
     read = json.loads(memory("show", "home", user="alice", as_json=True))["note_version"]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
 from localai_memory.growth import importing
@@ -362,31 +363,39 @@ class Command(BaseCommand):
 
     def do_add(self, *, topic: str | None, summary: str, details: str | None = None, scope: str | None = None,
                importance: float | str | None = None, **_: Any) -> None:
-        from localai_memory.chats.remember import note_add
-
         self._writes_allowed()
         item = self._own_scope(scope, writes_topic=topic or "")
         if importance == "default":
             raise CommandError("A new note has its default importance already; give a number from 0 to 1.")
         weight = importance if isinstance(importance, float) else notes_services.KEEP
+        with transaction.atomic():  # its version read under the owner's lock, as edit reads it
+            change, topic = self._add_note(item, topic, summary, details, weight)
+            version = notes_selectors.note_version_now(owner_id=self.user.pk, scope=item, topic=topic)
+        self.emit({"saved": topic, "scope": item.name, "change_id": change.pk, "note_version": version,
+                   "importance": importance if isinstance(importance, float) else None},
+                  f"Saved {topic} in {self._label(item)} (change #{change.pk}; version {version}).")
+
+    def _add_note(self, item: Scope, topic: str | None, summary: str, details: str | None,
+                  weight: object) -> tuple[ChangeSet, str]:
+        """A new note (its topic made from its words when ``topic`` is None): its change set and topic."""
+        from localai_memory.chats.remember import note_add
+
         if topic is None:
             change, topic = note_add(owner_id=self.user.pk, scope=item, summary=summary, details=details,
                                      importance=weight, source=ChangeSet.Source.CLI, actor=ACTOR)
             if change is None:
                 raise CommandError(f"That is already in {self._label(item)}, as the note {topic!r}.")
-        else:  # refused under the owner's lock if the topic exists, so two adds at once never overwrite
-            try:
-                change = notes_services.note_save(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
-                                                  details=details, importance=weight,
-                                                  source=ChangeSet.Source.CLI, actor=ACTOR, create_only=True)
-            except Conflict as exc:
-                if exc.code != "topic_exists":
-                    raise
-                raise CommandError(f"{topic!r} exists already in {self._label(item)}; use edit to change it.") from None
-        assert change is not None  # a new note's text is always a change
-        self.emit({"saved": topic, "scope": item.name, "change_id": change.pk,
-                   "importance": importance if isinstance(importance, float) else None},
-                  f"Saved {topic} in {self._label(item)} (change #{change.pk}).")
+            return change, topic
+        try:  # refused under the owner's lock if the topic exists, so two adds at once never overwrite
+            saved = notes_services.note_save(owner_id=self.user.pk, scope=item, topic=topic, summary=summary,
+                                             details=details, importance=weight,
+                                             source=ChangeSet.Source.CLI, actor=ACTOR, create_only=True)
+        except Conflict as exc:
+            if exc.code != "topic_exists":
+                raise
+            raise CommandError(f"{topic!r} exists already in {self._label(item)}; use edit to change it.") from None
+        assert saved is not None  # a new note's text is always a change
+        return saved, topic
 
     def do_edit(self, *, topic: str, summary: str | None = None, details: str | None = None,
                 scope: str | None = None, importance: float | str | None = None, note_version: str | None = None,
@@ -400,17 +409,23 @@ class Command(BaseCommand):
         if entry is None:
             raise CommandError(f"There is no note {topic!r} in {self._label(item)}; use add to make it.")
         text_given = summary is not None or details is not None
-        change = notes_services.note_save(  # no --summary: the one the index has under the owner's lock
-            owner_id=self.user.pk, scope=item, topic=topic,
-            summary=(summary if summary is not None else notes_services.KEEP) if text_given else None,
-            details=details,
-            importance=notes_services.KEEP if importance is None else None if importance == "default" else importance,
-            source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip(),
-            note_version=notes_services.UNCHECKED if note_version is None else note_version)
+        # The version read in the write's transaction, under the owner's lock: the note as this edit left it,
+        # never with another writer's change that came after (a next --version would pass over it unseen).
+        with transaction.atomic():
+            change = notes_services.note_save(  # no --summary: the one the index has under the owner's lock
+                owner_id=self.user.pk, scope=item, topic=topic,
+                summary=(summary if summary is not None else notes_services.KEEP) if text_given else None,
+                details=details,
+                importance=(notes_services.KEEP if importance is None else None if importance == "default"
+                            else importance),
+                source=ChangeSet.Source.CLI, actor=ACTOR, clear_details=details is not None and not details.strip(),
+                note_version=notes_services.UNCHECKED if note_version is None else note_version)
+            version = notes_selectors.note_version_now(owner_id=self.user.pk, scope=item, topic=topic)
         if change is None:  # the importance it has already (a text as it is already: the store's no_change)
             raise CommandError(f"Nothing to change: {topic} in {self._label(item)} has that importance already.")
-        said = f"Updated {topic} in {self._label(item)} (change #{change.pk})."
-        self.emit({"updated": topic, "scope": item.name, "change_id": change.pk,
+        said = f"Updated {topic} in {self._label(item)} (change #{change.pk}; version {version})."
+        # ``note_version`` as PUT and PATCH /api/chats/memory/notes answer it: what a next checked edit sends
+        self.emit({"updated": topic, "scope": item.name, "change_id": change.pk, "note_version": version,
                    **({"importance": None if importance == "default" else importance}
                       if importance is not None else {})}, said)
 
