@@ -216,7 +216,9 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
         @server.tool(description="Suggest a note (or, with delete, forgetting one) for the user's inbox. It is "
                                  "never saved until the user confirms it. note_version (as memory_list or "
                                  "memory_recall gives it) suggests a change of that note only as you read it: "
-                                 "one changed since is refused, quoting it as it is now.")
+                                 "one changed since is refused, quoting it as it is now. With agent_id, the "
+                                 "note_version (or, for a delete, the topic) finds the note in the scope "
+                                 "memory_list named.")
         async def memory_propose(topic: str, summary: str = "", details: str | None = None,
                                  delete: bool = False, agent_id: int | None = None,
                                  note_version: str | None = None) -> dict[str, Any]:

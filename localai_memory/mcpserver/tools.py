@@ -27,7 +27,7 @@ from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved, proposal_create
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.paths import Scope
-from localai_memory.notes.services import check_note_version
+from localai_memory.notes.services import check_note_version, note_version_given
 from localai_memory.recall import service as recall_service
 
 SEARCH_LIMIT = 50
@@ -194,10 +194,13 @@ def forget(*, owner_id: int, query: str, agent_id: int | None = None) -> dict[st
                                                   "shows every note, and memory_propose with delete names one."}
     best = found["results"][0]
     scope = Scope.user() if best["scope"] == "user" else Scope(best["scope"], best["key"])
-    note = policy.decide_note(context.facts, policy.NoteFacts.of(best["topic"], scope=None, saved_in_this_reply=0,
-                                                                 is_delete=True))
+    # the scope the note is in, as memory_propose asks it: a chat of an agent may read notes it may not change
+    note = policy.decide_note(context.facts, policy.NoteFacts.of(best["topic"], scope=scope.kind,
+                                                                 saved_in_this_reply=0, is_delete=True))
     if note.outcome == "refuse":
-        return {"status": "refused", "reason": note.reason, "message": note.message}
+        writes = Scope.agent(agent.pk) if agent is not None and context.decision.default_scope == "agent" \
+            else Scope.user()
+        return _scope_refused(owner_id, scope, best["topic"], agent, note, writes=writes)
     proposal = _outside_proposal(owner_id=owner_id, scope=scope, topic=best["topic"], note=note, delete=True)
     if not isinstance(proposal, Proposal):
         return proposal
@@ -211,16 +214,30 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
     """Propose a note for the inbox: ``proposed`` with its id, or ``refused`` with the reason. Never saves.
     ``note_version`` (optional; ``memory_list`` and ``memory_recall`` give it): the version of the note the
     suggestion was made from; a note changed (or deleted) since is a ``stale_version`` error that quotes it as
-    it is now, and nothing is proposed, so an assistant does not suggest over a change it never saw."""
+    it is now, and nothing is proposed, so an assistant does not suggest over a change it never saw. It names
+    the note's scope too (``_scope_of_note``), as a delete's topic does: the policy then decides for that scope,
+    and one this chat may read but not change is refused saying so (``_scope_refused``)."""
     context, agent = _context(owner_id, agent_id)
     _proposing_allowed(context)
     named = slugify(topic)
     topic = named or slugify(topic, summary) or topic
-    note = policy.decide_note(context.facts, policy.NoteFacts.of(
-        topic if delete else f"{summary}\n{details or ''}", scope=None, saved_in_this_reply=0, is_delete=delete))
+
+    def decided(kind: policy.Scope | None) -> policy.NoteDecision:
+        return policy.decide_note(context.facts, policy.NoteFacts.of(
+            topic if delete else f"{summary}\n{details or ''}", scope=kind, saved_in_this_reply=0,
+            is_delete=delete))
+
+    note = decided(None)
     if note.outcome == "refuse" or note.scope is None:
         return {"status": "refused", "reason": note.reason, "message": note.message}
     scope = Scope.agent(agent.pk) if note.scope == "agent" and agent is not None else Scope.user()
+    if named and (delete or note_version is not None):  # a change of a note the client read, of any scope
+        found = _scope_of_note(owner_id, [scope, *_scopes(context, agent)], topic, note_version)
+        if found != scope:
+            note = decided(found.kind)
+            if note.outcome == "refuse" or note.scope is None:
+                return _scope_refused(owner_id, found, topic, agent, note, writes=scope)
+            scope = found
     if not named and not delete:  # named from its words, as /remember names a note: a topic nothing holds
         from localai_memory.chats.remember import free_topic
 
@@ -241,6 +258,37 @@ def propose(*, owner_id: int, topic: str, summary: str = "", details: str | None
         return proposal
     return {"status": "proposed", "proposal_id": proposal.pk, "topic": topic, "scope": scope.name,
             "message": policy.MESSAGES.get(_waits_because(note), "The note waits for the owner's confirmation.")}
+
+
+def _scope_of_note(owner_id: int, scopes: list[Scope], topic: str, note_version: str | None) -> Scope:
+    """Where the note ``topic`` that a proposal changes is, of ``scopes`` (the policy's own for a new note
+    first, then those ``memory_list`` lists for this chat): ``memory_list`` names a note by its topic and
+    scope, but ``memory_propose`` takes no scope, so with ``agent_id`` the user's own note ``home`` would be
+    looked for among the agent's notes. The scope whose note has the ``note_version`` the client read, else
+    the first that holds the topic (the version check then quotes the note as it is now), else the first."""
+    wanted = note_version_given(note_version) if note_version is not None else None
+    holding = []
+    for scope in dict.fromkeys(scopes):
+        now = notes_selectors.note_version_now(owner_id=owner_id, scope=scope, topic=topic)
+        if now is not None and now == wanted:
+            return scope
+        if now is not None:
+            holding.append(scope)
+    return holding[0] if holding else scopes[0]
+
+
+def _scope_refused(owner_id: int, scope: Scope, topic: str, agent: Any, note: policy.NoteDecision, *,
+                   writes: Scope) -> dict[str, Any]:
+    """The answer to a proposal about a note in a scope this chat reads but the policy lets it not change (the
+    user's notes, from an agent whose notes go to its own): said so, not "there is no such note"."""
+    if note.reason != "scope_not_allowed" or agent is None:
+        return {"status": "refused", "reason": note.reason, "message": note.message}
+    where = notes_selectors.scope_label(owner_id=owner_id, scope=scope)
+    own = notes_selectors.scope_label(owner_id=owner_id, scope=writes)
+    return {"status": "refused", "reason": note.reason, "scope": scope.name, "topic": topic,
+            "message": f"The note {topic!r} is in {where}, which {own} reads but may not change (with agent_id "
+                       f"{agent.pk}, notes are suggested for {own} only), so nothing was proposed. Leave out "
+                       f"agent_id to suggest a change of {where}."}
 
 
 def _waits_because(note: policy.NoteDecision) -> str:

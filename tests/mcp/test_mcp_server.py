@@ -472,3 +472,69 @@ def test_a_version_in_capitals_is_the_one_memory_list_gave(mcp_session, owner, a
 
     assert not result.is_error, result.content[0].text
     assert result.structured_content["status"] == "proposed"
+
+
+def test_a_version_memory_list_gave_for_an_agents_note_proposes_a_change_of_that_note(mcp_session, owner,
+                                                                                      alices_notes):
+    """memory_list with agent_id lists the user's notes and the agent's, each with its scope; memory_propose
+    takes no scope, so it finds the note the version was read from (its default was the user's notes here,
+    where 'menu' is not: "never there"). In capitals the version is the same one, as everywhere."""
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+    agent = Agent.objects.create(owner=owner, name="Chef", tools=["memory"], addons=["memory"],
+                                 grants=["memory.write"], memory=None)
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="menu", summary="no nuts",
+                               source="files", actor="you")
+
+    async def work(client: Client) -> tuple[Any, Any, Any]:
+        listed = (await client.call_tool("memory_list", {"agent_id": agent.pk})).structured_content["notes"]
+        menu = next(n for n in listed if n["topic"] == "menu")
+        home = next(n for n in listed if n["topic"] == "home")
+        return (menu, await client.call_tool("memory_propose", {
+                    "topic": "menu", "summary": "no nuts, no shellfish", "agent_id": agent.pk,
+                    "note_version": menu["note_version"].upper()}),
+                await client.call_tool("memory_propose", {"topic": "home", "delete": True, "agent_id": agent.pk,
+                                                          "note_version": home["note_version"]}))
+
+    menu, changed, forgotten = mcp_session(owner, work)
+
+    assert menu["scope"] == f"agent:{agent.pk}"
+    assert not changed.is_error, changed.content[0].text
+    assert changed.structured_content["status"] == "proposed"
+    assert changed.structured_content["scope"] == f"agent:{agent.pk}"
+    assert forgotten.structured_content["status"] == "proposed" and forgotten.structured_content["scope"] == "user"
+    waiting = {(p.scope_kind, p.topic, p.is_delete) for p in Proposal.objects.filter(owner=owner)}
+    assert waiting == {("agent", "menu", False), ("user", "home", True)}
+
+
+def test_a_users_note_listed_for_an_agent_that_saves_to_its_own_notes_is_refused_saying_so(mcp_session, owner,
+                                                                                           alices_notes):
+    """An agent with "my notes and its own" reads the user's notes but saves to its own: a change of the
+    user's note, named by the version memory_list gave, is refused saying that, not "there is no note";
+    memory_forget, which finds the note itself, is refused the same way (it proposed the forget regardless)."""
+    settings_update(user_id=owner.pk, mcp_propose_enabled=True)
+    agent = Agent.objects.create(owner=owner, name="Chef", tools=["memory"], grants=["memory.write"],
+                                 memory="mine_and_own")
+
+    async def work(client: Client) -> tuple[Any, ...]:
+        listed = (await client.call_tool("memory_list", {"agent_id": agent.pk})).structured_content["notes"]
+        home = next(n for n in listed if n["topic"] == "home")
+        return (home,
+                await client.call_tool("memory_propose", {"topic": "home", "summary": "lives in Milan",
+                                                          "agent_id": agent.pk,
+                                                          "note_version": home["note_version"]}),
+                await client.call_tool("memory_propose", {"topic": "home", "delete": True, "agent_id": agent.pk}),
+                await client.call_tool("memory_forget", {"query": "forget that I live in Rome",
+                                                         "agent_id": agent.pk}))
+
+    home, changed, deleted, forgotten = mcp_session(owner, work)
+
+    assert home["scope"] == "user"
+    said = (f"The note 'home' is in your notes, which agent “Chef” reads but may not change (with agent_id "
+            f"{agent.pk}, notes are suggested for agent “Chef” only), so nothing was proposed. Leave out "
+            "agent_id to suggest a change of your notes.")
+    for result in (changed, deleted, forgotten):
+        assert not result.is_error, result.content[0].text
+        assert result.structured_content["status"] == "refused"
+        assert result.structured_content["reason"] == "scope_not_allowed"
+        assert result.structured_content["message"] == said
+    assert not Proposal.objects.filter(owner=owner).exists()
