@@ -21,6 +21,7 @@ from .conftest import PASSWORD
 pytestmark = pytest.mark.browser
 
 TYPED = "Text typed before the session ended, which took a while"
+SENT_WHILE_LOADING = "Sent before the page had finished loading"
 
 
 def end_session(page: Page) -> None:
@@ -247,3 +248,54 @@ def test_a_message_sent_to_a_chat_deleted_in_another_tab_is_offered_back_in_a_ne
     expect(page.locator(".msg.assistant")).to_contain_text("Here now.")
     expect(page.locator(".msg.user")).to_contain_text(TYPED)
     expect(box).to_have_value("")
+
+
+def test_a_message_the_browser_posted_itself_while_the_page_loaded_is_not_put_back_once_the_chat_kept_it(web, model):
+    """Send clicked while the chat page still loads (its last script on its way, so htmx has not taken the form
+    yet while the tab's draft already keeps what is typed) is the browser's own post. The model fails and the
+    chat keeps the message, offering Ask again: the box must not get it back from the tab's draft, or Send
+    would put it in the chat twice."""
+    from django.contrib.auth import get_user_model
+
+    from localai_memory.chats.models import Chat
+
+    web.register("alice")
+    page = web.page
+    held: list[Any] = []
+
+    def hold_the_first(route: Any) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append(route)  # never answered: the page stays loading, htmx waits for DOMContentLoaded
+
+    # menus.js is the chat page's last deferred script: held, the page stays loading after htmx and drafts.js ran
+    page.route(re.compile(r"/static/menus\.js"), hold_the_first)
+    web.go("/chats/")
+    page.get_by_role("button", name="New chat").click()
+    box = page.get_by_role("textbox", name="Message")
+    expect(box).to_be_visible()
+    box.fill(SENT_WHILE_LOADING)
+    owner = get_user_model().objects.get(username="alice")
+    chat = Chat.objects.get()
+    key = f"draft:{owner.pk}:chat:{chat.pk}"
+    page.wait_for_function("key => sessionStorage.getItem(key) !== null", arg=key)  # drafts.js keeps it
+    # htmx is there but waits for DOMContentLoaded to take the form
+    assert page.evaluate("() => [document.readyState, !!window.htmx]") == ["interactive", True] and held
+    model.fail_next(500)
+
+    page.get_by_role("button", name="Send").click()
+
+    expect(page).to_have_url(re.compile(r"/chats/\d+/send/$"))  # the browser's own post, answered by a page
+    expect(page.get_by_role("alert")).to_contain_text("The model did not answer")
+    expect(page.locator(".msg.user")).to_contain_text(SENT_WHILE_LOADING)
+    expect(page.get_by_test_id("not-answered")).to_be_visible()
+    page.wait_for_load_state()
+    expect(box).to_have_value("")  # kept in the chat (Ask again), not in the box as well
+    web.go(f"/chats/{chat.pk}/")  # the chat opened again in this tab: still not in the box
+    expect(page.get_by_test_id("not-answered")).to_be_visible()
+    expect(box).to_have_value("")
+    model.script(reply("Here it is."))
+    page.get_by_role("button", name="Ask again").click()
+    expect(page.locator(".msg.assistant")).to_contain_text("Here it is.")
+    assert list(Message.objects.filter(role="user").values_list("content", flat=True)) == [SENT_WHILE_LOADING]

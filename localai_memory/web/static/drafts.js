@@ -5,9 +5,10 @@
 //
 // A form htmx sends is cleared when the answer says the server took the text (the "draft-taken" event of
 // HX-Trigger), and only in the fields that still hold what was sent: what was typed while the answer was on
-// its way stays. A form the browser sends itself is marked sent; the next page that shows that form clears
-// it, unless a page between said the form was refused (the log-in page, the stale-page page:
-// <meta name="drafts" content="refused">). The key names the person, so another account never sees it.
+// its way stays. A form the browser sends itself (one without htmx, or one htmx has not taken yet because the
+// page is still loading) is marked sent; the next page that shows that form clears it, unless a page between
+// said the form was refused (the log-in page, the stale-page page: <meta name="drafts" content="refused">).
+// The key names the person, so another account never sees it.
 (function () {
   "use strict";
   const PREFIX = "draft:";
@@ -83,9 +84,12 @@
     const form = draftForm(event.target);
     if (form) { keep(form, false); }
   });
+  // Bubbling here, after the form's own listeners: htmx, once it has taken a form, cancels the browser's post,
+  // and its answer says whether the server took the text. A submit left to go on is the browser's own post,
+  // the page leaving with it: a form htmx has not taken yet (the page still loading) or never takes.
   document.addEventListener("submit", function (event) {
     const form = draftForm(event.target);
-    if (form && !(window.htmx && form.hasAttribute("hx-post"))) { keep(form, true); }
+    if (form && !event.defaultPrevented) { keep(form, true); }
   });
   document.addEventListener("htmx:beforeRequest", function (event) {
     const form = draftForm(event.detail.elt);
