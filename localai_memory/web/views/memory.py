@@ -177,6 +177,10 @@ def conversation_titles(owner_id: int) -> dict[str, str]:
 
 #: The session key of a note the Memory tab's Add form could not save (shown again in its form).
 NOTE_DRAFT = "memory_note_draft"
+#: The session key of an importance a note's Importance form could not save (shown again in its form, open).
+IMPORTANCE_DRAFT = "memory_importance_draft"
+#: At most this many characters of a refused importance are kept to be shown again (a number is a few).
+IMPORTANCE_KEPT = 40
 
 
 @login_required
@@ -197,9 +201,14 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
     current = next((t for t in tabs if t.key == wanted), tabs[0])
     _add_writers(request.user.pk, current)
     draft = request.session.pop(NOTE_DRAFT, None)  # a note the Add form could not save: typed again for you
+    weighed = request.session.pop(IMPORTANCE_DRAFT, None)  # an importance refused: typed again, its form open
     for scope in current.scopes:
         name = "user" if scope["kind"] == "user" else f"{scope['kind']}:{scope['key']}"
         scope["draft"] = draft if isinstance(draft, dict) and draft.get("scope") == name else None
+        if isinstance(weighed, dict) and weighed.get("scope") == name:
+            for entry in scope["index"]:
+                if entry["topic"] == weighed.get("topic"):
+                    entry["importance_typed"] = str(weighed.get("importance", ""))
     level, sentence = status_line(state, labels)
     placed = _place_messages(request, current)
     return page(request, "web/memory_tab.html", {
@@ -440,10 +449,13 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def memory_note_importance(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Give one note an importance for recall (0 to 1), or empty for its writer's (``note_importance_set``)."""
+    """Give one note an importance for recall (0 to 1), or empty for its writer's (``note_importance_set``). A
+    refused one (not a number from 0 to 1, the note changed meanwhile) is typed again in the note's form, open,
+    by the message saying why: the person saves it again with one click, or changes it."""
     scope = _note_scope(request)
     topic = request.POST.get("topic", "").strip()
     raw = request.POST.get("importance", "").strip()
+    typed = {"scope": request.POST.get("scope", "user"), "topic": topic, "importance": raw[:IMPORTANCE_KEPT]}
     try:
         try:
             value = None if raw == "" else float(raw)
@@ -455,10 +467,13 @@ def memory_note_importance(request: AuthenticatedHttpRequest) -> HttpResponse:
         value = notes_services.note_importance_set(owner_id=request.user.pk, scope=scope, topic=topic,
                                                    importance=value, note_version=_read_version(request))
     except Conflict as exc:
-        flash(request, messages.ERROR, _stale_note(exc, nothing="its importance was not changed",
-                                                   again="Set its importance again if you still want to."))
+        flash(request, messages.ERROR, _stale_note(
+            exc, nothing="its importance was not changed",
+            again="What you typed is still in its form: save it again if you still want it."))
+        request.session[IMPORTANCE_DRAFT] = typed
     except ApplicationError as exc:
         flash_error(request, exc)
+        request.session[IMPORTANCE_DRAFT] = typed
     else:
         flash(request, messages.SUCCESS, f"The note “{topic}” now has importance {value:g}." if value is not None
               else f"The note “{topic}” has its writer's importance again.")
