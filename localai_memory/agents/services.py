@@ -242,19 +242,23 @@ def agent_delete(*, owner_id: int, agent_id: int, memory: str | None = None) -> 
     """Delete an agent and do ``memory`` with its notes (``_agent_delete``). On an explicit Delete, each memory
     add-on the owner used that keeps namespaces is asked, once the delete is committed, to drop the agent's
     namespace (``agent:<id>``), which no chat reads any more. One that is not running, or fails, is named in
-    the answer (``AgentDeleted.addons``), never counted as done. Without a choice, Keep and Export then delete
+    the answer (``AgentDeleted.addons``), never counted as done, and the request is kept for the owner to ask
+    again (``memory.services.addon_forgets_record``). Without a choice, Keep and Export then delete
     leave the add-on's notes (the spec's default is Keep, and the add-on's notes are not in the Trash: a forget
     there cannot be undone; its own export holds them; Forget everything clears them), also for an agent with
     no built-in notes, whose notes may all be in the add-on."""
     deleted = _agent_delete(owner_id=owner_id, agent_id=agent_id, memory=memory)
     from localai_memory.memory.selectors import addons_used
+    from localai_memory.memory.services import addon_forgets_record
     from localai_memory.notes.paths import Scope
 
     if deleted.memory != "delete":  # said, so nobody believes nothing of the agent is left
         return replace(deleted, kept_in=tuple(namespaced_addons(addons_used(user_id=owner_id))))
-    answers = addons_forget_namespace(addons_used(user_id=owner_id), user_id=owner_id,
-                                      namespace=Scope.agent(deleted.agent_id).name,
-                                      whose=f"the notes of the agent “{deleted.name}”")
+    namespace = Scope.agent(deleted.agent_id).name
+    whose = f"the notes of the agent “{deleted.name}”"
+    answers = addons_forget_namespace(addons_used(user_id=owner_id), user_id=owner_id, namespace=namespace,
+                                      whose=whose)
+    addon_forgets_record(owner_id=owner_id, namespace=namespace, whose=whose, answers=answers)
     return replace(deleted, addons=tuple(answers))
 
 

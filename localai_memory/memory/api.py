@@ -30,9 +30,9 @@ from localai_memory.notes.services import (
 
 from . import services
 from .categories import CATEGORIES, Profile, ProfileNote, category_of, profile
-from .models import MessagingSave, SaveMode
-from .providers import forget_summary, memory_providers
-from .selectors import memory_state, owned_scope
+from .models import AddonForgetRequest, MessagingSave, SaveMode
+from .providers import addon_label, forget_summary, memory_providers
+from .selectors import addon_forget_requests, memory_state, owned_scope
 
 
 class SettingsInput(serializers.Serializer):
@@ -136,6 +136,31 @@ class ForgetApi(ApiView):
                          "addons": [answer.as_dict() for answer in addons],
                          "message": "Your notes are in the Trash; restore them from Files." if entry
                          else "There were no notes to forget."})
+
+
+def addon_forget_json(request: AddonForgetRequest) -> dict:
+    return {"id": request.pk, "name": request.addon, "label": addon_label(request.addon),
+            "namespace": request.namespace, "whose": request.whose, "status": request.answer,
+            "created_at": request.created_at, "asked_at": request.asked_at}
+
+
+class AddonForgetsApi(ApiView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request):
+        """The memory add-ons that were to drop a deleted agent's notes and could not be asked (``not_running``)
+        or failed (``failed``): they may still hold them. POST …/{id}/ask asks one again."""
+        return Response({"addon_forgets": [addon_forget_json(r)
+                                           for r in addon_forget_requests(owner_id=request.user.pk)]})
+
+
+class AddonForgetAskApi(ApiView):
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request, request_id: int):
+        """Ask the add-on again to drop those notes: its answer (``{name, label, status, message}``, as Forget
+        everything's ``addons``) and the request while it still waits (not running, failed again), else null."""
+        answer, pending = services.addon_forget_again(owner_id=request.user.pk, request_id=request_id)
+        return Response({"addon": answer.as_dict(),
+                         "addon_forget": addon_forget_json(pending) if pending is not None else None})
 
 
 def scope_listing(*, owner_id: int, with_details: bool = False) -> list[dict]:

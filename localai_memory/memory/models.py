@@ -136,3 +136,35 @@ class Proposal(models.Model):
         if isinstance(self.seen, dict):
             return str(self.seen.get("summary") or ""), str(self.seen.get("details") or "")
         return self.old_summary, self.old_details
+
+
+class AddonForgetRequest(models.Model):
+    """A memory add-on that was to drop one namespace of the owner's notes (a deleted agent's ``agent:<id>``)
+    and could not be asked (not running) or failed: it may still hold them. The Memory tab and
+    ``/api/chats/memory/addon-forgets`` offer to ask it again; the row goes once it forgot (or the owner's
+    Forget everything made it forget all), or once it can no longer be asked (no longer installed)."""
+
+    class Answer(models.TextChoices):
+        NOT_RUNNING = "not_running", "It was not running"
+        FAILED = "failed", "It failed"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="addon_forget_requests")
+    addon = models.CharField(max_length=100, help_text="The add-on's name.")
+    namespace = models.CharField(max_length=100, help_text="What it is to drop: agent:<id>.")
+    whose = models.CharField(max_length=300, help_text="The notes as the messages name them: the notes of the "
+                                                       "agent “Chef”.")
+    answer = models.CharField(max_length=20, choices=Answer.choices, help_text="What the last ask got.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    asked_at = models.DateTimeField(help_text="When it was last asked.")
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "addon", "namespace"], name="one_addon_forget_per_namespace"),
+            models.CheckConstraint(condition=models.Q(answer__in=["not_running", "failed"]),
+                                   name="addon_forget_answer_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.addon}: {self.namespace} ({self.answer})"

@@ -37,10 +37,10 @@ notes (no agent, or an agent whose memory is Mine); the chats of other agents ge
   ``addons/<name>/<file>`` beside the notes (an import leaves that folder to the add-on);
 * ``forget(*, user_id: int) -> None``: Forget everything then asks the add-on to forget too.
 * ``forget_namespace(*, user_id: int, namespace: str) -> None`` (an add-on with ``namespaces`` only): drop the
-  notes of one namespace. Deleting a saved agent whose notes go (Delete, or an agent that had no built-in
-  notes to keep) asks each add-on that keeps namespaces to drop ``agent:<id>``, which no chat reads any more
-  (``addons_forget_namespace``); Keep and Export then delete leave the add-on's (its export holds them, and
-  Forget everything clears them).
+  notes of one namespace. Deleting a saved agent with Delete asks each add-on that keeps namespaces to drop
+  ``agent:<id>``, which no chat reads any more (``addons_forget_namespace``); one that is not running or fails
+  is kept as a request to ask again (``memory.models.AddonForgetRequest``). Keep and Export then delete leave
+  the add-on's (its export holds them, and Forget everything clears them).
 
 Export and Forget everything go to every add-on the person picked at some time (``MemorySettings.addons_used``)
 and still may hold their notes, whether it serves now or not: switching away from an add-on leaves its notes
@@ -437,16 +437,19 @@ def addons_forget_namespace(names: Iterable[str], *, user_id: int, namespace: st
     deleted agent's ``agent:<id>``), whether it serves now or not, and say what each answered, as
     ``addons_forget`` does. An installed add-on of one store is not asked: it never held a namespace apart (it
     serves no agent with notes of its own). One no longer installed may have, so it is named."""
-    answers: list[AddonForget] = []
-    again = "Forget everything on the Memory tab asks it again, for all your notes"
-    for name in sorted(set(names)):
-        obj = addon(name)
-        if not _may_hold_namespaces(obj):
-            continue
-        label = str(getattr(obj, "label", name)) if obj is not None else name
-        status = _asked_to_forget(name, obj, "forget_namespace", user_id=user_id, namespace=namespace)
-        answers.append(AddonForget(name, label, status, whose=whose, again=again))
-    return answers
+    return [addon_forget_namespace(name, user_id=user_id, namespace=namespace, whose=whose)
+            for name in sorted(set(names)) if _may_hold_namespaces(addon(name))]
+
+
+#: How to ask an add-on again to drop a namespace (``memory.services.addon_forgets_record`` keeps the request).
+FORGET_NAMESPACE_AGAIN = "it is listed on the Memory tab, to ask it again"
+
+
+def addon_forget_namespace(name: str, *, user_id: int, namespace: str, whose: str) -> AddonForget:
+    """Ask the add-on ``name`` to drop ``namespace`` of the person's notes, and say what it answered."""
+    obj = addon(name)
+    status = _asked_to_forget(name, obj, "forget_namespace", user_id=user_id, namespace=namespace)
+    return AddonForget(name, addon_label(name), status, whose=whose, again=FORGET_NAMESPACE_AGAIN)
 
 
 def forget_summary(answers: list[AddonForget]) -> str | None:

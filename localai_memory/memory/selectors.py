@@ -15,7 +15,7 @@ from django.conf import settings
 from localai_memory.notes.models import NoteFile
 from localai_memory.notes.paths import ROOT, IndexEntry, Scope
 
-from .models import MemorySettings, MessagingSave, Proposal, SaveMode
+from .models import AddonForgetRequest, MemorySettings, MessagingSave, Proposal, SaveMode
 from .providers import BUILTIN, OFF, canonical, provider_status
 
 #: ``MemoryState.forgot_at`` of a user who never forgot everything: earlier than any forget.
@@ -105,6 +105,12 @@ def addons_used(*, user_id: int) -> list[str]:
     choice, used = row
     names = {str(name) for name in (used if isinstance(used, list) else [])} | {canonical(choice)}
     return sorted(names - {BUILTIN, OFF})
+
+
+def addon_forget_requests(*, owner_id: int) -> list[AddonForgetRequest]:
+    """The owner's requests to memory add-ons that could not drop a namespace yet (``AddonForgetRequest``),
+    oldest first."""
+    return list(AddonForgetRequest.objects.filter(owner_id=owner_id))
 
 
 def forgotten_after(*, owner_id: int, moment: datetime) -> bool:

@@ -6,11 +6,21 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.utils import timezone
 
-from localai_memory.core.errors import InvalidInput
+from localai_memory.core.errors import InvalidInput, NotFound
 
-from .models import MemorySettings, MessagingSave, SaveMode
-from .providers import BUILTIN, OFF, AddonForget, addon, addons_export, addons_forget, canonical
+from .models import AddonForgetRequest, MemorySettings, MessagingSave, SaveMode
+from .providers import (
+    BUILTIN,
+    OFF,
+    AddonForget,
+    addon,
+    addon_forget_namespace,
+    addons_export,
+    addons_forget,
+    canonical,
+)
 from .selectors import MemoryState, addons_used, memory_state
 
 
@@ -146,6 +156,8 @@ def addons_forget_all(*, user_id: int) -> list[AddonForget]:
     answers = addons_forget(addons_used(user_id=user_id), user_id=user_id)
     done = {answer.name for answer in answers if answer.status == "forgot"}
     if done:
+        # it forgot every namespace of the person: a deleted agent's it was still to drop too
+        AddonForgetRequest.objects.filter(owner_id=user_id, addon__in=done).delete()
         with transaction.atomic():
             row = _row_for_update(user_id)
             kept = [name for name in row.addons_used if name not in done or name == canonical(row.provider)]
@@ -153,3 +165,32 @@ def addons_forget_all(*, user_id: int) -> list[AddonForget]:
                 row.addons_used = kept
                 row.save(update_fields=["addons_used"])
     return answers
+
+
+#: The answers of an add-on asked to drop a namespace that leave a request to ask it again.
+ASK_AGAIN = {AddonForgetRequest.Answer.NOT_RUNNING, AddonForgetRequest.Answer.FAILED}
+
+
+def addon_forgets_record(*, owner_id: int, namespace: str, whose: str, answers: list[AddonForget]) -> None:
+    """Keep what the add-ons answered when asked to drop ``namespace`` (a deleted agent's): one that was not
+    running or failed may still hold those notes, so the request stays, to ask again (``addon_forget_again``);
+    any other answer settles it (it forgot, or it can no longer be asked and the message said where to look)."""
+    for answer in answers:
+        if answer.status in ASK_AGAIN:
+            AddonForgetRequest.objects.update_or_create(
+                owner_id=owner_id, addon=answer.name, namespace=namespace,
+                defaults={"whose": whose[:300], "answer": answer.status, "asked_at": timezone.now()})
+        else:
+            AddonForgetRequest.objects.filter(owner_id=owner_id, addon=answer.name, namespace=namespace).delete()
+
+
+def addon_forget_again(*, owner_id: int, request_id: int) -> tuple[AddonForget, AddonForgetRequest | None]:
+    """Ask the add-on of the owner's request ``request_id`` again to drop its namespace: what it answered, and
+    the request if it still waits (not running, failed again), else None. NotFound for another owner's."""
+    request = AddonForgetRequest.objects.filter(owner_id=owner_id, pk=request_id).first()
+    if request is None:
+        raise NotFound("There is no such request to a memory add-on.", code="addon_forget_not_found")
+    answer = addon_forget_namespace(request.addon, user_id=owner_id, namespace=request.namespace,
+                                    whose=request.whose)
+    addon_forgets_record(owner_id=owner_id, namespace=request.namespace, whose=request.whose, answers=[answer])
+    return answer, AddonForgetRequest.objects.filter(pk=request.pk).first()

@@ -24,6 +24,8 @@ urlpatterns = [
     path("settings/memory/notes/importance/", memory.memory_note_importance, name="memory-note-importance"),
     path("settings/memory/note/", memory.memory_note, name="memory-note"),
     path("settings/memory/folder/delete/", memory.memory_folder_delete, name="memory-folder-delete"),
+    path("settings/memory/addon-forgets/<int:request_id>/ask/", memory.memory_addon_forget_ask,
+         name="memory-addon-forget-ask"),
     # Your account: password, API tokens, deleting it
     path("account/", account.account_page, name="account"),
     path("account/password/", account.password_change, name="account-password"),

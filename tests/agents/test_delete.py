@@ -252,8 +252,77 @@ def test_an_addon_that_is_not_running_is_named_when_an_agent_is_deleted(api, own
 
     assert [(a["name"], a["status"]) for a in body["addons"]] == [("sample", "not_running")]
     assert ("The memory add-on Sample memory add-on is not running, so it was not asked to forget the notes of the "
-            "agent “Cook” and may still hold them") in body["message"]
+            "agent “Cook” and may still hold them; it is listed on the Memory tab, to ask it again.") in body["message"]
     assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}
+
+
+ADDON_FORGETS = "/api/chats/memory/addon-forgets"
+
+
+def test_an_addon_that_was_not_running_is_asked_again_for_just_that_agents_notes(api, owner, make_agent,
+                                                                                 sample_addon, monkeypatch):
+    """The delete keeps the request the add-on could not hear; asked again once it runs, it drops that agent's
+    notes only (not the other agent's, not the user's own, as Forget everything would)."""
+    agent, other = make_agent(name="Cook"), make_agent(name="Gardener")
+    sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
+    sample_addon.SCOPED[(owner.pk, f"agent:{other['id']}")] = {"roses": "prunes roses in March"}
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    api.delete(f"{AGENTS}/{agent['id']}?memory=delete")
+
+    [waiting] = api.get(ADDON_FORGETS).json()["addon_forgets"]
+    assert {k: waiting[k] for k in ("name", "label", "namespace", "whose", "status")} == {
+        "name": "sample", "label": "Sample memory add-on", "namespace": f"agent:{agent['id']}",
+        "whose": "the notes of the agent “Cook”", "status": "not_running"}
+    still_down = api.post(f"{ADDON_FORGETS}/{waiting['id']}/ask").json()
+    assert still_down["addon"]["status"] == "not_running" and still_down["addon_forget"]["id"] == waiting["id"]
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN")
+    response = api.post(f"{ADDON_FORGETS}/{waiting['id']}/ask")
+
+    assert response.status_code == 200
+    assert response.json() == {"addon": {"name": "sample", "label": "Sample memory add-on", "status": "forgot",
+                                         "message": "The memory add-on Sample memory add-on forgot the notes of the "
+                                                    "agent “Cook”."},
+                               "addon_forget": None}
+    assert (owner.pk, f"agent:{agent['id']}") not in sample_addon.SCOPED
+    assert sample_addon.SCOPED[(owner.pk, f"agent:{other['id']}")] == {"roses": "prunes roses in March"}
+    assert sample_addon.NOTES[owner.pk] == {"kite": "flies a red kite"}
+    assert api.get(ADDON_FORGETS).json() == {"addon_forgets": []}
+    assert api.post(f"{ADDON_FORGETS}/{waiting['id']}/ask").status_code == 404  # settled: nothing to ask
+
+
+def test_another_user_neither_sees_nor_asks_again_a_request_to_a_memory_addon(api, outsider_api, owner, make_agent,
+                                                                            sample_addon, monkeypatch):
+    agent = make_agent(name="Cook")
+    sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    api.delete(f"{AGENTS}/{agent['id']}?memory=delete")
+    [waiting] = api.get(ADDON_FORGETS).json()["addon_forgets"]
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN")
+
+    assert outsider_api.get(ADDON_FORGETS).json() == {"addon_forgets": []}
+    refused = outsider_api.post(f"{ADDON_FORGETS}/{waiting['id']}/ask")
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "addon_forget_not_found"
+    assert api.post(f"{ADDON_FORGETS}/{10 ** 30}/ask").status_code == 404
+    assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}
+    assert [r["id"] for r in api.get(ADDON_FORGETS).json()["addon_forgets"]] == [waiting["id"]]
+
+
+def test_an_addon_that_failed_is_kept_to_ask_again_until_forget_everything_made_it_forget_all(
+        api, owner, make_agent, sample_addon, monkeypatch):
+    agent = make_agent(name="Cook")
+    sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] = {"pasta": "cooks pasta on Fridays"}
+    monkeypatch.setenv("SAMPLE_PROVIDER_BROKEN", "1")
+    body = api.delete(f"{AGENTS}/{agent['id']}?memory=delete").json()
+    assert ("The memory add-on Sample memory add-on could not forget the notes of the agent “Cook”; it is listed "
+            "on the Memory tab, to ask it again.") in body["message"]
+    assert [r["status"] for r in api.get(ADDON_FORGETS).json()["addon_forgets"]] == ["failed"]
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN")
+    forgot = api.post("/api/chats/memory/forget", {"confirm": True}, format="json").json()
+
+    assert forgot["addon"] == "forgot"
+    assert api.get(ADDON_FORGETS).json() == {"addon_forgets": []}
 
 
 def test_keep_leaves_the_agents_notes_in_the_memory_addon_too(api, owner, make_agent, give_notes, sample_addon):

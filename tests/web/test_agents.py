@@ -213,6 +213,55 @@ def test_an_agent_whose_notes_a_memory_addon_may_hold_asks_before_the_addon_drop
     assert (user.pk, f"agent:{ids['Coach']}") not in sample_memory_provider.SCOPED
 
 
+def test_an_addon_not_running_when_an_agent_was_deleted_is_asked_again_from_the_memory_tab(web, monkeypatch):
+    """Its warning points to the Memory tab, which lists the request with Ask again: once the add-on runs, one
+    click drops that agent's notes there, and nothing else of the person's."""
+    import sample_memory_provider
+
+    from localai_memory.memory.services import provider_pick
+
+    for name in ("SAMPLE_PROVIDER_DOWN", "SAMPLE_PROVIDER_BROKEN", "SAMPLE_PROVIDER_ONE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sample_memory_provider, "SCOPED", {})
+    web.register("alice")
+    page = web.page
+    user = get_user_model().objects.get(username="alice")
+    monkeypatch.setitem(sample_memory_provider.NOTES, user.pk, {"kite": "flies a red kite"})
+    provider_pick(user_id=user.pk, provider="sample")
+    create_agent(web, "Chef", memory="Its own only")
+    chef = Agent.objects.get(owner=user).pk
+    sample_memory_provider.SCOPED[(user.pk, f"agent:{chef}")] = {"recipe": "Chef knows risotto"}
+    monkeypatch.setenv("SAMPLE_PROVIDER_DOWN", "1")
+    agent_row(page, "Chef").get_by_role("link", name="Delete Chef").click()
+    page.get_by_role("radio", name="Delete").check()
+    page.get_by_role("button", name="Delete agent").click()
+    expect(page.get_by_text("is not running, so it was not asked to forget the notes of the agent “Chef” and may "
+                            "still hold them; it is listed on the Memory tab, to ask it again.")).to_be_visible()
+
+    web.go("/settings/memory/")
+    waiting = page.get_by_test_id("addon-forgets")
+    expect(waiting).to_contain_text("The memory add-on “Sample memory add-on” may still hold the notes of the agent "
+                                    "“Chef”: it was not running when asked")
+    web.accessible("memory tab with a request to an add-on to ask again")
+    web.screenshot("waiting")
+    waiting.get_by_role("button", name="Ask again to drop the notes of the agent “Chef”").click()
+    expect(waiting.get_by_role("status")).to_contain_text("The memory add-on Sample memory add-on is not running")
+    expect(waiting.get_by_role("status")).to_be_in_viewport()
+    assert sample_memory_provider.SCOPED[(user.pk, f"agent:{chef}")] == {"recipe": "Chef knows risotto"}
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN")  # it runs again
+    waiting.get_by_role("button", name="Ask again to drop the notes of the agent “Chef”").click()
+
+    expect(waiting.get_by_role("status")).to_contain_text(
+        "The memory add-on Sample memory add-on forgot the notes of the agent “Chef”.")
+    expect(waiting.get_by_role("button", name="Ask again")).to_have_count(0)
+    assert (user.pk, f"agent:{chef}") not in sample_memory_provider.SCOPED
+    assert sample_memory_provider.NOTES[user.pk] == {"kite": "flies a red kite"}
+    web.accessible("memory tab after an add-on was asked again")
+    page.reload()
+    expect(page.get_by_test_id("addon-forgets")).to_have_count(0)
+
+
 def test_an_agent_is_exported_and_imported_as_a_new_agent_with_the_same_choices_and_no_notes(web, tmp_path):
     web.register("alice")
     page = web.page

@@ -28,8 +28,8 @@ from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import listing_profile, scope_listing
 from localai_memory.memory.models import MessagingSave, SaveMode
 from localai_memory.memory.proposals import proposal_list
-from localai_memory.memory.providers import ProviderInfo, canonical, memory_providers
-from localai_memory.memory.selectors import MemoryState, memory_state, owned_scope
+from localai_memory.memory.providers import ProviderInfo, addon_label, canonical, memory_providers
+from localai_memory.memory.selectors import MemoryState, addon_forget_requests, memory_state, owned_scope
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet
@@ -224,13 +224,14 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "tab": current,
         "last_pass": _last_pass(request.user.pk),
         "handed": _handed(request.user.pk),
+        "addon_forgets": _addon_forgets(request.user.pk),
         "profile": glance,
         "flash": placed,
     }, section="memory")
 
 
 #: The parts of the tab a form lands on (the fragment of its redirect), where its message is shown.
-SECTIONS = ("saving", "messaging", "growing", "notes")
+SECTIONS = ("addons", "saving", "messaging", "growing", "notes")
 
 
 def _place_messages(request: AuthenticatedHttpRequest, tab: Tab) -> dict[str, list[Message]]:
@@ -256,6 +257,13 @@ def _handed(owner_id: int) -> list[ChangeSet]:
     the add-on keeps them, so this is where the owner sees what went to it, who confirmed it and when."""
     return list(notes_selectors.change_list(owner_id=owner_id).filter(source=ChangeSet.Source.ADDON)
                 [:HANDED_SHOWN])
+
+
+def _addon_forgets(owner_id: int) -> list[dict]:
+    """The memory add-ons that may still hold a deleted agent's notes (not running, or failed, when asked to
+    drop them), each with its Ask again."""
+    return [{"id": r.pk, "label": addon_label(r.addon), "whose": r.whose, "answer": r.get_answer_display(),
+             "asked_at": r.asked_at} for r in addon_forget_requests(owner_id=owner_id)]
 
 
 def _last_pass(owner_id: int) -> dict | None:
@@ -289,6 +297,19 @@ def memory_provider(request: AuthenticatedHttpRequest) -> HttpResponse:
     else:
         messages.success(request, "Memory is off." if not state.enabled else "Memory provider saved.")
     return redirect(MEMORY_TAB)
+
+
+@login_required
+@not_found_as_404
+@require_POST
+def memory_addon_forget_ask(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
+    """Ask a memory add-on again to drop a deleted agent's notes (``addon_forget_again``): it was not running,
+    or failed, when the agent was deleted. What it answers is said where the list of such requests is (or
+    where it was, once the list is empty)."""
+    answer, _ = memory_services.addon_forget_again(owner_id=request.user.pk, request_id=request_id)
+    flash(request, messages.SUCCESS if answer.status == "forgot" else messages.ERROR, answer.message,
+          at="addons")
+    return redirect(MEMORY_TAB + "#addons")
 
 
 @login_required
