@@ -286,7 +286,7 @@ def test_a_message_the_browser_posted_itself_while_the_page_loaded_is_not_put_ba
 
     page.get_by_role("button", name="Send").click()
 
-    expect(page).to_have_url(re.compile(r"/chats/\d+/send/$"))  # the browser's own post, answered by a page
+    expect(page).to_have_url(re.compile(r"/chats/\d+/#composer$"))  # the browser's own post, sent on to the chat
     expect(page.get_by_role("alert")).to_contain_text("The model did not answer")
     expect(page.locator(".msg.user")).to_contain_text(SENT_WHILE_LOADING)
     expect(page.get_by_test_id("not-answered")).to_be_visible()

@@ -50,6 +50,9 @@ TAKEN = "draft-taken"
 #: The session key of a message sent to a chat deleted meanwhile: the chat list offers it for a new chat, whose
 #: composer gets it (``UNSENT`` + ":<chat id>") once.
 UNSENT = "chat_unsent"
+#: The session key (+ ":<chat id>") of why the browser's own post of a message failed, shown once by the chat
+#: page it is sent on to: a reload then shows the chat again rather than posting the message a second time.
+SEND_ERROR = "chat_send_error"
 
 #: The codes whose fix (``policy.MESSAGES``) opens with a sentence that says again what the line's title says
 #: ("Memory is off in your settings. Turn it on …"): the line gives only the rest, what to do.
@@ -277,7 +280,8 @@ def _chat_context(request: AuthenticatedHttpRequest, chat: Chat, **extra: Any) -
 def chat_page(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     chat = chat_selectors.access_chat(request.user.pk, chat_id)
     draft = request.session.pop(f"{UNSENT}:{chat.pk}", "")
-    return page(request, "web/chat.html", _chat_context(request, chat, draft=draft), section="chats")
+    error = request.session.pop(f"{SEND_ERROR}:{chat.pk}", None)
+    return page(request, "web/chat.html", _chat_context(request, chat, draft=draft, error=error), section="chats")
 
 
 def _chat_gone(request: AuthenticatedHttpRequest, title: str | None, content: str) -> HttpResponse:
@@ -314,7 +318,6 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
             return HttpResponse(status=204, headers={"HX-Redirect": MEMORY_TAB, "HX-Trigger": TAKEN})
         return redirect(MEMORY_TAB)
     error = None
-    status = 200
     kept = None  # the message the failed model left unanswered (the page offers "Ask again" for it)
     retry = request.POST.get("retry")
     try:
@@ -327,9 +330,8 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
     except UpstreamError as exc:
         error = f"The model did not answer: {exc.message}"
         kept = (exc.details.get("user_message_id") if isinstance(exc.details, dict) else None) or retry or None
-        status = exc.status
     except ApplicationError as exc:
-        error, status = exc.message, exc.status
+        error = exc.message
     try:
         chat.refresh_from_db()
     except Chat.DoesNotExist:  # gone with its account (410 account_deleted) while the model answered
@@ -344,7 +346,11 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
             response["HX-Trigger"] = TAKEN
         return response
     if error:
-        return page(request, "web/chat.html", context, section="chats", status=status)
+        # Post, then redirect: the chat page says why once and offers Ask again for a kept message (or puts an
+        # unsent one back in the box), and a reload shows the chat instead of posting the message again.
+        request.session[f"{SEND_ERROR}:{chat.pk}"] = error
+        if draft:
+            request.session[f"{UNSENT}:{chat.pk}"] = draft
     return redirect(f"/chats/{chat.pk}/#composer")
 
 
