@@ -88,9 +88,11 @@ class ImportApi(ApiView):
 
         Into an account without notes a zip is written back exactly; otherwise topics are merged and every
         difference waits as a proposal. Refused as a whole (422 with the current entries) past a cap. An
-        agent's or a conversation's folder goes to your agent (bot) of the name the export records
-        (``moved``), never to an id of another account; one with no such agent is listed under ``skipped``
-        with the reason, and not written.
+        agent's or a conversation's folder of an export made in your account goes back to your agent (bot) of
+        its id, renamed since or not (``renamed``); of any other export, to your agent (bot) of the name the
+        export records (``moved``), never to an id of another account. The notes of an agent deleted since go
+        to the notes kept from it (``deleted_agents``); a folder with no such place is listed under
+        ``skipped`` with the reason, and not written.
         """
         upload = request.FILES.get("file") if hasattr(request, "FILES") else None
         data = request.data

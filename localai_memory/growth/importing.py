@@ -11,10 +11,14 @@
   languages it knows, another number or other emoji makes it a new fact.
 
 An agent's or a conversation's folder goes to this account's agent or bot it belongs to, never to an id of
-another account: ids differ between accounts and servers, so one that is not this account's goes by the name
-the export records (``FOLDERS_FILE``) to this account's agent of that name (the bot of that name and
-platform), and is listed under ``moved``. A folder with no such place is not imported (no chat would read
-it): it is listed under ``skipped`` with the reason and what to do; the zip still holds it.
+another account. An export made in this very account (the ``account`` its ``FOLDERS_FILE`` records) goes by
+the ids, which stay with an agent or a bot through a rename: a folder whose agent (bot) was renamed since goes
+back to it, and is listed under ``renamed``. Ids differ between accounts and servers, so any other export goes
+by the names it records to this account's agent of that name (the bot of that name and platform), and is
+listed under ``moved``. The notes of an agent deleted since (or before the export) go back to the notes kept
+from it (the Memory tab's Deleted agents), listed under ``deleted_agents``. A folder with no such place is not
+imported (no chat would read it): it is listed under ``skipped`` with the reason and what to do; the zip
+still holds it. So every folder of the zip is in the answer where it did not simply go back to its agent.
 
 Both are refused while memory is off (``check_memory_on``); only facts follow the save level (a zip is the
 person's own notes written back: Never stops the assistant, not them).
@@ -34,6 +38,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from localai_memory.core.errors import ApplicationError, Forbidden, InvalidInput, TooLarge
 from localai_memory.core.parsers import json_loads
@@ -99,14 +104,18 @@ class ImportResult:
     waiting: list[int] = field(default_factory=list)  # suggestions made before that hold a fact already
     skipped: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"}: a file, or a folder ("…/")
     moved: list[dict[str, str]] = field(default_factory=list)  # {"from", "to", "name"}: a folder to its agent/bot
+    # {"folder", "name", "now"}: a folder back to its own agent/bot, which the export knew as ``name``
+    renamed: list[dict[str, str]] = field(default_factory=list)
+    # {"folder", "name"}: a folder to the notes kept from a deleted agent (``name``: as Deleted agents shows it)
+    deleted_agents: list[dict[str, str]] = field(default_factory=list)
     change_id: int | None = None
     importances: int = 0  # notes given the importance the export recorded
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "written": self.written, "added": self.added,
                 "proposals": self.proposals, "unchanged": self.unchanged, "waiting": self.waiting,
-                "skipped": self.skipped, "moved": self.moved,
-                "change_id": self.change_id, "importances": self.importances}
+                "skipped": self.skipped, "moved": self.moved, "renamed": self.renamed,
+                "deleted_agents": self.deleted_agents, "change_id": self.change_id, "importances": self.importances}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -239,18 +248,34 @@ class Holder:
 
 #: The longest name a folder's record may give (an agent's and a bot's name hold 100 characters).
 HOLDER_NAME_MAX_CHARS = 100
+#: The longest account mark a folder's record may give (``account_mark`` writes 32 characters).
+ACCOUNT_MARK_MAX_CHARS = 64
 
 
-def read_export_folders(data: bytes) -> dict[Scope, Holder]:
-    """Whose each agent's and conversation's folder was, as the export records it (``FOLDERS_FILE``); empty
-    when the zip has no record (an older export). A record that is not what Export writes is a 400."""
+@dataclass(frozen=True)
+class ExportFolders:
+    """An export's ``FOLDERS_FILE``: whose each folder was, and the mark of the account it was made in (None
+    in an export made before exports recorded it)."""
+
+    holders: dict[Scope, Holder] = field(default_factory=dict)
+    account: str | None = None
+
+
+def read_export_folders(data: bytes) -> ExportFolders:
+    """Whose each agent's and conversation's folder was, as the export records it (``FOLDERS_FILE``), and
+    which account it was made in; nothing when the zip has no record (an older export). A record that is not
+    what Export writes is a 400."""
     body = _export_json(data, FOLDERS_FILE)
     if body is None:
-        return {}
+        return ExportFolders()
     entries = body.get("folders") if isinstance(body, dict) else None
     if not isinstance(entries, list):
         raise _bad(f'{FOLDERS_FILE} must hold {{"folders": [{{"folder", "agent"}} or {{"folder", "bot", '
                    f'"platform"}}, …]}}.', path=FOLDERS_FILE)
+    account = body.get("account")
+    if account is not None and (not isinstance(account, str) or not account
+                                or len(account) > ACCOUNT_MARK_MAX_CHARS):
+        raise _bad(f"{FOLDERS_FILE}: account must be the mark Export writes, or left out.", path=FOLDERS_FILE)
     holders: dict[Scope, Holder] = {}
     for number, entry in enumerate(entries, start=1):
         try:
@@ -276,7 +301,7 @@ def read_export_folders(data: bytes) -> dict[Scope, Holder]:
             holders[scope] = Holder(name=name, platform=platform, deleted=deleted)
         except InvalidInput as exc:
             raise _bad(f"{FOLDERS_FILE}, entry {number}: {exc.message}", path=FOLDERS_FILE) from None
-    return holders
+    return ExportFolders(holders=holders, account=account)
 
 
 @dataclass
@@ -286,6 +311,8 @@ class _Placement:
     to: dict[Scope, Scope] = field(default_factory=dict)  # every folder imported, to where (often itself)
     skipped: list[dict[str, str]] = field(default_factory=list)
     moved: list[dict[str, str]] = field(default_factory=list)
+    renamed: list[dict[str, str]] = field(default_factory=list)
+    deleted_agents: list[dict[str, str]] = field(default_factory=list)
 
     def path(self, path: str) -> str | None:
         """Where the zip's file ``path`` goes; None when its folder is not imported."""
@@ -294,30 +321,39 @@ class _Placement:
         return None if target is None else target.root + path[len(scope.root):]
 
 
-def _place_folders(*, owner_id: int, scopes: set[Scope], holders: dict[Scope, Holder]) -> _Placement:
+def _place_folders(*, owner_id: int, scopes: set[Scope], folders: ExportFolders) -> _Placement:
     """Where each folder of the zip goes in the owner's account: their own notes stay theirs; an agent's
     folder goes to the owner's agent it belongs to, a conversation's to the conversation of the owner's bot.
     Call under the owner's note lock (deleting an agent holds it, so the answer stands for the write).
 
-    A folder whose id is one of the owner's agents (bots) stays where it is, and so does the kept folder of
-    one they deleted, unless the export names another agent (bot) for it. Otherwise the export's record of
-    its name decides: the owner's one agent of that name (bot of that name and platform) takes it, under its
+    An export made in this account (``folders.account``) names the owner's own agents and bots by their ids,
+    which no rename changes: a folder of one of them goes back to it whatever it is called now. Otherwise a
+    folder whose id is one of the owner's agents (bots) stays where it is, and so does the kept folder of
+    one they deleted, unless the export names another agent (bot) for it; then the export's record of its
+    name decides: the owner's one agent of that name (bot of that name and platform) takes it, under its
     own id. Anything else — an id of another account, of nobody, or a name none or several of the owner's
     agents have — is skipped with the reason: no import writes into another account's ids, nor makes notes
     no chat of the owner would read. Two folders that would land in one are not merged: the one already in
     place (else the first) goes, the other is skipped."""
+    from localai_memory.memory.selectors import account_mark
+
+    holders = folders.holders
+    ours = folders.account is not None and constant_time_compare(folders.account, account_mark(owner_id=owner_id))
     placement = _Placement()
     placement.to.update({s: s for s in scopes if s.kind == "user"})
     held = {path.split("/")[2] for path in NoteFile.objects.filter(
         owner_id=owner_id, path__startswith=f"{ROOT}/").exclude(path__regex=r"^Memory/[^/]+$")
         .values_list("path", flat=True).distinct()}  # the keys of the owner's agent and conversation folders
     wanted: dict[Scope, Scope | str] = {}  # where a folder would go, or why it cannot
+    names: dict[Scope, _Names] = {}
     agents = sorted((s for s in scopes if s.kind == "agent"), key=lambda s: int(s.key))
     if agents:
-        wanted.update(_place_agents(owner_id=owner_id, scopes=agents, holders=holders, held=held))
+        wanted.update(_place_agents(owner_id=owner_id, scopes=agents, holders=holders, held=held, ours=ours,
+                                    names=names))
     channels = sorted((s for s in scopes if s.kind == "channel"), key=lambda s: s.root)
     if channels:
-        wanted.update(_place_channels(owner_id=owner_id, scopes=channels, holders=holders, held=held))
+        wanted.update(_place_channels(owner_id=owner_id, scopes=channels, holders=holders, held=held, ours=ours,
+                                      names=names))
     placement.skipped += [_skip(scope, reason) for scope, reason in wanted.items() if isinstance(reason, str)]
     places = {scope: target for scope, target in wanted.items() if isinstance(target, Scope)}
     taken: dict[Scope, Scope] = {}
@@ -330,18 +366,43 @@ def _place_folders(*, owner_id: int, scopes: set[Scope], holders: dict[Scope, Ho
             continue
         taken[target] = scope
         placement.to[scope] = target
+        holder = holders.get(scope)
+        now = names.get(target)
         if target != scope:
             placement.moved.append({"from": f"{scope.root}/", "to": f"{target.root}/", "name": holders[scope].name})
+        elif now is not None and now.deleted:
+            placement.deleted_agents.append({"folder": f"{target.root}/", "name": now.name})
+        elif now is not None and holder is not None and now.name != holder.name:
+            placement.renamed.append({"folder": f"{target.root}/", "name": holder.name, "now": now.name})
     return placement
 
 
-def _place_agents(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Holder], held: set[str]
-                  ) -> dict[Scope, Scope | str]:
-    """``_place_folders`` for agents' folders: each to an agent's folder of the owner, or why not."""
+@dataclass(frozen=True)
+class _Names:
+    """What the owner's agent (bot) of a folder is called now; ``deleted``: the name a deleted agent had."""
+
+    name: str
+    deleted: bool = False
+
+
+def _not_this_account(what: str, now: str, holder: Holder) -> str:
+    """What to do when the folder's id is the owner's ``what`` (their agent, their bot) called ``now``, but the
+    export is not shown to be of this account, so the name it records is all that tells whose the notes are."""
+    return (f" Your {what} “{now}” has this folder's id; if it is the one these notes were made with, renamed "
+            f"since, name it “{holder.name}” for the import: this export does not show that it was made in this "
+            "account, so the id alone does not tell.")
+
+
+def _place_agents(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Holder], held: set[str], ours: bool,
+                  names: dict[Scope, _Names]) -> dict[Scope, Scope | str]:
+    """``_place_folders`` for agents' folders: each to an agent's folder of the owner, or why not. Fills
+    ``names`` with what the owner's agents of the folders are called now."""
     from localai_memory.agents.models import Agent, DeletedAgent
     from localai_memory.agents.selectors import agent_names, deleted_agent_names
 
     mine, deleted = agent_names(owner_id), deleted_agent_names(owner_id)
+    names.update({Scope.agent(key): _Names(name) for key, name in mine.items()})
+    names.update({Scope.agent(key): _Names(name, deleted=True) for key, name in deleted.items()})
     ids = [int(s.key) for s in scopes]
     live = {str(pk) for pk in Agent.objects.filter(pk__in=ids).values_list("pk", flat=True)}
     others = {str(pk) for pk in DeletedAgent.objects.filter(agent_id__in=ids).exclude(owner_id=owner_id)
@@ -351,11 +412,16 @@ def _place_agents(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Ho
         holder = holders.get(scope)
         # the kept notes of an agent the owner deleted: no live agent's, nobody else's
         kept = (scope.key in deleted or scope.key in held) and scope.key not in live | others
+        if kept and scope not in names:
+            names[scope] = _Names(holder.name if holder else f"agent {scope.key}", deleted=True)
         if holder is None:
             places[scope] = scope if scope.key in mine or kept else (
                 f"agent {scope.key} is not one of your agents, and the export does not say which agent it was. "
                 "To bring these notes to one of your agents, rename the folder in the zip to "
                 "Memory/agents/<that agent's id>/ and import the zip again.")
+            continue
+        if ours and scope.key in mine:
+            places[scope] = scope  # the very agent, by the id it keeps through a rename
             continue
         if holder.deleted:
             places[scope] = scope if kept else (
@@ -370,18 +436,20 @@ def _place_agents(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Ho
         elif same:
             places[scope] = (f"{len(same)} of your agents are named “{holder.name}”, so the import cannot tell "
                              "which one these notes are for. Rename all but one of them, then import the zip again.")
-        elif kept and deleted.get(scope.key) == holder.name:
-            places[scope] = scope  # the agent was deleted here since: its kept folder takes them
+        elif kept and (ours or deleted.get(scope.key) == holder.name):
+            places[scope] = scope  # the agent was deleted here since (renamed first, or not): its kept folder
         else:
             places[scope] = (f"none of your agents is named “{holder.name}”, whose notes these are. Make or "
-                             "import an agent of that name, then import the zip again.")
+                             "import an agent of that name, then import the zip again."
+                             + (_not_this_account("agent", mine[scope.key], holder) if scope.key in mine else ""))
     return places
 
 
-def _place_channels(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Holder], held: set[str]
-                    ) -> dict[Scope, Scope | str]:
+def _place_channels(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, Holder], held: set[str],
+                    ours: bool, names: dict[Scope, _Names]) -> dict[Scope, Scope | str]:
     """``_place_folders`` for conversations' folders: each to a conversation of a bot of the owner's (the
-    same conversation: its key keeps the hash of the platform's id), or why not."""
+    same conversation: its key keeps the hash of the platform's id), or why not. Fills ``names`` with what
+    the owner's bots of the folders are called now."""
     from bridges.models import Binding, Platform
 
     bots = {str(pk): (platform, name) for pk, platform, name in
@@ -394,10 +462,15 @@ def _place_channels(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, 
         bot, digest = scope.key.split("-", 1)
         holder = holders.get(scope)
         kept = scope.key in held and bot not in live  # a conversation of a bot the owner removed
+        if bot in bots:
+            names[scope] = _Names(bots[bot][1])
         if holder is None:
             places[scope] = scope if bot in bots or kept else (
                 f"the bot of this conversation ({bot}) is not one of your bots, and the export does not say "
                 "which bot it was.")
+            continue
+        if ours and bot in bots:
+            places[scope] = scope  # the very bot, by the id it keeps through a rename
             continue
         same = sorted((key for key, found in bots.items() if found == (holder.platform, holder.name)), key=int)
         what = f"{labels.get(holder.platform, holder.platform)} bot “{holder.name}”"
@@ -412,7 +485,8 @@ def _place_channels(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, 
             places[scope] = scope
         else:
             places[scope] = (f"none of your bots is the {what}, whose conversation these notes are of. Connect it, "
-                             "then import the zip again.")
+                             "then import the zip again."
+                             + (_not_this_account("bot", bots[bot][1], holder) if bot in bots else ""))
     return places
 
 
@@ -469,7 +543,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
     current entries) when an index would pass its cap."""
     files = read_export_zip(data)
     weights = read_export_importances(data)
-    holders = read_export_folders(data)
+    folders = read_export_folders(data)
     for path, text in files.items():
         if parse_path(path).is_index:
             try:
@@ -480,7 +554,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
                 raise _bad(f"{path}: {exc.message}", **{**named, "path": path}) from None
     check_memory_on(owner_context(owner_id=owner_id).decision)
     lock_owner(owner_id)
-    placement = _place_folders(owner_id=owner_id, scopes={_scope_of(path) for path in files}, holders=holders)
+    placement = _place_folders(owner_id=owner_id, scopes={_scope_of(path) for path in files}, folders=folders)
     files = {placed: text for path, text in files.items() if (placed := placement.path(path)) is not None}
     weights = {(placement.to[scope], topic): value for (scope, topic), value in weights.items()
                if scope in placement.to}
@@ -506,7 +580,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
         kept = notes(result.unchanged)
         imported = notes(result.added) | kept
     result.skipped = [*placement.skipped, *result.skipped]
-    result.moved = placement.moved
+    result.moved, result.renamed, result.deleted_agents = placement.moved, placement.renamed, placement.deleted_agents
     _give_importances(owner_id, weights, imported, kept, result, actor)
     return result
 

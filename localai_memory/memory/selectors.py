@@ -170,6 +170,22 @@ def file_folder_owned(*, user_id: int, path: str) -> None:
         owned_scope(user_id=user_id, raw=note.scope.name, writes_topic=note.topic or "")
 
 
+def account_mark(*, owner_id: int) -> str:
+    """What an export records of the account it was made in (``notes.services.FOLDERS_FILE``'s ``account``),
+    so that an import into that same account knows the folders' ids are its own agents' and bots': an id stays
+    with its agent through a rename and is never given to another, where a name may change or be shared.
+
+    A keyed hash of the account's id and the moment it was made: it tells neither, and two servers' marks
+    differ even where they share a key (a development one) and an account id. A new ``SECRET_KEY`` gives
+    new marks; an older export then goes by the names it records, as another account's does."""
+    from django.contrib.auth import get_user_model
+    from django.utils.crypto import salted_hmac
+
+    joined = get_user_model().objects.filter(pk=owner_id).values_list("date_joined", flat=True).first()
+    made = joined.isoformat() if joined is not None else ""
+    return salted_hmac("localai_memory.export.account", f"{owner_id}:{made}", algorithm="sha256").hexdigest()[:32]
+
+
 def folder_holders(*, owner_id: int, roots: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Whose each agent's and conversation's folder of ``roots`` (``Memory/agents/<id>``,
     ``Memory/channels/<key>``) is in the owner's account, by root: ``{"agent": name}`` (with ``"deleted":

@@ -1001,9 +1001,11 @@ def note_upsert(
 #: ``{"importance": [{"scope": "user", "topic": "home", "importance": 0.9}, …]}`` (only when there are some).
 IMPORTANCE_FILE = "importance.json"
 #: The export's record of whose each agent's and conversation's folder was (``memory.selectors
-#: .folder_holders``), beside the ``Memory/`` folder: ``{"folders": [{"folder": "Memory/agents/7", "agent":
-#: "Cook"}, {"folder": "Memory/channels/3-…", "bot": "Home", "platform": "telegram"}, …]}`` (only when it
-#: holds such folders). Ids differ between accounts and servers; an import goes by these names.
+#: .folder_holders``), beside the ``Memory/`` folder: ``{"account": "…", "folders": [{"folder":
+#: "Memory/agents/7", "agent": "Cook"}, {"folder": "Memory/channels/3-…", "bot": "Home", "platform":
+#: "telegram"}, …]}`` (only when it holds such folders). Ids differ between accounts and servers, so an import
+#: into another account goes by these names; one into the account the export was made in (``account``,
+#: ``memory.selectors.account_mark``) goes by the ids, which stay with an agent or a bot renamed since.
 FOLDERS_FILE = "folders.json"
 
 
@@ -1014,7 +1016,7 @@ def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
     ``FOLDERS_FILE`` when it holds the folder of an agent or a conversation. Read under the owner's note lock,
     so the files and the importances are of one moment (a note saved or forgotten while the zip is made is in
     both or in neither; an agent is deleted before or after)."""
-    from localai_memory.memory.selectors import folder_holders
+    from localai_memory.memory.selectors import account_mark, folder_holders
 
     prefix = folder.rstrip("/") + "/"
     lock_owner(owner_id)
@@ -1052,6 +1054,7 @@ def memory_export(*, owner_id: int, folder: str = ROOT) -> bytes:
             info = zipfile.ZipInfo(FOLDERS_FILE, date_time=max(note.updated_at for note in files).timetuple()[:6])
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
-            body = {"folders": [{"folder": root, **holder} for root, holder in sorted(holders.items())]}
-            archive.writestr(info, json.dumps(body, indent=1, ensure_ascii=False).encode())
+            record = {"account": account_mark(owner_id=owner_id),
+                      "folders": [{"folder": root, **holder} for root, holder in sorted(holders.items())]}
+            archive.writestr(info, json.dumps(record, indent=1, ensure_ascii=False).encode())
     return buffer.getvalue()

@@ -124,9 +124,11 @@ def test_export_answers_with_a_zip_of_the_notes_and_then_moves_them_to_the_trash
     assert response["Content-Disposition"] == f'attachment; filename="agent-{agent["id"]}-cook-notes.zip"'
     with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
         files = {name: archive.read(name).decode() for name in archive.namelist()}
-    # the notes, and whose they were: an import of the zip finds the agent of that name
-    assert json.loads(files.pop("folders.json")) == {"folders": [{"folder": f"Memory/agents/{agent['id']}",
-                                                                  "agent": "Cook"}]}
+    # the notes, and whose they were: an import of the zip finds the agent of that name (in this account, the
+    # notes kept from it)
+    record = json.loads(files.pop("folders.json"))
+    assert record == {"account": record["account"], "folders": [{"folder": f"Memory/agents/{agent['id']}",
+                                                                 "agent": "Cook"}]}
     assert files == expected
     assert agent_files(owner, agent["id"]) == []
     assert TrashEntry.objects.filter(owner=owner, kind="agent").count() == 1

@@ -110,9 +110,13 @@ def test_the_export_records_whose_agent_and_conversation_folders_are(owner, alic
     from localai_memory.agents.services import agent_delete
 
     cook, bot = folders(owner)
-    assert json.loads(files_of(owner)[notes_services.FOLDERS_FILE]) == {"folders": [
+    recorded = json.loads(files_of(owner)[notes_services.FOLDERS_FILE])
+    assert recorded == {"account": recorded["account"], "folders": [
         {"folder": cook.root, "agent": "Cook"},
         {"folder": bot.root, "bot": "Home bot", "platform": "telegram"}]}
+    # a mark of Alice's account on this server (not her id), the same in each of her exports
+    assert len(recorded["account"]) == 32
+    assert recorded["account"] == json.loads(files_of(owner)[notes_services.FOLDERS_FILE])["account"]
 
     agent_delete(owner_id=owner.pk, agent_id=int(cook.key), memory="keep")
 
@@ -259,6 +263,99 @@ def test_the_kept_notes_of_a_deleted_agent_go_back_only_to_the_account_that_kept
     assert mine.mode == "restored" and mine.skipped == [] and f"{cook.root}/index.md" in mine.written
 
 
+def members(data: bytes) -> dict[str, bytes]:
+    """The note files of an export zip, by path."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist() if name.startswith("Memory/")}
+
+
+def with_folders_file(data: bytes, **changes: object) -> bytes:
+    """The export ``data`` with its folders file changed (``account=None`` takes the account away, as an export
+    made before exports recorded it, or on another server, has none of this one's)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        files: dict[str, bytes | str] = {name: archive.read(name) for name in archive.namelist()}
+    body = json.loads(files[notes_services.FOLDERS_FILE])
+    body.update(changes)
+    files[notes_services.FOLDERS_FILE] = json.dumps({k: v for k, v in body.items() if v is not None})
+    return a_zip(files)
+
+
+def rename(api, agent: Scope, name: str) -> None:
+    response = api.put(f"/api/chats/agents/{agent.key}", {"name": name}, format="json")
+    assert response.status_code == 200, response.content
+
+
+def test_your_own_export_goes_to_your_agent_and_bot_by_their_ids_after_you_renamed_them(owner, api, alices_memory):
+    cook, bot = folders(owner)
+    rename(api, cook, "Chef")
+    Binding.objects.filter(owner=owner).update(name="Kitchen bot")
+    Agent.objects.create(owner=owner, name="Cook")  # a new agent of the old name: Chef's notes are not its
+    notes_services.memory_forget(owner_id=owner.pk, actor="you")
+
+    body = upload(api, alices_memory).json()
+
+    assert body["mode"] == "restored" and body["skipped"] == [] and body["moved"] == []
+    assert body["renamed"] == [{"folder": f"{cook.root}/", "name": "Cook", "now": "Chef"},
+                               {"folder": f"{bot.root}/", "name": "Home bot", "now": "Kitchen bot"}]
+    assert notes_of(owner) == members(alices_memory)  # every note back where it was
+    assert check_invariants() == []
+
+
+def test_your_own_export_keeps_two_agents_of_one_name_apart_after_you_renamed_one(owner, api):
+    first, second = (Scope.agent(Agent.objects.create(owner=owner, name="Cook").pk) for _ in range(2))
+    for scope, tone in ((first, "short answers"), (second, "long answers")):
+        notes_services.note_upsert(owner_id=owner.pk, scope=scope, topic="tone", summary=tone, source="files",
+                                   actor="you")
+    exported = notes_services.memory_export(owner_id=owner.pk)
+    rename(api, second, "Chef")
+    notes_services.memory_forget(owner_id=owner.pk, actor="you")
+
+    body = upload(api, exported).json()
+
+    assert body["skipped"] == [] and body["moved"] == []
+    assert body["renamed"] == [{"folder": f"{second.root}/", "name": "Cook", "now": "Chef"}]
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=first) == "- tone: short answers\n"
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=second) == "- tone: long answers\n"
+
+
+@pytest.mark.parametrize("name_when_deleted", ["Cook", "Chef"])
+def test_your_own_export_brings_the_notes_of_an_agent_deleted_since_back_to_its_kept_notes_and_says_so(
+        owner, api, alices_memory, name_when_deleted):
+    from localai_memory.agents.services import agent_delete
+
+    cook, _ = folders(owner)
+    rename(api, cook, name_when_deleted)
+    agent_delete(owner_id=owner.pk, agent_id=int(cook.key), memory="delete")
+
+    body = upload(api, alices_memory).json()
+
+    assert body["mode"] == "merged" and body["skipped"] == [] and body["moved"] == []
+    assert body["deleted_agents"] == [{"folder": f"{cook.root}/", "name": name_when_deleted}]
+    assert body["added"] == [f"{cook.root}/tone"]
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=cook) == "- tone: short answers\n"
+
+
+@pytest.mark.parametrize("account", [None, "another"])
+def test_an_export_not_shown_to_be_of_this_account_does_not_take_a_renamed_agent_by_its_id(
+        owner, outsider, api, alices_memory, account):
+    cook, _ = folders(owner)
+    rename(api, cook, "Chef")
+    if account == "another":  # the mark of an export made in Mallory's account, on a folder with the id of Alice's agent
+        notes_services.note_upsert(owner_id=outsider.pk, scope=Scope.agent(agent_and_bot(outsider)[0].pk),
+                                   topic="tone", summary="long answers", source="files", actor="you")
+        account = json.loads(files_of(outsider)[notes_services.FOLDERS_FILE])["account"]
+    zipped = with_folders_file(alices_memory, account=account)
+
+    body = upload(api, zipped).json()
+
+    assert body["renamed"] == [] and body["skipped"] == [{"path": f"{cook.root}/", "reason": (
+        "Not imported: none of your agents is named “Cook”, whose notes these are. Make or import an agent of that "
+        "name, then import the zip again. Your agent “Chef” has this folder's id; if it is the one these notes "
+        "were made with, renamed since, name it “Cook” for the import: this export does not show that it was made "
+        "in this account, so the id alone does not tell.")}]
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=cook) == "- tone: short answers\n"  # untouched
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ("not json", "not the JSON Export writes"),
     ('{"folders": {}}', "must hold"),
@@ -267,6 +364,7 @@ def test_the_kept_notes_of_a_deleted_agent_go_back_only_to_the_account_that_kept
     ('{"folders": [{"folder": "Memory/agents/7", "agent": ""}]}', "entry 1"),
     ('{"folders": [{"folder": "Memory/agents/7", "agent": "Cook", "deleted": "yes"}]}', "entry 1"),
     ('{"folders": [{"folder": "Memory/channels/3-abcdef012345", "bot": "Home"}]}', "entry 1"),
+    ('{"account": 7, "folders": []}', "account must be the mark Export writes"),
 ])
 def test_a_bad_folders_file_is_refused_and_nothing_is_written(owner, api, body, message):
     response = upload(api, a_zip({"Memory/index.md": "- home: lives in Rome\n", "folders.json": body}))

@@ -593,6 +593,28 @@ def test_import_says_which_agent_a_folder_went_to(owner, outsider, tmp_path):
     assert moved == [{"from": f"Memory/agents/{alices.pk}/", "to": f"Memory/agents/{mallorys.pk}/", "name": "Cook"}]
 
 
+def test_import_says_which_folders_went_back_to_an_agent_renamed_or_deleted_since(owner, tmp_path):
+    from localai_memory.agents.models import Agent
+    from localai_memory.agents.services import agent_delete, agent_update
+
+    cook, baker = (Agent.objects.create(owner=owner, name=name) for name in ("Cook", "Baker"))
+    for agent in (cook, baker):
+        notes_services.note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="tone",
+                                   summary="short answers", source="files", actor="you")
+    export = tmp_path / "alice.zip"
+    memory("export", "--user", "alice", "-o", str(export))
+    agent_update(owner_id=owner.pk, agent_id=cook.pk, name="Chef")
+    agent_delete(owner_id=owner.pk, agent_id=baker.pk, memory="delete")
+    notes_services.memory_forget(owner_id=owner.pk, actor="you")
+
+    out = memory("import", "--user", "alice", str(export))
+
+    assert "2 note(s) added" in out and "0 skipped" in out
+    assert f"Memory/agents/{cook.pk}/ back to “Chef”, renamed since (“Cook” in the export)" in out
+    assert (f"Memory/agents/{baker.pk}/ to the notes kept from the deleted agent “Baker” (Deleted agents on the "
+            "Memory tab; no chat reads them)") in out
+
+
 def test_a_fact_that_looks_like_a_password_does_not_name_its_topic(owner, tmp_path):
     facts = tmp_path / "facts.txt"
     facts.write_text("my password is hunter2\n")

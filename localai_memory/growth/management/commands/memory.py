@@ -508,6 +508,10 @@ class Command(BaseCommand):
                    + (f" {len(result.waiting)} were suggested before and still wait." if result.waiting else ""))
         # where an agent's or a conversation's folder went, and why one was not imported
         summary += "".join(f"\n{move['from']} → {move['to']} (“{move['name']}”)" for move in result.moved)
+        summary += "".join(f"\n{back['folder']} back to “{back['now']}”, renamed since (“{back['name']}” in the export)"
+                           for back in result.renamed)
+        summary += "".join(f"\n{kept['folder']} to the notes kept from the deleted agent “{kept['name']}” (Deleted "
+                           "agents on the Memory tab; no chat reads them)" for kept in result.deleted_agents)
         summary += "".join(f"\nSkipped {skip['path']}: {skip['reason']}" for skip in result.skipped)
         self.emit(result.as_dict(), summary)
 
