@@ -71,6 +71,10 @@ class Message(models.Model):
     sender_id = models.BigIntegerField(null=True, blank=True, help_text="The messaging sender who wrote it.")
     memory = models.JSONField(default=dict, blank=True, help_text="What memory did on this turn.")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    arrived_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When a turn's message arrived, on the database's clock (the one Forget everything is recorded "
+                  "by), not this host's, as created_at is; empty for a reply, and for a message stored before.")
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -422,13 +422,14 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
         chat_fields.update(title=_clean_title(first_user.content), updated_at=now)
     connection = transaction.get_connection()
     memory_field = Message._meta.get_field("memory")
-    columns = ["chat_id", "role", "content", "typed_by_user", "sender_id", "memory", "created_at"]
+    columns = ["chat_id", "role", "content", "typed_by_user", "sender_id", "memory", "created_at", "arrived_at"]
     values: list[Any] = []
     for ordinal, message in enumerate(messages):
         message.chat = chat
         message.created_at = message.created_at or now
         values += [chat.pk, message.role, message.content, message.typed_by_user, message.sender_id,
-                   memory_field.get_db_prep_save(message.memory or {}, connection), message.created_at, ordinal]
+                   memory_field.get_db_prep_save(message.memory or {}, connection), message.created_at,
+                   message.arrived_at, ordinal]
     ctes = [unflushed_commit_cte(connection)]
     params: list[Any] = []
     # The chat's row, locked: the UPDATE that touches it, or a lock that only keeps it from being deleted
@@ -602,6 +603,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     # owner forgot everything after the earlier of the two (``ToolContext.read_after``). Both times are the
     # database's clock, as the forget's is: this frontend's clock may differ from the one that forgot.
     read_after = min(state.forgot_at, arrived) if state is not None else arrived
+    # Stored with the message, for consolidation to compare with a later forget on that same clock (its
+    # ``created_at``, this host's clock, orders the chat).
+    user_message.arrived_at = arrived
     fact = remember.parse(content) if typed_by_user and not continues else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call
         return _remember_turn(chat=chat, user_message=user_message, fact=fact, facts=facts, decision=decision,

@@ -39,6 +39,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 
 from localai_memory.agents.selectors import agent_scope_gone
@@ -396,12 +398,13 @@ def _chat_deleted(chat: Chat) -> bool:
 
 
 def _chats_with_work(owner_id: int, *, said_after: datetime) -> list[_ActiveChat]:
-    """The owner's chats with typed messages said after ``said_after``, newest first; a deleted bot's
-    conversations are left alone (their notes stay for the owner, and nothing new is suggested for a folder no
-    chat reads)."""
+    """The owner's chats with typed messages said after ``said_after`` (``_typed_messages``), newest first; a
+    deleted bot's conversations are left alone (their notes stay for the owner, and nothing new is suggested
+    for a folder no chat reads)."""
     from bridges.models import Binding
 
-    typed = Q(messages__role=Role.USER, messages__typed_by_user=True, messages__created_at__gt=said_after)
+    typed = Q(messages__role=Role.USER, messages__typed_by_user=True) & GreaterThan(
+        Coalesce("messages__arrived_at", "messages__created_at"), said_after)
     bot_gone = Q(origin=Origin.MESSAGING) & ~Exists(Binding.objects.filter(pk=OuterRef("binding_id")))
     return list(
         Chat.objects.filter(owner_id=owner_id)
@@ -414,8 +417,12 @@ def _chats_with_work(owner_id: int, *, said_after: datetime) -> list[_ActiveChat
 
 
 def _typed_messages(chat: Chat, *, said_after: datetime, after: int = 0) -> list[Message]:
-    return list(Message.objects.filter(chat=chat, role=Role.USER, typed_by_user=True, id__gt=after,
-                                       created_at__gt=said_after).order_by("id"))
+    """The chat's typed messages after the id ``after``, said after ``said_after`` (a time of the database's
+    clock, the last Forget everything): a turn's message by the time it arrived on that clock too
+    (``Message.arrived_at``), as the host that ran the turn may keep another time; one stored without it (before
+    the column) by its ``created_at``."""
+    return list(Message.objects.filter(chat=chat, role=Role.USER, typed_by_user=True, id__gt=after)
+                .alias(said_at=Coalesce("arrived_at", "created_at")).filter(said_at__gt=said_after).order_by("id"))
 
 
 def _pending_episodes(owner_id: int, scope: Scope, now: datetime) -> bool:
@@ -432,8 +439,9 @@ def _run_pass(*, owner_id: int, state: Any, now: datetime, result: PassResult) -
     tidied: set[Scope] = set()
     marks = {m.chat_id: m for m in ChatWatermark.objects.filter(owner_id=owner_id)}
     # A message said before the last Forget everything is never read, even one stored after it: the message of
-    # a turn that was still answering then (a turn stores its message with the reply). The watermarks, which
-    # the forget moved, keep out the rest of what came before.
+    # a turn that was still answering then (a turn stores its message with the reply), compared on the
+    # database's clock, which recorded the forget. The watermarks, which the forget moved, keep out the rest
+    # of what came before.
     said_after = state.forgot_at
     for chat in _chats_with_work(owner_id, said_after=said_after):
         if result.model_calls >= MAX_CHATS or budget <= 0:

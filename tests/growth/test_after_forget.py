@@ -9,7 +9,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import time_machine
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from bridges.models import Binding
@@ -20,7 +22,7 @@ from localai_memory.chats.services import chat_delete
 from localai_memory.growth.consolidation import EPISODES_TOPIC, consolidate_user
 from localai_memory.growth.models import ChatWatermark
 from localai_memory.growth.services import memory_clear
-from localai_memory.memory.models import Proposal
+from localai_memory.memory.models import MemorySettings, Proposal
 from localai_memory.memory.services import memory_forget_all, settings_update
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
@@ -146,6 +148,43 @@ def test_what_a_turn_still_answering_at_forget_everything_was_told_is_not_sugges
     consolidate_user(owner_id=owner.pk)
     assert [p.summary for p in waiting(owner)] == ["learning Portuguese"]
     assert "Lisbon" not in model.last_messages[-1]["content"]
+
+
+@pytest.mark.django_db(transaction=True)  # the owner forgets on another connection while the model answers
+def test_a_message_said_before_forget_everything_on_a_host_whose_clock_runs_ahead_is_not_suggested(owner, model):
+    """The chat's host runs five minutes ahead of the database, whose clock records the forget: the message
+    is still seen to have come before it."""
+    from localai_memory.chats.services import chat_create, turn_run
+
+    chat = chat_create(owner_id=owner.pk, title="Moving")
+    model.script(meanwhile(lambda: memory_forget_all(user_id=owner.pk), "Congratulations on the move!"))
+    with time_machine.travel(timezone.now() + timedelta(minutes=5)):
+        turn_run(chat=chat, content=LISBON)
+    model.script(reply(LISBON_FACTS))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert waiting(owner) == [] and result.proposals == [] and result.model_calls == 0
+
+
+@pytest.mark.django_db
+def test_a_message_said_after_forget_everything_on_a_host_whose_clock_runs_behind_is_read(owner, model):
+    """The chat's host runs five minutes behind the database: what is said after the forget is read as usual."""
+    from localai_memory.chats.services import chat_create, turn_run
+
+    chat = chat_create(owner_id=owner.pk, title="Learning")
+    memory_forget_all(user_id=owner.pk)
+    # a second ago: a turn's arrival on the database's clock is never later than it was, and may be earlier by
+    # the time its first read took, so a message within milliseconds of a forget counts as before it
+    MemorySettings.objects.filter(user=owner).update(forgot_at=F("forgot_at") - timedelta(seconds=1))
+    model.script(reply("Boa sorte!"))
+    with time_machine.travel(timezone.now() - timedelta(minutes=5)):
+        turn_run(chat=chat, content="I started learning Portuguese this week.")
+    model.script(reply(facts_reply(fact("languages", "learning Portuguese"))))
+
+    consolidate_user(owner_id=owner.pk)
+
+    assert [p.summary for p in waiting(owner)] == ["learning Portuguese"]
 
 
 @pytest.mark.django_db(transaction=True)
