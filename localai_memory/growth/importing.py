@@ -2,8 +2,9 @@
 
 * An export zip into an account without notes is written back exactly (byte-identical files, one change
   set). Into an account with notes it is merged topic by topic: a topic the account lacks is added, a topic
-  that says something else becomes a proposal showing old and new, an identical one is left alone. Nothing is
-  ever overwritten silently.
+  that says something else becomes a proposal showing old and new, an identical one is left alone. A note
+  the owner deleted (its line is in their Trash) becomes a proposal too, and a stray file they deleted is
+  skipped: an import does not undo a delete on its own. Nothing is ever overwritten silently.
 * A list of facts (one a line; bullets and numbering are dropped) becomes notes of the user's own scope per
   the policy: saved at once only where the owner's save level says so (and within the policy's limits),
   otherwise proposals; refused as a whole where the policy refuses. A fact a note says already (the same
@@ -585,11 +586,18 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
     return result
 
 
+#: Why a file of the zip that the owner deleted (it is in their Trash) is not written back.
+TRASHED_FILE = ("Not imported: you deleted this file, and it is in your Trash. Restore it from Files → Trash if "
+                "you want it back.")
+
+
 def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
     result = ImportResult(kind="zip", mode="merged")
     existing = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=list(files))}
+    # deleted by the owner (in the Trash): not brought back without their answer
+    trashed_lines, trashed_files = notes_selectors.trashed(owner_id=owner_id, paths=files)
     writes: dict[str, str] = {}
-    differences: list[tuple[Scope, IndexEntry, IndexEntry, str | None]] = []
+    differences: list[tuple[Scope, IndexEntry | None, IndexEntry, str | None]] = []  # mine None: deleted
     scopes = sorted({_scope_of(path) for path in files}, key=lambda s: s.root)
     referenced: set[str] = set()
     for scope in scopes:
@@ -605,6 +613,9 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
             if mine is None:
                 if topic_path in existing and details is not None and existing[topic_path] != details:
                     result.skipped.append({"path": topic_path, "reason": "a different file of that name exists"})
+                    continue
+                if (scope.index_path, entry.topic) in trashed_lines:
+                    differences.append((scope, None, entry, details))
                     continue
                 added.append(entry)
                 if details is not None:
@@ -626,7 +637,9 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
         parsed = parse_path(path)
         if parsed.is_index or path in referenced:
             continue
-        if path not in existing:
+        if path not in existing and path in trashed_files:
+            result.skipped.append({"path": path, "reason": TRASHED_FILE})
+        elif path not in existing:
             writes[path] = text  # a topic file no index line names: kept as it was
             result.added.append(path)
         elif existing[path] != text:
@@ -641,8 +654,10 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
         try:
             proposal = proposal_create(
                 owner_id=owner_id, scope=scope, topic=entry.topic, summary=entry.summary, details=details,
-                reason="import_differs", origin="web", source=Proposal.Source.IMPORT,
-                correction=note_author(owner_id=owner_id, scope=scope, topic=entry.topic) != "model",
+                reason="import_differs" if mine is not None else "import_deleted", origin="web",
+                source=Proposal.Source.IMPORT,
+                correction=mine is not None
+                and note_author(owner_id=owner_id, scope=scope, topic=entry.topic) != "model",
             )
         except AlreadySaved:
             result.unchanged.append(f"{scope.root}/{entry.topic}")

@@ -165,6 +165,11 @@ MESSAGES: Mapping[str, str] = MappingProxyType(
         "and no chat has needed it: forgetting it keeps your notes short. Undo brings it back.",
         "scope_not_allowed": "The note cannot be saved there: this chat may only save to the offered scopes.",
         "sender_not_paired": "Only a paired sender can save a note beyond this conversation.",
+        # Suggestions an import of an export zip makes (growth.importing).
+        "import_differs": "An import brought this note as the export has it, and your note says something else, "
+        "so it waits for your answer. Don't save keeps your note as it is.",
+        "import_deleted": "An import brought this note back, but you deleted it (it is in your Trash), so it waits "
+        "for your answer. Don't save leaves it deleted.",
         # Notes typed with /remember (decide_typed_note).
         "typed_note": "You can undo it for 30 minutes.",
         "typed_addon": "Your memory add-on serves memory, and /remember saves only to the built-in notes. "

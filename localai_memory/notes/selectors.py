@@ -17,7 +17,7 @@ from localai_memory.core.access import owned_or_404
 from localai_memory.core.db import listed_after
 from localai_memory.core.errors import InvalidInput, NotFound
 
-from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry
+from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry, TrashFile
 from .paths import INDEX_NAME, IndexEntry, Scope, parse_folder, parse_index, parse_path
 
 
@@ -55,6 +55,23 @@ def file_history(*, owner_id: int, path: str) -> QuerySet[FileVersion]:
 def trash_list(*, owner_id: int, include_restored: bool = False) -> QuerySet[TrashEntry]:
     entries = TrashEntry.objects.filter(owner_id=owner_id).prefetch_related("files")
     return entries if include_restored else entries.filter(restored_at__isnull=True)
+
+
+def trashed(*, owner_id: int, paths: Iterable[str]) -> tuple[set[tuple[str, str]], set[str]]:
+    """What of ``paths`` the owner deleted and has not restored (in the Trash): ``(index path, topic)`` of each
+    note line an index of them held, and the path of each file. An import asks before it brings such a note
+    back, rather than undoing the owner's delete on its own."""
+    lines: set[tuple[str, str]] = set()
+    files: set[str] = set()
+    for path, content in TrashFile.objects.filter(entry__owner_id=owner_id, entry__restored_at__isnull=True,
+                                                  path__in=list(paths)).values_list("path", "content"):
+        files.add(path)
+        if parse_path(path).is_index:
+            try:
+                lines |= {(path, entry.topic) for entry in parse_index(content)}
+            except InvalidInput:  # an index the Files page let through long ago: its lines are not known
+                continue
+    return lines, files
 
 
 def change_list(*, owner_id: int, before: int | None = None) -> QuerySet[ChangeSet]:

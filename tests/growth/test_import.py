@@ -405,7 +405,10 @@ def test_an_imported_note_does_not_take_the_importance_left_from_a_forgotten_not
 
     result = importing.import_zip(owner_id=owner.pk, data=zipped)
 
-    assert result.mode == "merged" and "Memory/home" in result.added
+    assert result.mode == "merged" and result.added == []  # "home" was deleted (in the Trash): it asks first
+    [home] = Proposal.objects.filter(owner=owner, pk__in=result.proposals)
+    proposal_confirm(owner_id=owner.pk, proposal_id=home.pk, actor="you")
+    assert "- home: lives in Rome" in notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
     assert notes_selectors.note_importances(owner_id=owner.pk) == {}
 
 
@@ -739,3 +742,41 @@ def test_the_same_facts_imported_again_are_not_asked_twice(owner, api):
         proposal_confirm(owner_id=owner.pk, proposal_id=proposal.pk, actor="you")
     summaries = [e.summary for e in notes_selectors.index_entries(owner_id=owner.pk, scope=Scope.user())]
     assert sorted(summaries) == ["I keep bees", "I live in Porto", "I play the violin"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# A note deleted since the export
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_a_note_deleted_since_the_export_waits_for_your_answer_instead_of_coming_back(owner, api, alices_memory):
+    from .test_memory_command import memory
+
+    memory("forget", "diet", "--yes", user="alice")  # to the Trash, after the export
+
+    body = upload(api, alices_memory).json()
+
+    assert "Memory/diet" not in body["added"] and body["added"] == []
+    assert "- diet:" not in notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
+    [back] = Proposal.objects.filter(owner=owner)
+    assert (back.topic, back.summary, back.old_summary, back.reason) == ("diet", "vegetarian", "", "import_deleted")
+    assert body["proposals"] == [back.pk]
+    # Save brings it back as the export has it; imported again meanwhile, it is not asked twice
+    again = upload(api, alices_memory).json()
+    assert (again["proposals"], again["waiting"]) == ([], [back.pk])
+    proposal_confirm(owner_id=owner.pk, proposal_id=back.pk, actor="you")
+    assert "- diet: vegetarian" in notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
+
+
+def test_a_topic_the_account_never_had_is_still_added_and_a_stray_file_deleted_since_is_skipped(owner, api):
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    notes_services.file_write(owner_id=owner.pk, path="Memory/scratch.md", content="scratch\n", version=None)
+    notes_services.file_delete(owner_id=owner.pk, path="Memory/scratch.md")
+
+    body = upload(api, a_zip({"Memory/index.md": "- home: lives in Rome\n- tea: green tea\n",
+                              "Memory/scratch.md": "scratch\n"})).json()
+
+    assert body["added"] == ["Memory/tea"] and body["proposals"] == []
+    assert body["skipped"] == [{"path": "Memory/scratch.md", "reason": importing.TRASHED_FILE}]
+    assert not NoteFile.objects.filter(owner=owner, path="Memory/scratch.md").exists()
