@@ -16,6 +16,7 @@ from localai_memory.memory.services import settings_update
 
 from . import importing
 from .consolidation import consolidate_user
+from .import_answer import import_upload, read_upload
 from .models import ConsolidationRun
 from .selectors import memory_stats
 
@@ -97,18 +98,7 @@ class ImportApi(ApiView):
         upload = request.FILES.get("file") if hasattr(request, "FILES") else None
         data = request.data
         if upload is not None:
-            if upload.size > importing.ZIP_MAX_BYTES:
-                raise InvalidInput(f"The file is larger than {importing.ZIP_MAX_BYTES} bytes.",
-                                   code="import_too_large", status=413)
-            body = upload.read()
-            if importing.is_zip(body):
-                result = importing.import_zip(owner_id=request.user.pk, data=body, actor="you")
-            else:
-                try:
-                    text = body.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise InvalidInput("The file is neither a zip nor UTF-8 text.", code="invalid_import") from None
-                result = importing.import_facts(owner_id=request.user.pk, text=text, actor="you")
+            result = import_upload(owner_id=request.user.pk, data=read_upload(upload), name=upload.name or "")
             return Response(result.as_dict())
         facts = data.get("facts") if hasattr(data, "get") else None
         if isinstance(facts, str) and "\ufffd" in facts and request.content_type.startswith("multipart/"):

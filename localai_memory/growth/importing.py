@@ -685,6 +685,27 @@ def is_zip(data: bytes) -> bool:
     return data[:4] in (b"PK\x03\x04", b"PK\x05\x06")
 
 
+#: What an import says of a JSON document sent as a list of facts.
+NOT_FACTS_BUT_JSON = ("This is a JSON document, not a list of facts. A list of facts is plain text, one fact a "
+                      "line (bullets and numbering are fine): copy the facts out of the other assistant as text. "
+                      "An export of these notes is the zip that Export makes.")
+
+
+def _is_json(text: str) -> bool:
+    """Whether ``text`` is a JSON object or array, or JSON Lines of them (what other tools export)."""
+    body = text.strip()
+    if body[:1] not in ("{", "["):
+        return False
+    return _json_container(body) or all(_json_container(line) for line in body.splitlines() if line.strip())
+
+
+def _json_container(text: str) -> bool:
+    try:
+        return isinstance(json_loads(text), (dict, list))
+    except ValueError:
+        return False
+
+
 def parse_facts(text: str) -> list[str]:
     """One fact a line: bullets, numbering and check boxes dropped, blank lines and headings skipped; a byte
     order mark at the start (an editor's way of saying UTF-8) is no part of the first fact."""
@@ -695,6 +716,8 @@ def parse_facts(text: str) -> list[str]:
         raise TooLarge(f"The list is longer than {FACTS_MAX_CHARS} characters.", code="import_too_large")
     if "\x00" in text:
         raise InvalidInput("facts may not contain NUL characters", code="invalid_facts")
+    if _is_json(text):  # another tool's export: its raw JSON would become one fact, or one a line
+        raise InvalidInput(NOT_FACTS_BUT_JSON, code="invalid_facts")
     facts: list[str] = []
     seen: set[str] = set()
     for raw in text.splitlines():

@@ -745,7 +745,7 @@ def test_the_same_facts_imported_again_are_not_asked_twice(owner, api):
 
 
 # --------------------------------------------------------------------------------------------------------
-# A note deleted since the export
+# A note deleted since the export, files that are not what an import takes
 # --------------------------------------------------------------------------------------------------------
 
 
@@ -780,3 +780,41 @@ def test_a_topic_the_account_never_had_is_still_added_and_a_stray_file_deleted_s
     assert body["added"] == ["Memory/tea"] and body["proposals"] == []
     assert body["skipped"] == [{"path": "Memory/scratch.md", "reason": importing.TRASHED_FILE}]
     assert not NoteFile.objects.filter(owner=owner, path="Memory/scratch.md").exists()
+
+
+@pytest.mark.parametrize(("data", "name", "words"), [
+    (b"hello\n", "notzip.zip", "“notzip.zip” is named .zip but is not a zip file"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "photo.png", "neither a zip nor UTF-8 text"),
+])
+def test_a_file_named_zip_that_is_none_or_no_text_at_all_is_refused_and_nothing_is_written(owner, api, data, name,
+                                                                                          words):
+    error = assert_error(upload(api, data, name), 400, "invalid_import")
+
+    assert words in error["message"]
+    assert "a list of facts as plain text, one fact a line" in error["message"]
+    assert not Proposal.objects.filter(owner=owner).exists() and not NoteFile.objects.filter(owner=owner).exists()
+
+
+@pytest.mark.parametrize("document", [
+    '{"memories": [{"text": "likes tea", "created": "2024-01-01"}]}',
+    '[\n  {"text": "likes tea"},\n  {"text": "plays the violin"}\n]\n',
+    '{"text": "likes tea"}\n{"text": "plays the violin"}\n',  # JSON Lines
+])
+@pytest.mark.parametrize("sent_as", ["file", "json"])
+def test_another_tools_json_is_refused_saying_a_list_of_facts_is_plain_text(owner, api, document, sent_as):
+    if sent_as == "file":
+        response = upload(api, document.encode(), "memories.json")
+    else:
+        response = api.post(URL, {"facts": document}, format="json")
+
+    error = assert_error(response, 400, "invalid_facts")
+    assert error["message"] == importing.NOT_FACTS_BUT_JSON
+    assert not Proposal.objects.filter(owner=owner).exists() and not NoteFile.objects.filter(owner=owner).exists()
+
+
+def test_facts_that_merely_look_like_json_are_still_facts(owner, api):
+    body = api.post(URL, {"facts": "[x] Lives in Porto\n{work} is at the harbour\n42"}, format="json").json()
+
+    assert sorted(Proposal.objects.filter(owner=owner).values_list("summary", flat=True)) == [
+        "42", "Lives in Porto", "{work} is at the harbour"]
+    assert len(body["proposals"]) == 3

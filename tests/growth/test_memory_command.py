@@ -329,6 +329,15 @@ def test_import_reads_a_list_of_facts(owner, tmp_path):
     assert Proposal.objects.filter(owner=owner, source="import").count() == 2
 
 
+def test_import_refuses_a_text_file_named_zip_and_writes_nothing(owner, tmp_path):
+    named = tmp_path / "notzip.zip"
+    named.write_text("hello\n")
+
+    with pytest.raises(CommandError, match="“notzip.zip” is named .zip but is not a zip file"):
+        memory("import", str(named), user="alice")
+    assert not Proposal.objects.filter(owner=owner).exists() and not NoteFile.objects.filter(owner=owner).exists()
+
+
 def test_import_is_refused_where_the_policy_refuses(owner, tmp_path):
     settings_update(user_id=owner.pk, save_mode="never")
     facts = tmp_path / "facts.txt"

@@ -25,6 +25,7 @@ from django.db import transaction
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
 from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
+from localai_memory.growth.import_answer import import_upload
 from localai_memory.growth.selectors import (
     last_pass,
     line_writers,
@@ -488,9 +489,7 @@ class Command(BaseCommand):
                 data = Path(path).read_bytes()
             except OSError as exc:
                 raise CommandError(f"Cannot read {path}: {exc.strerror}") from None
-        if not facts and importing.is_zip(data):
-            result = importing.import_zip(owner_id=self.user.pk, data=data, actor=ACTOR)
-        else:
+        if facts:
             if importing.is_zip(data):
                 raise CommandError(f"{path} is a zip (an export): leave out --facts to import it.")
             try:
@@ -498,6 +497,9 @@ class Command(BaseCommand):
             except UnicodeDecodeError:
                 raise CommandError(f"{path} is neither a zip nor UTF-8 text.") from None
             result = importing.import_facts(owner_id=self.user.pk, text=text, actor=ACTOR)
+        else:  # as the API reads an upload: a zip, else a list of facts as plain text
+            result = import_upload(owner_id=self.user.pk, data=data, name="" if path == "-" else Path(path).name,
+                                   actor=ACTOR)
         added = len(result.added)
         if result.mode == "restored":  # written back file by file: the notes are the lines of its indexes
             indexes = NoteFile.objects.filter(owner_id=self.user.pk,
