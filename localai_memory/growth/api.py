@@ -16,7 +16,7 @@ from localai_memory.memory.services import settings_update
 
 from . import importing
 from .consolidation import consolidate_user
-from .import_answer import import_upload, read_upload
+from .import_answer import import_answer, import_upload, read_upload
 from .models import ConsolidationRun
 from .selectors import memory_stats
 
@@ -93,13 +93,14 @@ class ImportApi(ApiView):
         its id, renamed since or not (``renamed``); of any other export, to your agent (bot) of the name the
         export records (``moved``), never to an id of another account. The notes of an agent deleted since go
         to the notes kept from it (``deleted_agents``); a folder with no such place is listed under
-        ``skipped`` with the reason, and not written.
+        ``skipped`` with the reason, and not written. Each suggestion left in the inbox is listed under
+        ``inbox`` with its ``expires_at`` (unanswered by then, it is not saved); ``message`` says it all in words.
         """
         upload = request.FILES.get("file") if hasattr(request, "FILES") else None
         data = request.data
         if upload is not None:
             result = import_upload(owner_id=request.user.pk, data=read_upload(upload), name=upload.name or "")
-            return Response(result.as_dict())
+            return Response(import_answer(owner_id=request.user.pk, result=result).as_dict())
         facts = data.get("facts") if hasattr(data, "get") else None
         if isinstance(facts, str) and "\ufffd" in facts and request.content_type.startswith("multipart/"):
             # Django reads a form field's bytes that are not UTF-8 as U+FFFD: refused as the same bytes
@@ -114,4 +115,4 @@ class ImportApi(ApiView):
             raise InvalidInput(f"unknown field(s): {', '.join(sorted(set(data.keys()) - {'facts'}))}",
                                code="unknown_field")
         result = importing.import_facts(owner_id=request.user.pk, text=facts, actor="you")
-        return Response(result.as_dict())
+        return Response(import_answer(owner_id=request.user.pk, result=result).as_dict())

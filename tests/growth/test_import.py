@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 
 from bridges.models import Binding
 from localai_memory.agents.models import Agent
@@ -745,7 +747,7 @@ def test_the_same_facts_imported_again_are_not_asked_twice(owner, api):
 
 
 # --------------------------------------------------------------------------------------------------------
-# A note deleted since the export, files that are not what an import takes
+# A note deleted since the export, suggestions that expire, files that are not what an import takes
 # --------------------------------------------------------------------------------------------------------
 
 
@@ -761,6 +763,9 @@ def test_a_note_deleted_since_the_export_waits_for_your_answer_instead_of_coming
     [back] = Proposal.objects.filter(owner=owner)
     assert (back.topic, back.summary, back.old_summary, back.reason) == ("diet", "vegetarian", "", "import_deleted")
     assert body["proposals"] == [back.pk]
+    assert [(item["id"], item["topic"], item["reason"]) for item in body["inbox"]] == [
+        (back.pk, "diet", "import_deleted")]
+    assert f"“diet” (#{back.pk}, you deleted it; it is in your Trash)" in body["message"]
     # Save brings it back as the export has it; imported again meanwhile, it is not asked twice
     again = upload(api, alices_memory).json()
     assert (again["proposals"], again["waiting"]) == ([], [back.pk])
@@ -780,6 +785,44 @@ def test_a_topic_the_account_never_had_is_still_added_and_a_stray_file_deleted_s
     assert body["added"] == ["Memory/tea"] and body["proposals"] == []
     assert body["skipped"] == [{"path": "Memory/scratch.md", "reason": importing.TRASHED_FILE}]
     assert not NoteFile.objects.filter(owner=owner, path="Memory/scratch.md").exists()
+
+
+def test_the_answer_says_each_suggestion_waits_in_the_inbox_and_until_when(owner, api):
+    from localai_memory.memory import policy
+
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                               source="files", actor="you")
+    with time_machine.travel(datetime(2025, 6, 2, 14, 5, 30, tzinfo=UTC), tick=False):
+        body = api.post(URL, {"facts": "Drinks green tea\nPlays the violin"}, format="json").json()
+        zipped = upload(api, a_zip({"Memory/index.md": "- home: lives in Lisbon\n"})).json()
+
+    proposals = list(Proposal.objects.filter(owner=owner).order_by("pk"))
+    assert [item["id"] for item in body["inbox"]] == body["proposals"] == [p.pk for p in proposals[:2]]
+    for item, proposal in zip(body["inbox"], proposals, strict=False):
+        assert item["expires_at"] == proposal.expires_at.isoformat() == "2025-06-03T14:05:30+00:00"
+        assert item["url"] == f"/inbox/#proposal-{proposal.pk}"
+        assert proposal.expires_at - proposal.created_at == policy.PROPOSAL_TTL  # the 24 hours stay the rule
+    assert body["message"].splitlines()[1] == (
+        f"Waiting in your inbox for your answer: “drinks-green-tea” (#{proposals[0].pk}), “plays-violin” "
+        f"(#{proposals[1].pk}) until 3 Jun 2025, 14:05 UTC. A suggestion not answered by then expires, and "
+        "nothing of it is saved.")
+    assert zipped["inbox"][0]["expires_at"] == "2025-06-03T14:05:30+00:00"
+    assert f"“home” (#{proposals[2].pk}) until 3 Jun 2025, 14:05 UTC" in zipped["message"]
+
+
+def test_a_suggestion_that_waited_already_is_listed_with_its_own_time(owner, api):
+    start = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)
+    with time_machine.travel(start, tick=False):
+        first = api.post(URL, {"facts": "Drinks green tea"}, format="json").json()
+    with time_machine.travel(start + timedelta(hours=5), tick=False):
+        again = api.post(URL, {"facts": "Drinks green tea\nPlays the violin"}, format="json").json()
+
+    [new] = again["proposals"]
+    assert again["waiting"] == first["proposals"]
+    assert [item["id"] for item in again["inbox"]] == [new, *first["proposals"]]
+    assert again["message"].splitlines()[1].startswith(
+        f"Waiting in your inbox for your answer: “plays-violin” (#{new}) until 3 Jun 2025, 14:00 UTC; "
+        f"“drinks-green-tea” (#{first['proposals'][0]}) until 3 Jun 2025, 09:00 UTC.")
 
 
 @pytest.mark.parametrize(("data", "name", "words"), [
@@ -817,4 +860,4 @@ def test_facts_that_merely_look_like_json_are_still_facts(owner, api):
 
     assert sorted(Proposal.objects.filter(owner=owner).values_list("summary", flat=True)) == [
         "42", "Lives in Porto", "{work} is at the harbour"]
-    assert len(body["proposals"]) == 3
+    assert len(body["inbox"]) == 3

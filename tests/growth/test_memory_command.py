@@ -9,6 +9,7 @@ import subprocess
 import sys
 import unicodedata
 import zipfile
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -327,6 +328,27 @@ def test_import_reads_a_list_of_facts(owner, tmp_path):
 
     assert "2 waiting" in out  # the default level asks first
     assert Proposal.objects.filter(owner=owner, source="import").count() == 2
+
+
+def test_import_says_where_the_suggestions_wait_and_until_when(owner, tmp_path):
+    import time_machine
+
+    facts = tmp_path / "facts.txt"
+    facts.write_text("- Lives in Porto\n")
+
+    with time_machine.travel(datetime(2025, 6, 2, 14, 5, tzinfo=UTC), tick=False):
+        out = memory("import", str(facts), user="alice")
+        again = memory("import", str(facts), user="alice", as_json=True)  # it still waits
+
+    [waiting] = Proposal.objects.filter(owner=owner)
+    assert out.splitlines()[1] == (
+        f"Waiting in your inbox for your answer: “lives-porto” (#{waiting.pk}) until 3 Jun 2025, 14:05 UTC. "
+        "A suggestion not answered by then expires, and nothing of it is saved.")
+    data = json.loads(again)
+    assert data["waiting"] == [waiting.pk]
+    assert data["inbox"] == [{"id": waiting.pk, "scope": "user", "where": "", "topic": "lives-porto",
+                              "reason": waiting.reason, "expires_at": "2025-06-03T14:05:00+00:00",
+                              "url": f"/inbox/#proposal-{waiting.pk}"}]
 
 
 def test_import_refuses_a_text_file_named_zip_and_writes_nothing(owner, tmp_path):

@@ -25,7 +25,7 @@ from django.db import transaction
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
 from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
-from localai_memory.growth.import_answer import import_upload
+from localai_memory.growth.import_answer import import_answer, import_upload
 from localai_memory.growth.selectors import (
     last_pass,
     line_writers,
@@ -43,8 +43,8 @@ from localai_memory.memory.selectors import owned_scope
 from localai_memory.memory.services import addons_forget_all
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
-from localai_memory.notes.models import ChangeSet, NoteFile
-from localai_memory.notes.paths import Scope, parse_index, parse_path
+from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import Scope
 from localai_memory.recall.service import activity_json, notes_activity
 
 ACTOR = "you (terminal)"
@@ -500,22 +500,8 @@ class Command(BaseCommand):
         else:  # as the API reads an upload: a zip, else a list of facts as plain text
             result = import_upload(owner_id=self.user.pk, data=data, name="" if path == "-" else Path(path).name,
                                    actor=ACTOR)
-        added = len(result.added)
-        if result.mode == "restored":  # written back file by file: the notes are the lines of its indexes
-            indexes = NoteFile.objects.filter(owner_id=self.user.pk,
-                                              path__in=[p for p in result.written if parse_path(p).is_index])
-            added = sum(len(parse_index(index.content)) for index in indexes)
-        summary = (f"Imported: {added} note(s) added, {len(result.proposals)} waiting "
-                   f"for your answer, {len(result.unchanged)} unchanged, {len(result.skipped)} skipped."
-                   + (f" {len(result.waiting)} were suggested before and still wait." if result.waiting else ""))
-        # where an agent's or a conversation's folder went, and why one was not imported
-        summary += "".join(f"\n{move['from']} → {move['to']} (“{move['name']}”)" for move in result.moved)
-        summary += "".join(f"\n{back['folder']} back to “{back['now']}”, renamed since (“{back['name']}” in the export)"
-                           for back in result.renamed)
-        summary += "".join(f"\n{kept['folder']} to the notes kept from the deleted agent “{kept['name']}” (Deleted "
-                           "agents on the Memory tab; no chat reads them)" for kept in result.deleted_agents)
-        summary += "".join(f"\nSkipped {skip['path']}: {skip['reason']}" for skip in result.skipped)
-        self.emit(result.as_dict(), summary)
+        answer = import_answer(owner_id=self.user.pk, result=result)
+        self.emit(answer.as_dict(), "\n".join(answer.lines))
 
     def do_clear(self, *, yes: bool = False, **options: Any) -> None:
         name = self.user.get_username()
