@@ -1,6 +1,6 @@
-"""Import as the API and the terminal take it in and give it back, so they agree.
+"""Import as the API, the Memory tab and the terminal take it in and give it back, so the three agree.
 
-``import_upload`` reads an uploaded file the one way both read it: an export zip, or a list of facts as
+``import_upload`` reads an uploaded file the one way all three read it: an export zip, or a list of facts as
 plain text. A file that is neither (not UTF-8, a file named .zip that is no zip; another tool's JSON is refused
 by ``importing.parse_facts``) is a 400 that says what was expected, before anything is written.
 

@@ -19,6 +19,7 @@ urlpatterns = [
     path("settings/memory/synthesize/", memory.memory_synthesize, name="memory-synthesize"),
     path("settings/memory/export/", memory.memory_export, name="memory-export-download"),
     path("settings/memory/forget/", memory.memory_forget, name="memory-forget-page"),
+    path("settings/memory/import/", memory.memory_import, name="memory-import"),
     path("settings/memory/notes/add/", memory.memory_note_add, name="memory-note-add"),
     path("settings/memory/notes/delete/", memory.memory_note_delete, name="memory-note-delete"),
     path("settings/memory/notes/importance/", memory.memory_note_importance, name="memory-note-importance"),

@@ -115,15 +115,16 @@ def _artifact_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def new_web(browser: Browser, live_server, transactional_db, settings, request):
-    """Open another browser context (another person): ``new_web("bob")``. Each is screenshotted at the end."""
+    """Open another browser context (another person): ``new_web("bob")``; ``javascript=False`` for a browser
+    without it (every form works without it). Each is screenshotted at the end."""
     settings.OPEN_SIGNUP = True
     opened: list[tuple[Web, object]] = []
 
     def make(suffix: str = "", *, viewport: dict | None = None, timezone_id: str | None = None,
-             locale: str | None = None) -> Web:
+             locale: str | None = None, javascript: bool = True) -> Web:
         context = browser.new_context(base_url=live_server.url, accept_downloads=True,
                                       viewport=viewport or {"width": 1200, "height": 900},
-                                      timezone_id=timezone_id, locale=locale)
+                                      timezone_id=timezone_id, locale=locale, java_script_enabled=javascript)
         page = context.new_page()
         page.set_default_timeout(10_000)
         name = _artifact_name(request) + (f"-{suffix}" if suffix else "")

@@ -23,6 +23,8 @@ from bridges import selectors as bridge_selectors
 from localai_memory.agents.selectors import deleted_agent_names
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
+from localai_memory.growth import importing
+from localai_memory.growth.import_answer import DELETED, EXPIRES, import_answer, import_upload, read_upload
 from localai_memory.growth.selectors import line_writers, owner_scopes
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import listing_profile, scope_listing
@@ -211,6 +213,8 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
                     entry["importance_typed"] = str(weighed.get("importance", ""))
     level, sentence = status_line(state, labels)
     placed = _place_messages(request, current)
+    imported = _import_shown(request)
+    import_draft = request.session.pop(IMPORT_DRAFT, "")
     return page(request, "web/memory_tab.html", {
         "deleted": _deleted_note(request),
         "state": state,
@@ -227,11 +231,13 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "addon_forgets": _addon_forgets(request.user.pk),
         "profile": glance,
         "flash": placed,
+        "imported": imported,
+        "import_draft": import_draft if isinstance(import_draft, str) else "",
     }, section="memory")
 
 
 #: The parts of the tab a form lands on (the fragment of its redirect), where its message is shown.
-SECTIONS = ("addons", "saving", "messaging", "growing", "notes")
+SECTIONS = ("addons", "saving", "messaging", "growing", "notes", "import")
 
 
 def _place_messages(request: AuthenticatedHttpRequest, tab: Tab) -> dict[str, list[Message]]:
@@ -404,6 +410,58 @@ def memory_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     stamp = timezone.now().strftime("%Y-%m-%d")
     response["Content-Disposition"] = f'attachment; filename="memory-export-{stamp}.zip"'
     return response
+
+
+#: The session keys of Import on the tab: what the last import did (shown once, in the Import part), and the
+#: facts of one that was refused (typed again for you in its form).
+IMPORT_ANSWER = "memory_import_answer"
+IMPORT_DRAFT = "memory_import_facts"
+
+
+@login_required
+@require_POST
+def memory_import(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Import: an export zip (``file``) or a list of facts (``facts``, one a line), through the same service as
+    the API and the terminal (refused while memory is off, as they refuse it). The answer is shown once in the
+    Import part of the tab in their words, with a link to each suggestion it left in the inbox; a refusal is
+    said there and writes nothing (an import is one transaction), and refused facts are typed again."""
+    upload = request.FILES.get("file")
+    facts = request.POST.get("facts", "").replace("\r\n", "\n")  # a browser's textarea sends CRLF
+    try:
+        if upload is not None:
+            result = import_upload(owner_id=request.user.pk, data=read_upload(upload), name=upload.name or "")
+        elif not facts.strip():
+            raise InvalidInput("Choose an export zip, or type the facts to import, one a line.",
+                               code="invalid_import")
+        elif "\ufffd" in facts:  # bytes that are not UTF-8, as Django reads them: refused as the API does
+            raise InvalidInput("The facts are not UTF-8 text.", code="invalid_import")
+        else:
+            result = importing.import_facts(owner_id=request.user.pk, text=facts, actor="you")
+    except ApplicationError as exc:
+        flash_error(request, exc, at="import")
+        if upload is None and facts.strip():
+            request.session[IMPORT_DRAFT] = facts
+        return redirect(MEMORY_TAB + "#import")
+    request.session[IMPORT_ANSWER] = import_answer(owner_id=request.user.pk, result=result).as_dict()
+    return redirect(MEMORY_TAB + "#import")
+
+
+def _import_shown(request: AuthenticatedHttpRequest) -> dict | None:
+    """What the last import did, for the Import part of the tab (once): its words, and each suggestion it left
+    in the inbox as it is now (one answered since says so) with its link and the time it expires."""
+    answer = request.session.pop(IMPORT_ANSWER, None)
+    if not isinstance(answer, dict):
+        return None
+    ids = [item["id"] for item in answer.get("inbox", [])]
+    pending = set(proposal_list(owner_id=request.user.pk, status="pending").filter(pk__in=ids)
+                  .values_list("pk", flat=True))
+    inbox = [{**item, "expires_at": datetime.fromisoformat(item["expires_at"]), "pending": item["id"] in pending,
+              "why": DELETED if item.get("reason") == "import_deleted" else ""} for item in answer.get("inbox", [])]
+    lines = str(answer.get("message", "")).split("\n")
+    return {"summary": lines[0], "inbox": inbox, "added": answer.get("added", []),
+            "written": answer.get("written", []) if answer.get("mode") == "restored" else [],
+            "unchanged": answer.get("unchanged", []), "moved": answer.get("moved", []),
+            "skipped": answer.get("skipped", []), "expires": EXPIRES}
 
 
 @login_required

@@ -497,7 +497,7 @@ class Command(BaseCommand):
             except UnicodeDecodeError:
                 raise CommandError(f"{path} is neither a zip nor UTF-8 text.") from None
             result = importing.import_facts(owner_id=self.user.pk, text=text, actor=ACTOR)
-        else:  # as the API reads an upload: a zip, else a list of facts as plain text
+        else:  # as the API and the Memory tab read an upload: a zip, else a list of facts as plain text
             result = import_upload(owner_id=self.user.pk, data=data, name="" if path == "-" else Path(path).name,
                                    actor=ACTOR)
         answer = import_answer(owner_id=self.user.pk, result=result)
