@@ -333,7 +333,12 @@ def test_your_own_export_brings_the_notes_of_an_agent_deleted_since_back_to_its_
 
     assert body["mode"] == "merged" and body["skipped"] == [] and body["moved"] == []
     assert body["deleted_agents"] == [{"folder": f"{cook.root}/", "name": name_when_deleted}]
-    assert body["added"] == [f"{cook.root}/tone"]
+    # the agent's notes went to the Trash with it: one comes back to its kept notes once the owner says so
+    assert body["added"] == []
+    [back] = Proposal.objects.filter(owner=owner)
+    assert (back.scope_key, back.topic, back.reason) == (cook.key, "tone", "import_deleted")
+    assert body["proposals"] == [back.pk]
+    proposal_confirm(owner_id=owner.pk, proposal_id=back.pk, actor="you")
     assert notes_selectors.index_text(owner_id=owner.pk, scope=cook) == "- tone: short answers\n"
 
 
