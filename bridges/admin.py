@@ -5,6 +5,11 @@ admin never shows credentials, and its edits, actions and deletes call the servi
 platform offers and its credentials allow, its agent one of its owner's (as the API checks them), a new
 credential (a write-only field: left blank, the stored one stays) has the shape its platform uses, and
 deleting a bot drops the suggestions waiting for its conversations, as the API's delete does.
+
+"Confirm changes from the chat" is the owner's to give a sender, and pairing the owner's to approve or deny:
+both are shown, never changed. A conversation or a pairing request is not deleted on its own (no service
+does: what the bot said about a suggestion, and a code's answer, would be lost); each goes with its bot. A
+sender is deleted as the API deletes one (``services.sender_delete``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from localai_memory.accounts.adminlog import OwnedAdmin, ReadOnlyAdmin
 from localai_memory.agents.models import Agent
 from localai_memory.core.errors import ApplicationError
 
@@ -97,7 +103,7 @@ class BindingAdminForm(forms.ModelForm):
 
 
 @admin.register(Binding)
-class BindingAdmin(admin.ModelAdmin):
+class BindingAdmin(OwnedAdmin):
     list_display = ("name", "platform", "mode", "owner", "enabled", "state", "state_reason", "last_connected_at")
     list_filter = ("platform", "mode", "enabled", "state")
     search_fields = ("name", "owner__username", "bot_identity")
@@ -152,7 +158,7 @@ class BindingAdmin(admin.ModelAdmin):
 
 
 @admin.register(Sender)
-class SenderAdmin(admin.ModelAdmin):
+class SenderAdmin(OwnedAdmin):
     list_display = ("label", "binding", "status", "can_confirm", "paired_at", "last_seen_at")
     list_filter = ("status", "can_confirm")
     search_fields = ("display", "name", "external_id")
@@ -160,16 +166,31 @@ class SenderAdmin(admin.ModelAdmin):
     readonly_fields = ("binding", "external_id", "display", "status", "can_confirm", "paired_at", "created_at",
                        "last_seen_at")
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a sender is whoever writes to the bot
+
+    def save_model(self, request: HttpRequest, obj: Sender, form: Any, change: bool) -> None:
+        if "name" in form.changed_data:
+            obj.name = services.sender_update(sender=obj, name=form.cleaned_data["name"]).name
+
+    def delete_model(self, request: HttpRequest, obj: Sender) -> None:
+        services.sender_delete(sender=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Sender]) -> None:
+        for sender in queryset:
+            services.sender_delete(sender=sender)
+
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(ReadOnlyAdmin):
     list_display = ("__str__", "binding", "kind", "channel_key", "last_message_at")
     list_filter = ("kind",)
-    readonly_fields = ("binding", "external_id", "kind", "channel_key", "chat", "created_at", "last_message_at")
+    readonly_fields = ("binding", "external_id", "kind", "title", "channel_key", "chat", "created_at",
+                       "last_message_at")
 
 
 @admin.register(PairingRequest)
-class PairingRequestAdmin(admin.ModelAdmin):
+class PairingRequestAdmin(ReadOnlyAdmin):
     list_display = ("sender", "binding", "status", "created_at", "expires_at")
     list_filter = ("status",)
     readonly_fields = ("binding", "sender", "code", "status", "created_at", "expires_at", "decided_at")

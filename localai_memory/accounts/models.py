@@ -30,3 +30,18 @@ class ApiToken(models.Model):
     @staticmethod
     def new_key() -> str:
         return "lm_" + secrets.token_urlsafe(32)
+
+
+class AdminLogOwner(models.Model):
+    """Whose row an entry of the admin log (``django_admin_log``) is about: the person the row belongs to.
+
+    The entry names the row by content type and id, which finds nobody once the row is gone (a chat an
+    administrator deleted); this does, so deleting the account deletes every entry about that person
+    (``adminlog.admin_log_forget``). ``owner_id`` is a plain id, not a foreign key: it must outlive the user row
+    until the entries are deleted with it."""
+
+    entry = models.OneToOneField("admin.LogEntry", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    owner_id = models.BigIntegerField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"admin log entry {self.entry_id} about user {self.owner_id}"

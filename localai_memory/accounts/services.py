@@ -147,16 +147,19 @@ def account_delete(*, user_id: int, told: Callable[[str], None] | None = None) -
     First every note is erased for good, as the terminal's ``memory clear`` erases them
     (``growth.services.memory_clear``: files, versions, change sets, Trash, suggestions, recall's copies, what
     memory did on each turn), under the owner's note lock, so a turn saving meanwhile waits and then finds
-    nobody to save for; then the user row goes, and with it their settings, tokens, agents, chats and bots.
-    One transaction: it all goes or nothing does. Once it commits, every memory add-on they used is asked to
-    forget them (as Forget everything asks each, serving or not, also while their memory is switched off: an
-    add-on still keeps what it took); ``told`` hears the add-ons' answer (``"forgot"``, or ``"failed"`` when
+    nobody to save for; then the user row goes, and with it their settings, tokens, agents, chats and bots;
+    so does every entry of the admin's log about them or a row of theirs (``adminlog.admin_log_forget``: an
+    entry outlives the row it names, and Recent actions lists it). One transaction: it all goes or nothing
+    does. Once it commits, every memory add-on they used is asked to forget them (as Forget everything asks
+    each, serving or not, also while their memory is switched off: an add-on still keeps what it took); ``told`` hears the add-ons' answer (``"forgot"``, or ``"failed"`` when
     one did not or could not be asked).
     Returns what was erased of the notes, per kind. A user who does not exist is nothing to delete.
     """
     from localai_memory.growth.services import memory_clear
     from localai_memory.memory.providers import addons_forget, forget_summary
     from localai_memory.memory.selectors import addons_used
+
+    from .adminlog import admin_log_forget
 
     used = addons_used(user_id=user_id)  # read before the settings row goes with the user
 
@@ -172,6 +175,7 @@ def account_delete(*, user_id: int, told: Callable[[str], None] | None = None) -
     with transaction.atomic():
         if not User.objects.filter(pk=user_id).exists():
             return {}
+        admin_log_forget(user_id=user_id)  # while their rows are there to say which entries are about them
         # The note lock first, the user row's lock second, as a turn takes them (a note's row locks its
         # owner's row as it is written): the other order could deadlock with a turn saving a note.
         erased = memory_clear(owner_id=user_id)

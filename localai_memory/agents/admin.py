@@ -8,6 +8,7 @@ from typing import Any, cast
 from django import forms
 from django.contrib import admin
 
+from localai_memory.accounts.adminlog import OwnedAdmin
 from localai_memory.core.errors import InvalidInput
 
 from . import services
@@ -57,7 +58,7 @@ class MemoryChoiceFilter(admin.SimpleListFilter):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(OwnedAdmin):
     form = AgentAdminForm
     list_display = ["id", "name", "owner", "memory_choice", "save_rule", "has_memory_tool", "may_save",
                     "updated_at"]

@@ -1,4 +1,10 @@
-"""Read-only admin of chats and messages: for looking, not for writing (turns run through the services)."""
+"""Admin of chats and messages: for looking, not for writing (turns run through the services).
+
+A chat is deleted as its owner deletes it (``services.chat_delete``: the suggestions waiting from it are
+dropped, and its messages and consolidation watermark go with it). A message is never deleted on its own: the
+suggestion made from it would stay, and a look through the chats would read the chat as if it never held it.
+The admin's log names a chat by its id, not its title (the first words said in it).
+"""
 
 from __future__ import annotations
 
@@ -6,17 +12,10 @@ from django.contrib import admin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
+from localai_memory.accounts.adminlog import OwnedAdmin, ReadOnlyAdmin
+
 from . import services
 from .models import Chat, Message
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
 
 _MESSAGE_FIELDS = ("created_at", "role", "content", "typed_by_user", "sender_id", "memory")
 
@@ -34,7 +33,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Chat)
-class ChatAdmin(ReadOnlyAdmin):
+class ChatAdmin(OwnedAdmin):
     list_display = ["id", "owner", "title", "agent", "origin", "private", "one_to_one", "updated_at"]
     list_filter = ["origin", "private", "one_to_one"]
     search_fields = ["title", "owner__username", "conversation_key"]
@@ -42,6 +41,15 @@ class ChatAdmin(ReadOnlyAdmin):
     readonly_fields = [f.name for f in Chat._meta.fields]
     inlines = [MessageInline]
     date_hierarchy = "created_at"
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def log_repr(self, obj: Chat) -> str:
+        return f"chat {obj.pk}"  # its __str__ is its title, which the owner's pages show
 
     # A delete goes through the service, as a person's does: the suggestions waiting from the chat are dropped
     # and a look through the chats that is reading it suggests nothing from it.

@@ -127,7 +127,8 @@ class Proposal(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.status}: {self.topic}"
+        # What the row is, not the note it suggests: the admin's log keeps this name after the row is gone.
+        return f"proposal {self.pk} ({self.status})"
 
     @property
     def shown_before(self) -> tuple[str, str]:

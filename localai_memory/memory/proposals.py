@@ -493,6 +493,25 @@ def proposals_drop_for_agent(*, owner_id: int, agent_id: int) -> int:
     ).update(status=Proposal.Status.EXPIRED, decided_at=now, decided_by=AGENT_DELETED, notified=True)
 
 
+@transaction.atomic
+def proposals_drop_by_admin(*, proposal_ids: list[int]) -> list[Proposal]:
+    """An administrator's "Expire now": end the suggestions among ``proposal_ids`` still waiting, whoever's.
+    They count as expired with nothing announced ("nobody answered within 24 hours" would not be true;
+    ``ADMIN_EXPIRED``); the inbox and an answer to one say an administrator dropped it. Each row is locked
+    first, so a confirm or reject at the same moment decides it or leaves it to this. Returns those it ended.
+
+    The only way the admin ends a suggestion: a delete would leave no trace of the decision, let consolidation
+    suggest a rejected note again, and, of a confirmed one, leave its change set naming nothing."""
+    now = timezone.now()
+    waiting = list(Proposal.objects.select_for_update().filter(pk__in=proposal_ids, status=Proposal.Status.PENDING)
+                   .order_by("pk"))
+    for proposal in waiting:
+        proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.EXPIRED, now, ADMIN_EXPIRED
+        proposal.expires_at, proposal.notified = now, True
+        proposal.save(update_fields=["status", "decided_at", "decided_by", "expires_at", "notified"])
+    return waiting
+
+
 def proposal_confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender | None = None
                      ) -> ChangeSet | None:
     """Save the proposed change as one change set (Undo restores the earlier text).

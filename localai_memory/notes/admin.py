@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
+
+from localai_memory.accounts.adminlog import ReadOnlyAdmin
+from localai_memory.core.errors import ApplicationError
 
 from . import services
 from .models import ChangeSet, FileChange, FileVersion, NoteFile, NoteImportance, TrashEntry, TrashFile
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
 
 
 @admin.register(NoteFile)
@@ -78,12 +70,13 @@ class TrashEntryAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Restore from the Trash")
     def restore(self, request: HttpRequest, queryset: QuerySet[TrashEntry]) -> None:
-        from localai_memory.core.errors import ApplicationError
-
-        for entry in queryset.filter(restored_at__isnull=True):
+        for entry in queryset.filter(restored_at__isnull=True).select_related("owner"):
             try:
-                services.trash_restore(owner_id=entry.owner_id, entry_id=entry.pk, actor=f"admin {request.user}")
+                change = services.trash_restore(owner_id=entry.owner_id, entry_id=entry.pk,
+                                                actor=f"admin {request.user}")
             except ApplicationError as exc:
-                self.message_user(request, f"{entry}: {exc.message}", messages.WARNING)
+                self.message_user(request, f"{entry} of {entry.owner}: not restored. {exc.message}",
+                                  messages.WARNING)
             else:
-                self.message_user(request, f"Restored {entry}.")
+                self.log_change(request, entry, f"Restored it from the Trash (change set {change.pk}).")
+                self.message_user(request, f"Restored {entry} of {entry.owner}.")

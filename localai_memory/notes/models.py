@@ -25,7 +25,8 @@ class NoteFile(models.Model):
         constraints = [models.UniqueConstraint(fields=["owner", "path"], name="one_file_per_owner_path")]
 
     def __str__(self) -> str:
-        return f"{self.owner}: {self.path} v{self.version}"
+        # What the row is, not its path (a topic names the note): the admin's pages and log show this.
+        return f"note file {self.pk} v{self.version}"
 
 
 class ChangeSet(models.Model):
@@ -67,7 +68,7 @@ class ChangeSet(models.Model):
         indexes = [models.Index(fields=["owner", "-created_at"])]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.source}: {self.summary}"
+        return f"change set {self.pk} ({self.source})"  # not its summary, which names notes
 
 
 class FileChange(models.Model):
@@ -147,7 +148,7 @@ class TrashEntry(models.Model):
         verbose_name_plural = "trash entries"
 
     def __str__(self) -> str:
-        return f"{self.label} ({self.kind})"
+        return f"Trash entry {self.pk} ({self.kind})"  # not its label, which names a note or a file
 
 
 class TrashFile(models.Model):
@@ -181,4 +182,4 @@ class NoteImportance(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.scope_kind}:{self.scope_key}/{self.topic} = {self.importance}"
+        return f"importance {self.pk} ({self.scope_kind})"  # not its topic, which names a note

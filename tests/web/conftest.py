@@ -160,3 +160,13 @@ def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def operator(db, client):
+    """A superuser, logged in on the test client (the admin's pages)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_superuser("operator", "op@example.org", "correct horse battery staple")
+    client.force_login(user)
+    return user

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib import admin
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
 from localai_memory.notes.paths import Scope
 from localai_memory.notes.services import note_upsert
-
-
-@pytest.fixture
-def operator(db, client):
-    user = get_user_model().objects.create_superuser("operator", "op@example.org", "correct horse battery staple")
-    client.force_login(user)
-    return user
 
 
 def test_the_admin_says_whose_console_it_is(client, operator):
@@ -35,26 +29,33 @@ def test_every_registered_model_list_opens_with_its_search_and_filters(client, o
             assert client.get(url, {"q": "rome"}).status_code == 200, url
 
 
-def test_an_admin_deletes_one_proposal_from_its_page(client, operator):
-    """The admin's own Delete button removes a proposal, a note to forget too (its flag once hid
-    ``Model.delete()``), and the instance deletes itself as any model does."""
+@pytest.mark.parametrize("status", ["confirmed", "pending", "rejected"])
+@pytest.mark.parametrize("how", ["its page", "delete selected"])
+def test_an_admin_cannot_delete_a_suggestion_and_the_invariants_stay_clean(client, operator, status, how):
+    """A confirmed one's change set would name nothing (``change_for_unconfirmed_proposal``); a pending or
+    rejected one would go with no decision recorded, and a rejected one could be suggested again."""
+    from localai_memory.core.invariants import check_invariants
     from localai_memory.memory.models import Proposal
-    from localai_memory.memory.proposals import proposal_create
-    from localai_memory.notes.services import note_upsert
+    from localai_memory.memory.proposals import proposal_confirm, proposal_create, proposal_reject
 
     proposal = proposal_create(owner_id=operator.pk, scope=Scope.user(), topic="home", summary="lives in Rome")
-    url = reverse("admin:memory_proposal_delete", args=[proposal.pk])
-    assert client.get(url).status_code == 200  # the confirmation page
+    if status == "confirmed":
+        proposal_confirm(owner_id=operator.pk, proposal_id=proposal.pk, actor="you")
+    elif status == "rejected":
+        proposal_reject(owner_id=operator.pk, proposal_id=proposal.pk, actor="you")
 
-    response = client.post(url, {"post": "yes"})
+    if how == "its page":
+        url = reverse("admin:memory_proposal_delete", args=[proposal.pk])
+        assert client.get(url).status_code == 403
+        assert client.post(url, {"post": "yes"}).status_code == 403
+    else:
+        listed = client.get(reverse("admin:memory_proposal_changelist")).content.decode()
+        assert 'value="delete_selected"' not in listed and 'value="expire_now"' in listed
+        client.post(reverse("admin:memory_proposal_changelist"),
+                    {"action": "delete_selected", "_selected_action": [proposal.pk], "post": "yes"})
 
-    assert response.status_code == 302
-    assert not Proposal.objects.filter(pk=proposal.pk).exists()
-    note_upsert(owner_id=operator.pk, scope=Scope.user(), topic="diet", summary="vegan", source="files", actor="you")
-    forget = proposal_create(owner_id=operator.pk, scope=Scope.user(), topic="diet", delete=True)
-    assert forget.is_delete
-    forget.delete()
-    assert not Proposal.objects.filter(pk=forget.pk).exists()
+    assert Proposal.objects.get(pk=proposal.pk).status == status
+    assert check_invariants() == []
 
 
 def test_a_suggestion_an_admin_expires_says_who_dropped_it_and_no_sweep_claims_nobody_answered(client, operator):
@@ -70,6 +71,9 @@ def test_a_suggestion_an_admin_expires_says_who_dropped_it_and_no_sweep_claims_n
     assert response.status_code == 302
     proposal.refresh_from_db()
     assert proposal.status == Proposal.Status.EXPIRED and proposal.notified  # no sweep announces it
+    logged = LogEntry.objects.get(object_id=str(proposal.pk), content_type__model="proposal")
+    assert (logged.user, logged.action_flag, logged.object_repr) == (operator, CHANGE, f"proposal {proposal.pk} (expired)")
+    assert "dropped by an administrator" in logged.get_change_message()
     assert proposal_json(proposal)["message"] == "Dropped by an administrator."
     with pytest.raises(Gone, match="An administrator dropped this suggestion"):
         proposal_confirm(owner_id=operator.pk, proposal_id=proposal.pk, actor="you")
@@ -92,6 +96,7 @@ def test_deleting_a_chat_in_the_admin_drops_the_suggestions_waiting_from_it(clie
         response = client.post(reverse("admin:chats_chat_delete", args=[chat.pk]), {"post": "yes"})
 
     assert response.status_code == 302
+    assert response["Location"] == reverse("admin:chats_chat_changelist")  # back to the list, not the index
     assert not Chat.objects.filter(pk=chat.pk).exists()
     proposal.refresh_from_db()
     assert proposal.status == Proposal.Status.EXPIRED
