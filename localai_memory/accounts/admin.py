@@ -6,6 +6,10 @@ entry of the admin's log about them (``adminlog.admin_log_forget``); the log kee
 deleted, naming nobody. The views of their other rows refuse a delete of one of them alone
 (``adminlog.OwnedAdmin.delete_alone_refused``); the account's delete erases them by the service, so its
 confirmation page lists them without asking for that permission.
+
+A password an administrator sets (or password log-in turned off) revokes every API token of the user and ends
+their sessions (``services.password_reset``): the Account page does so by default, and a reset is for an
+account somebody else may hold.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.forms import AdminPasswordChangeForm
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from . import services
 from .adminlog import Logged, OwnedAdmin, log_write
@@ -50,6 +55,20 @@ class ApiTokenAdmin(OwnedAdmin):
             services.token_revoke(token=token)
 
 
+class PasswordResetForm(AdminPasswordChangeForm):
+    """Django's form for an administrator's new password (or password log-in off), saved by
+    ``services.password_reset``, which revokes the tokens and ends the sessions with it."""
+
+    #: What the page says above the form (``templates/accounts/admin_change_password.html``).
+    note = ("Saving also revokes every API token of this user (REST, OpenAI clients, MCP) and logs them out of "
+            "every browser: they log in again with the new password.")
+
+    def save(self, commit: bool = True) -> Any:
+        usable = self.cleaned_data["set_usable_password"]
+        services.password_reset(user=self.user, password=self.cleaned_data["password1"] if usable else None)
+        return self.user
+
+
 admin.site.unregister(User)
 
 
@@ -58,6 +77,17 @@ class UserAdmin(OwnedAdmin, DjangoUserAdmin):
     """Django's user admin; deleting a user erases their memory first (``services.account_delete``).
 
     Unticking "Active" suspends an account: it cannot log in or use its API tokens, and its bots stop."""
+
+    change_password_form = PasswordResetForm
+    change_user_password_template = "accounts/admin_change_password.html"
+
+    def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
+        response = super().user_change_password(request, id, form_url)
+        saved = isinstance(response, HttpResponseRedirect) and response.url != request.get_full_path()
+        if request.method == "POST" and saved:  # (a form Django found conflicting comes back to this page)
+            self.message_user(request, "Every API token of the user was revoked, and every session of theirs "
+                                       "ended.", messages.SUCCESS)
+        return response
 
     def log_deletions(self, request: HttpRequest, queryset: Any) -> list[LogEntry]:
         """That an account was deleted, naming nobody (no id, no name): ``account_delete`` deletes every entry

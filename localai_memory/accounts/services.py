@@ -90,8 +90,48 @@ def password_change(*, user: User, current: str, new: str, new_again: str, revok
     except ValidationError as exc:
         raise InvalidInput(" ".join(exc.messages), code="weak_password") from None
     user.set_password(new)
-    user.save(update_fields=["password"])
+    setattr(user, TOKENS_DECIDED, True)  # the person chose whether their tokens stay: not on_user_saved's call
+    try:
+        user.save(update_fields=["password"])
+    finally:
+        delattr(user, TOKENS_DECIDED)
     return tokens_revoke_all(user_id=user.pk) if revoke_tokens else 0
+
+
+@transaction.atomic
+def password_reset(*, user: User, password: str | None) -> int:
+    """Set the user's password for them (an administrator: the admin's password page), or with None turn
+    password log-in off. Every API token is revoked and every session ends, whoever held them: the person
+    logs in again with the new password. Returns how many tokens were revoked. The caller validated the
+    password (the admin's form runs Django's password validators)."""
+    revoked = tokens_revoke_all(user_id=user.pk)
+    if password is None:
+        user.set_unusable_password()
+    else:
+        user.set_password(password)
+    setattr(user, TOKENS_DECIDED, True)
+    try:
+        user.save(update_fields=["password"])  # sessions end with it: Django checks each one's password hash
+    finally:
+        delattr(user, TOKENS_DECIDED)
+    return revoked
+
+
+#: Set on a user while code that decides about their API tokens itself saves their new password, so
+#: ``on_user_saved`` leaves the tokens to it (the Account page lets the person keep them).
+TOKENS_DECIDED = "_api_tokens_decided"
+
+
+def on_user_saved(sender: type[User], instance: User, created: bool, **kwargs: object) -> None:
+    """``post_save`` of the user model: a new password saved by anything but the services above (Django's
+    ``manage.py changepassword``, a shell) revokes every API token of the user, as a reset in the admin does;
+    their sessions end by Django's own check of each one's password hash. A new account has no token yet, and
+    a hash Django upgrades at log-in is no new password (Django saves it without marking it as one)."""
+    if created or getattr(instance, "_password", None) is None or getattr(instance, TOKENS_DECIDED, False):
+        return
+    revoked = tokens_revoke_all(user_id=instance.pk)
+    if revoked:
+        log.info("user %s got a new password: revoked their %s API token(s)", instance.pk, revoked)
 
 
 #: The advisory lock namespace of sign-ups ("LU"): two sign-ups of one name, however it is written, take turns.
