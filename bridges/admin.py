@@ -1,15 +1,17 @@
-"""Admin of the bridges: look at bindings, senders and conversations; turn bindings on or off.
+"""Admin of the bridges: look at bindings, senders, conversations and pairing requests; edit a bot.
 
 Bindings are created through the API or the web (their credentials are checked and encrypted there); the
-admin never shows credentials, and its edits, actions and deletes call the services: a bot's mode is one its
+admin never shows credentials, and its edits and deletes call the services: a bot's mode is one its
 platform offers and its credentials allow, its agent one of its owner's (as the API checks them), a new
 credential (a write-only field: left blank, the stored one stays) has the shape its platform uses, and
 deleting a bot drops the suggestions waiting for its conversations, as the API's delete does.
 
-"Confirm changes from the chat" is the owner's to give a sender, and pairing the owner's to approve or deny:
-both are shown, never changed. A conversation or a pairing request is not deleted on its own (no service
-does: what the bot said about a suggestion, and a code's answer, would be lost); each goes with its bot. A
-sender is deleted as the API deletes one (``services.sender_delete``).
+A bot's on/off switch is its owner's (the Bridges page, the API): shown here, never turned. An administrator
+who must stop a person's bots suspends the account (unticks "Active" on the user): the bots fall silent, and
+come back as their owner left them when it is ticked again. So is "Confirm changes from the chat" a sender's
+(the owner gives it), and pairing (the owner approves or denies). A conversation or a pairing request is not
+deleted on its own (no service does: what the bot said about a suggestion, and a code's answer, would be lost);
+each goes with its bot. A sender is deleted as the API deletes one (``services.sender_delete``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -58,7 +60,7 @@ class BindingAdminForm(forms.ModelForm):
 
     class Meta:
         model = Binding
-        fields = ["name", "mode", "agent", "enabled"]
+        fields = ["name", "mode", "agent"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -108,9 +110,8 @@ class BindingAdmin(OwnedAdmin):
     list_filter = ("platform", "mode", "enabled", "state")
     search_fields = ("name", "owner__username", "bot_identity")
     form = BindingAdminForm
-    readonly_fields = ("owner", "platform", "credential_keys", "state", "state_code", "state_reason",
+    readonly_fields = ("owner", "platform", "enabled", "credential_keys", "state", "state_code", "state_reason",
                        "state_changed_at", "last_connected_at", "bot_identity", "created_at", "updated_at")
-    actions = ("turn_on", "turn_off")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # credentials are entered through the API or the web, where they are checked
@@ -124,9 +125,9 @@ class BindingAdmin(OwnedAdmin):
     def save_model(self, request: HttpRequest, obj: Binding, form: Any, change: bool) -> None:
         """Only what the form changed, through ``services.binding_update`` as the API does it (a mode left as it
         was, or a credential left blank, is not passed: re-storing the credentials would reconnect the bot for
-        nothing). New credentials clear a "token refused" state; the bot is turned on with its switch."""
+        nothing). New credentials clear a "token refused" state; the bot is turned on by its owner's switch."""
         changes: dict[str, Any] = {}
-        for field, argument in (("name", "name"), ("mode", "mode"), ("enabled", "enabled"), ("agent", "agent_id")):
+        for field, argument in (("name", "name"), ("mode", "mode"), ("agent", "agent_id")):
             if field in form.changed_data:
                 value = form.cleaned_data[field]
                 changes[argument] = (value.pk if value else None) if field == "agent" else value
@@ -135,7 +136,7 @@ class BindingAdmin(OwnedAdmin):
             changes["credentials"] = credentials
         if changes:
             saved = services.binding_update(binding=obj, **changes)
-            obj.name, obj.mode, obj.agent_id, obj.enabled = saved.name, saved.mode, saved.agent_id, saved.enabled
+            obj.name, obj.mode, obj.agent_id = saved.name, saved.mode, saved.agent_id
 
     def delete_model(self, request: HttpRequest, obj: Binding) -> None:
         services.binding_delete(binding=obj)  # drops the suggestions waiting for its conversations' notes
@@ -143,18 +144,6 @@ class BindingAdmin(OwnedAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Binding]) -> None:
         for binding in queryset:
             services.binding_delete(binding=binding)
-
-    @admin.action(description="Turn the selected bindings on")
-    def turn_on(self, request: HttpRequest, queryset: QuerySet[Binding]) -> None:
-        for binding in queryset:
-            services.binding_set_enabled(binding=binding, enabled=True)
-        self.message_user(request, "Turned on.", messages.SUCCESS)
-
-    @admin.action(description="Turn the selected bindings off")
-    def turn_off(self, request: HttpRequest, queryset: QuerySet[Binding]) -> None:
-        for binding in queryset:
-            services.binding_set_enabled(binding=binding, enabled=False)
-        self.message_user(request, "Turned off.", messages.SUCCESS)
 
 
 @admin.register(Sender)

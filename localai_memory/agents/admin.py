@@ -1,5 +1,10 @@
-"""Admin for saved agents. Creates, edits and deletes go through agents.services, so the admin obeys the same
-rules as the API (no agent rule looser than the owner's level; deleting keeps the agent's notes)."""
+"""Admin for saved agents. Edits and deletes go through agents.services, so the admin obeys the same rules as
+the API (deleting keeps the agent's notes).
+
+What has a say in what an agent reads and saves of its owner's memory — its memory choice, its save rule, its
+grants (Remember things), its Tools and Add-ons lists (memory on them) — is shown, never changed here: the
+spec has the owner set them in the agent form, and an administrator who could would choose for them, as the
+memory settings' admin refuses to. For the same reason an administrator makes no agent for somebody."""
 
 from __future__ import annotations
 
@@ -14,21 +19,21 @@ from localai_memory.core.errors import InvalidInput
 from . import services
 from .models import Agent
 
+#: What an administrator may edit, each checked as the API checks it.
 _CLEANERS = {
     "name": services.clean_name,
     "instructions": services.clean_instructions,
-    "tools": lambda value: services.clean_names("tools", value),
-    "addons": lambda value: services.clean_names("addons", value),
-    "grants": lambda value: services.clean_names("grants", value),
-    "memory": services.clean_memory,
-    "memory_save": services.clean_memory_save,
 }
+
+
+#: The fields that have a say in the policy's reading of the agent (``policy.TurnFacts``' ``agent_*``): the owner's.
+OWNERS_CHOICES = ("tools", "addons", "grants", "memory", "memory_save")
 
 
 class AgentAdminForm(forms.ModelForm):
     class Meta:
         model = Agent
-        fields = ["owner", "name", "instructions", "tools", "addons", "grants", "memory", "memory_save"]
+        fields = list(_CLEANERS)
 
     def clean(self) -> dict[str, Any]:
         data = cast("dict[str, Any]", super().clean())  # a ModelForm's clean() returns cleaned_data
@@ -65,11 +70,11 @@ class AgentAdmin(OwnedAdmin):
     list_filter = [MemoryChoiceFilter, "memory_save", "created_at", "updated_at"]
     search_fields = ["name", "instructions", "owner__username"]
     list_select_related = ["owner"]
-    readonly_fields = ["created_at", "updated_at"]
+    # owner: an agent's notes live in its owner's files; moving it to another owner would strand them
+    readonly_fields = ["owner", *OWNERS_CHOICES, "created_at", "updated_at"]
 
-    def get_readonly_fields(self, request, obj: Agent | None = None) -> list[str]:
-        # An agent's notes live in its owner's files; moving it to another owner would strand them.
-        return [*self.readonly_fields, "owner"] if obj is not None else list(self.readonly_fields)
+    def has_add_permission(self, request) -> bool:
+        return False
 
     @admin.display(description="Memory", ordering="memory")
     def memory_choice(self, obj: Agent) -> str:
@@ -88,12 +93,9 @@ class AgentAdmin(OwnedAdmin):
         return obj.grant_write
 
     def save_model(self, request, obj: Agent, form, change: bool) -> None:
-        fields = {field: form.cleaned_data[field] for field in _CLEANERS}
-        if change:
-            saved = services.agent_update(owner_id=obj.owner_id, agent_id=obj.pk, **fields)
-        else:
-            saved = services.agent_create(owner_id=obj.owner_id, **fields)
-        obj.pk, obj.created_at, obj.updated_at = saved.pk, saved.created_at, saved.updated_at
+        fields = {field: form.cleaned_data[field] for field in _CLEANERS if field in form.cleaned_data}
+        saved = services.agent_update(owner_id=obj.owner_id, agent_id=obj.pk, **fields)
+        obj.created_at, obj.updated_at = saved.created_at, saved.updated_at
 
     def delete_model(self, request, obj: Agent) -> None:
         services.agent_delete(owner_id=obj.owner_id, agent_id=obj.pk, memory="keep")

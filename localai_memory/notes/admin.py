@@ -1,4 +1,7 @@
-"""Admin for the Memory files: read-only audit views; restores go through the notes services."""
+"""Admin for the Memory files: read-only audit views; restores go through the notes services.
+
+An administrator's restore is held to what the owner's is, and refused while the owner's memory is off
+(``services.trash_restore_for_owner``): then only they decide what comes back."""
 
 from __future__ import annotations
 
@@ -72,8 +75,8 @@ class TrashEntryAdmin(ReadOnlyAdmin):
     def restore(self, request: HttpRequest, queryset: QuerySet[TrashEntry]) -> None:
         for entry in queryset.filter(restored_at__isnull=True).select_related("owner"):
             try:
-                change = services.trash_restore(owner_id=entry.owner_id, entry_id=entry.pk,
-                                                actor=f"admin {request.user}")
+                change = services.trash_restore_for_owner(owner_id=entry.owner_id, entry_id=entry.pk,
+                                                          actor=f"admin {request.user}")
             except ApplicationError as exc:
                 self.message_user(request, f"{entry} of {entry.owner}: not restored. {exc.message}",
                                   messages.WARNING)

@@ -645,6 +645,23 @@ def trash_restore(*, owner_id: int, entry_id: int, actor: str = "you") -> Change
     return change_set
 
 
+@transaction.atomic
+def trash_restore_for_owner(*, owner_id: int, entry_id: int, actor: str) -> ChangeSet:
+    """``trash_restore`` done by somebody else for the owner (an administrator), with what the owner's own restore
+    is held to (caps, the server's files), and refused while the owner's memory is switched off (Forbidden
+    ``user_off``, nothing written): memory is their choice alone, and notes brought back while it is off (a
+    whole Forget everything) are theirs to bring back, from their Trash, once they want them. Checked under
+    the owner's note lock, which the restore holds to its end."""
+    from localai_memory.growth.selectors import owner_context
+
+    lock_owner(owner_id)
+    decision = owner_context(owner_id=owner_id).decision
+    if decision.blocked_by == "user":
+        raise Forbidden("Their memory is switched off (or their settings cannot be read), so only they can restore "
+                        "it, from the Trash on their Files page.", code=decision.code or "user_off")
+    return trash_restore(owner_id=owner_id, entry_id=entry_id, actor=actor)
+
+
 def _notes_without_file(owner_id: int, paths: Iterable[str]) -> set[str]:
     """The topic files among ``paths`` whose topic has a line in its scope's index as it is now that does not
     point to them: a note of that topic saved again since, without details. (A line that still points to its

@@ -35,17 +35,37 @@ def test_the_admin_lists_agents_with_their_memory_choices_and_searches_them(admi
 
 def test_an_agent_edited_in_the_admin_goes_through_the_same_rules(admin_client, owner):
     agent = services.agent_create(owner_id=owner.pk, name="Cook", memory="own")
-    form = {"name": "Chef", "instructions": "", "tools": '["memory"]', "addons": "[]", "grants": "[]",
-            "memory": "mine", "memory_save": "never"}
-    response = admin_client.post(f"/admin/agents/agent/{agent.pk}/change/", form)
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    response = admin_client.post(url, {"name": "Chef", "instructions": "You cook."})
     assert response.status_code == 302, response.content.decode()[:2000]
     agent.refresh_from_db()
-    assert (agent.name, agent.memory, agent.memory_save, agent.grants) == ("Chef", "mine", "never", [])
+    assert (agent.name, agent.instructions) == ("Chef", "You cook.")
 
-    bad = admin_client.post(f"/admin/agents/agent/{agent.pk}/change/", {**form, "tools": '["Memory"]'})
-    assert bad.status_code == 200 and "is not a name" in bad.content.decode()
+    bad = admin_client.post(url, {"name": "Chef\x07", "instructions": ""})
+    assert bad.status_code == 200 and "name may not contain control characters" in bad.content.decode()
     agent.refresh_from_db()
-    assert agent.tools == ["memory"]
+    assert agent.name == "Chef"
+
+
+def test_an_agents_memory_choices_are_its_owners_and_the_admin_only_shows_them(admin_client, owner):
+    """Its memory choice, save rule, grants, Tools and Add-ons decide what it reads and saves of its owner's
+    memory: the owner sets them in the agent form; an administrator sees them and cannot change them, nor make
+    an agent for somebody."""
+    agent = services.agent_create(owner_id=owner.pk, name="Cook", tools=[], addons=[], grants=[], memory="none",
+                                  memory_save="never")
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    page = admin_client.get(url).content.decode()
+    assert "None" in page and "Never" in page
+    assert not any(f'name="{field}"' in page for field in ("memory", "memory_save", "grants", "tools", "addons"))
+
+    response = admin_client.post(url, {"name": "Cook", "instructions": "", "tools": '["memory"]',
+                                       "addons": '["memory"]', "grants": '["memory.write"]',
+                                       "memory": "mine_and_own", "memory_save": ""})
+
+    assert response.status_code == 302
+    agent.refresh_from_db()
+    assert (agent.memory, agent.memory_save, agent.grants, agent.tools, agent.addons) == ("none", "never", [], [], [])
+    assert admin_client.get("/admin/agents/agent/add/").status_code == 403
 
 
 def test_the_database_refuses_a_rule_looser_than_always(owner):
