@@ -7,15 +7,15 @@ once with Undo when the person's own yes counts, a proposal when it waits for so
 refused (memory off, a private chat, a chat that may not save). The answer is one line for the chat; the
 turn's memory report carries the saved note (with its Undo) or the proposal, as for the model's notes.
 
-The note's topic comes from the fact's first content words (``i live in Rome`` → ``live-rome``); a topic in
-use by another note gets a number. The summary is the fact; a fact longer than an index line keeps its first
-words as the line and the whole text in the topic file.
+The note's topic comes from the fact's first content words and its negations (``i live in Rome`` →
+``live-rome``, ``I don't eat meat`` → ``dont-eat-meat``); a topic in use by another note gets a number. The
+summary is the fact; a fact longer than an index line keeps its first words as the line and the whole text in
+the topic file.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from django.db import transaction
 from django.utils import timezone
@@ -27,6 +27,7 @@ from localai_memory.memory import policy
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import AlreadySaved
 from localai_memory.memory.selectors import topics_in_use
+from localai_memory.notes import paths
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import SUMMARY_MAX_CHARS, Scope, clean_summary
@@ -48,10 +49,10 @@ from .tools import ToolContext, already_saved, propose, refused
 #: group) reaches here only as ``/remember`` when it named this bot: the adapter takes its own name off, and
 #: a command for another bot is not for this one.
 _COMMAND = re.compile(r"^\s*/remember(?=\s|$)(?P<fact>.*)\Z", re.IGNORECASE | re.DOTALL)
-_WORD = re.compile(r"[a-z0-9]+")
-#: Words that say nothing about what a note is about, on top of recall's stopwords.
-_FILLER = frozenset({"remember", "note", "that", "im", "ive", "id", "ill", "dont", "doesnt"})
-TOPIC_WORDS = 3
+#: Words that say nothing about what a note is about, on top of recall's stopwords (a negation among them is
+#: kept all the same: ``notes.paths.NEGATIONS``).
+_FILLER = frozenset({"remember", "note", "that", "im", "ive", "id", "ill"})
+_SKIP = STOPWORDS | _FILLER
 TOPIC_MAX_CHARS = 40
 USAGE = "Write what to remember after /remember, for example: /remember I live in Rome."
 
@@ -63,10 +64,9 @@ def parse(content: str) -> str | None:
 
 
 def topic_words(fact: str) -> list[str]:
-    """The first content words of ``fact`` in ASCII lower case (accents dropped): a topic's parts."""
-    ascii_text = unicodedata.normalize("NFKD", fact).encode("ascii", "ignore").decode().lower().replace("'", "")
-    words = [w for w in _WORD.findall(ascii_text) if w not in STOPWORDS and w not in _FILLER]
-    return words[:TOPIC_WORDS]
+    """The first content words of ``fact`` in ASCII lower case (accents dropped), with its negations
+    (``notes.paths.topic_words``): a topic's parts."""
+    return paths.topic_words(fact, skip=_SKIP, join_apostrophes=True)
 
 
 def topic_for(fact: str, taken: set[str]) -> str:

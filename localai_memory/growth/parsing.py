@@ -16,7 +16,7 @@ from typing import Any
 
 from localai_memory.core.parsers import json_loads
 from localai_memory.memory.policy import looks_secret
-from localai_memory.notes.paths import SUMMARY_MAX_CHARS, TOPIC_RE, printable_line
+from localai_memory.notes.paths import SUMMARY_MAX_CHARS, TOPIC_RE, printable_line, topic_words
 
 ACTIONS = ("add", "update", "delete", "noop")
 _ACTION_WORDS = {
@@ -29,10 +29,12 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _LINE_COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
 #: Words a topic made from a fact leaves out, in the languages people write notes in (as ``slugify`` folds
-#: them to ASCII: "für" is "fur", "à" is "a"); none that also carries meaning in English ("die", "son", "war").
+#: them to ASCII: "für" is "fur", "à" is "a"); none that also carries meaning in English ("die", "son", "war"),
+#: and no negation: ``topic_words`` keeps those whatever this list says (``notes.paths.NEGATIONS``).
 _STOP = frozenset([
     "a", "an", "the", "is", "are", "was", "be", "of", "to", "in", "on", "at", "for", "and", "or", "my", "i", "me",
     "user", "user's", "their", "his", "her",
+    "m", "s", "re", "ve", "ll",  # what an apostrophe leaves of "I'm", "user's", "we're", "I've", "I'll"
     # German
     "ich", "mein", "meine", "meinen", "meinem", "meiner", "bin", "ist", "sind", "der", "das", "dem", "des", "ein",
     "eine", "einen", "einem", "und", "oder", "im", "am", "auf", "mit", "zu", "zum", "zur", "von", "vom", "fur",
@@ -42,7 +44,7 @@ _STOP = frozenset([
     "suis", "au", "aux", "en", "dans", "sur", "pour", "avec",
     # Spanish, Italian, Portuguese
     "yo", "mi", "mis", "el", "los", "las", "una", "y", "es", "soy", "estoy", "del", "con", "por", "para", "al",
-    "io", "il", "lo", "gli", "di", "da", "sono", "mio", "mia", "eu", "o", "os", "um", "do", "no", "na", "sou",
+    "io", "il", "lo", "gli", "di", "da", "sono", "mio", "mia", "eu", "o", "os", "um", "do", "na", "sou",
     "meu", "minha",
 ])
 DETAILS_MAX_CHARS = 2000
@@ -125,12 +127,13 @@ def slugify(value: object, fallback: str = "") -> str:
     for source in (value, fallback):
         if not isinstance(source, str):
             continue
-        ascii_text = unicodedata.normalize("NFKD", source).encode("ascii", "ignore").decode().lower()
-        words = re.findall(r"[a-z0-9]+", ascii_text)
         if source is fallback:
             if looks_secret(source):  # a topic is a file name shown everywhere: never the secret's words
                 return "private-note"
-            words = [w for w in words if w not in _STOP][:3]
+            words = topic_words(source, skip=_STOP)  # its negations kept: "dont-eat-meat", never "eat-meat"
+        else:
+            ascii_text = unicodedata.normalize("NFKD", source).encode("ascii", "ignore").decode().lower()
+            words = re.findall(r"[a-z0-9]+", ascii_text)
         slug = "-".join(words)[:40].strip("-")
         if slug and slug != "index" and TOPIC_RE.match(slug):
             return slug

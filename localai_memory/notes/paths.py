@@ -118,6 +118,53 @@ def channel_key(binding_id: int | str, conversation_id: str) -> str:
     return f"{binding_id}-{digest}"
 
 
+#: Words that turn a note into its opposite, in the languages people write notes in, as ``topic_words`` reads
+#: them (ASCII, "n't" closed up: "don't" is "dont", "não" is "nao"). A topic made from a note's words keeps
+#: every one, wherever a stop-word list would drop it: "I don't eat meat" is ``dont-eat-meat``, never
+#: ``eat-meat``; "I am not married" ``not-married``; "I no longer live in Rome" ``no-longer-live-rome``. With
+#: them the few words that say a fact no longer holds: "I used to smoke" is ``used-smoke``, not ``smoke``.
+#: Portuguese "no" ("in the") is kept too: a topic that reads "no" once too often says nothing false.
+NEGATIONS = frozenset([
+    # English
+    "no", "not", "nor", "never", "neither", "none", "nothing", "nobody", "nowhere", "without", "cannot", "cant",
+    "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "wont", "wouldnt", "shouldnt", "couldnt",
+    "hasnt", "havent", "hadnt", "mustnt", "neednt", "aint", "used", "formerly", "anymore",
+    # German
+    "nicht", "kein", "keine", "keinen", "keinem", "keiner", "keines", "nie", "niemals", "nichts", "ohne", "weder",
+    # French: "ne" (and "n'", read as "n") too, since without it "ne … plus" (no more) reads as "plus" (more)
+    "ne", "n", "pas", "jamais", "rien", "aucun", "aucune", "sans", "ni",
+    # Spanish, Italian, Portuguese
+    "nunca", "jamas", "sin", "nada", "nadie", "ningun", "ninguna", "tampoco", "non", "mai", "senza", "niente",
+    "nessun", "nessuno", "nessuna", "nao", "sem", "nenhum", "nenhuma", "nem",
+])
+#: How many words besides its negations name a topic made from a note.
+TOPIC_WORDS = 3
+_TOPIC_WORD = re.compile(r"[a-z0-9]+")
+
+
+def topic_words(text: str, *, skip: Collection[str], join_apostrophes: bool = False) -> list[str]:
+    """The words a topic made from ``text`` is named with: in ASCII lower case (accents dropped; a letter
+    with no ASCII form, as in 我 or 🐶, cannot be in a topic, ``TOPIC_RE``), the first ``TOPIC_WORDS`` that
+    are not in ``skip``, with every negation among and right after them (``NEGATIONS``), so the topic never
+    says the opposite of the note. "n't" is closed up ("don't" is "dont"); ``join_apostrophes`` closes up
+    every other apostrophe too ("i'm" is "im"), else it splits a word ("j'habite" is "j", "habite")."""
+    ascii_text = unicodedata.normalize("NFKD", text.replace("\u2019", "'")).encode("ascii", "ignore").decode().lower()
+    ascii_text = ascii_text.replace("n't", "nt")
+    if join_apostrophes:
+        ascii_text = ascii_text.replace("'", "")
+    words: list[str] = []
+    named = 0
+    for word in _TOPIC_WORD.findall(ascii_text):
+        if word in NEGATIONS:
+            words.append(word)
+        elif named == TOPIC_WORDS:
+            break
+        elif word not in skip:
+            words.append(word)
+            named += 1
+    return words
+
+
 def check_topic(topic: object) -> str:
     if not isinstance(topic, str) or not TOPIC_RE.match(topic) or topic == INDEX_TOPIC:
         raise InvalidInput(

@@ -55,6 +55,24 @@ def test_a_note_posted_without_a_topic_is_named_from_its_words_once_and_undone(a
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- live-rome: I live in Rome\n"
 
 
+@pytest.mark.parametrize(("summary", "topic"), [
+    ("I don't eat meat", "dont-eat-meat"),
+    ("I don\u2019t eat meat", "dont-eat-meat"),
+    ("I am not married", "not-married"),
+    ("No peanuts, ever", "no-peanuts"),
+    ("I no longer live in Rome", "no-longer-live-rome"),
+    ("I never drink coffee", "never-drink-coffee"),
+    ("Coffee without sugar", "coffee-without-sugar"),
+    ("I used to smoke", "used-smoke"),
+])
+def test_a_topic_named_from_a_posted_note_keeps_its_negation(api, owner, summary, topic):
+    posted = post_json(api, NOTES, {"summary": summary})
+
+    assert posted.status_code == 201, posted.content
+    assert posted.json()["topic"] == topic
+    assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == f"- {topic}: {summary}\n"
+
+
 @pytest.mark.parametrize(("body", "code"), [
     ({"summary": "  "}, "invalid_summary"),
     ({"summary": "x" * 201}, "summary_too_long"),

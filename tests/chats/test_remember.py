@@ -129,7 +129,7 @@ def test_an_agent_chat_saves_where_the_agent_saves(api, owner, model):
     agent = make_agent(owner, memory="own")
     body = send(api, new_chat(api, agent=agent.pk), "/remember Chef cooks without garlic")
     assert body["memory"]["saved"][0]["scope"] == "agent"
-    assert index_of(owner, Scope.agent(agent.pk)) == "- chef-cooks-without: Chef cooks without garlic\n"
+    assert index_of(owner, Scope.agent(agent.pk)) == "- chef-cooks-without-garlic: Chef cooks without garlic\n"
     assert index_of(owner) == ""
 
 

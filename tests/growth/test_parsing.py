@@ -54,6 +54,19 @@ def test_a_topic_is_made_from_the_summary_when_the_model_gives_none():
     assert slugify("index", "index") == ""
 
 
+def test_a_topic_made_from_the_summary_keeps_its_negation():
+    assert slugify(None, "The user doesn't eat meat") == "doesnt-eat-meat"
+    assert slugify(None, "The user is not married") == "not-married"
+    assert slugify(None, "No peanuts, ever") == "no-peanuts-ever"
+    assert slugify(None, "The user no longer lives in Rome") == "no-longer-lives-rome"
+    assert slugify(None, "Ich esse kein Fleisch") == "esse-kein-fleisch"
+    assert slugify(None, "Je ne mange plus de viande") == "ne-mange-plus-viande"
+    assert slugify(None, "Non bevo mai caffè") == "non-bevo-mai-caffe"
+    assert slugify(None, "The user's dog is called Rex") == "dog-called-rex"
+    parsed = parse_reply('{"facts": ["The user does not drink alcohol"]}')
+    assert [c.topic for c in parsed.candidates] == ["does-not-drink-alcohol"]
+
+
 def test_a_summary_is_one_short_line():
     parsed = parse_reply('{"facts": [{"topic": "bio", "summary": "' + "word " * 80 + '"}]}')
 
