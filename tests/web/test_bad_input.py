@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from html import unescape as html_unescape
 
 import pytest
 
@@ -114,8 +115,26 @@ def test_adding_a_note_of_a_topic_in_use_replaces_nothing_and_keeps_what_was_typ
     page = alice_client.post("/settings/memory/notes/add/", {
         "scope": "user", "topic": "anna", "summary": "My name is Anna Jones"}, follow=True)
     html = page.content.decode()
-    assert "A note “anna” exists already" in html and 'value="My name is Anna Jones"' in html
+    assert ('A note “anna” exists already: <a href="/settings/memory/note/?path=Memory%2Findex.md">open it</a> '
+            'to change it' in html) and 'value="My name is Anna Jones"' in html
+    assert "A topic in use is not replaced: open that note to change it." in html
+    assert "a topic in use is replaced" not in html
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- anna: sister Anna lives in Rome\n"
+
+
+def test_the_note_a_topic_in_use_names_opens_from_the_refusal(alice_client, owner):
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="home", summary="lives in Rome",
+                details="Monti, near the Colosseum.", source="files")
+    page = alice_client.post("/settings/memory/notes/add/", {
+        "scope": "user", "topic": "home", "summary": "lives in Lisbon"}, follow=True)
+    link = re.search(r'A note “home” exists already: <a href="([^"]+)">open it</a>', page.content.decode())
+
+    assert link is not None
+    opened = alice_client.get(html_unescape(link[1])).content.decode()
+    assert "Monti, near the Colosseum." in opened
 
 
 @pytest.mark.parametrize("importance", ["5", "nan", "inf", "-0.5", "lots"])

@@ -16,6 +16,7 @@ from django.contrib.messages.storage.base import Message
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -487,8 +488,8 @@ def memory_forget(request: AuthenticatedHttpRequest) -> HttpResponse:
 @require_POST
 def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Add a note by hand: its index line and, optionally, its details. With no topic, the note gets one made
-    from its first words (``chats.remember.note_add``); a topic in use is refused (nothing replaced) and the
-    form keeps what was typed."""
+    from its first words (``chats.remember.note_add``); a topic in use is refused (nothing replaced), with a
+    link that opens that note, and the form keeps what was typed."""
     from localai_memory.chats.remember import note_add
 
     topic = request.POST.get("topic", "").strip()
@@ -511,8 +512,9 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
         if exc.code != "topic_exists":
             flash(request, messages.INFO, exc.message)
         else:
-            flash(request, messages.ERROR, f"A note “{topic}” exists already: open it to change it, or pick "
-                                           "another topic. Nothing was replaced.")
+            flash(request, messages.ERROR, format_html(
+                "A note “{}” exists already: <a href=\"{}\">open it</a> to change it, or pick another topic. "
+                "Nothing was replaced.", topic, _note_url(request.user.pk, scope, topic)))
             request.session[NOTE_DRAFT] = typed
     except ApplicationError as exc:
         flash_error(request, exc)
@@ -523,6 +525,14 @@ def memory_note_add(request: AuthenticatedHttpRequest) -> HttpResponse:
         else:
             flash(request, messages.INFO, f"That is already in memory, as the note “{topic}”.")
     return back(request, MEMORY_TAB)
+
+
+def _note_url(owner_id: int, scope: Scope, topic: str) -> str:
+    """Where the tab's row of the note opens it: its topic file, or the index for a note that is one line."""
+    entry = next((e for e in notes_selectors.index_entries(owner_id=owner_id, scope=scope) if e.topic == topic),
+                 None)
+    path = scope.topic_path(topic) if entry is not None and entry.file else scope.index_path
+    return f"/settings/memory/note/?{urlencode({'path': path})}"
 
 
 @login_required
