@@ -236,9 +236,17 @@ def question_text(*, summary: str, topic: str, scope: str, requester_can_answer:
     return text
 
 
-def saved_text(*, summary: str, topic: str, scope: str) -> str:
+def saved_text(*, summary: str, topic: str, scope: str, before: dict[str, str | None] | None = None) -> str:
+    """What the bot says of a note saved at once; with ``before`` (the note it replaced, as the turn's report
+    gives it), what that note said, as the web chat shows it struck through."""
     where = _SCOPE_WORDS.get(scope, "memory")
-    return (f"Saved to {where}: \u201c{summary}\u201d ({topic}). Reply undo within 30 minutes to take it back.")
+    replaced = ""
+    if before and before.get("summary") and before["summary"] != summary:
+        replaced = f" It replaces \u201c{before['summary']}\u201d."
+    elif before:
+        replaced = " It replaces the note's earlier details."
+    return (f"Saved to {where}: \u201c{summary}\u201d ({topic}).{replaced} Reply undo within 30 minutes to take it "
+            "back.")
 
 
 #: The policy's reasons an answer does not count that are about who answers (``policy.answer_refusal``); the
@@ -587,7 +595,8 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
                               undo_until=undo_until, sender=sender, topic=saved.get("topic", "")[:40],
                               summary=(saved.get("summary") or "")[:300], created_at=now)
         reply.messages.append(Outbound(saved_text(summary=saved.get("summary") or "", topic=saved["topic"],
-                                                  scope=saved.get("scope", "channel"))))
+                                                  scope=saved.get("scope", "channel"),
+                                                  before=saved.get("before"))))
     asked: set[int] = set()
     for proposed in report.get("proposed", []):
         proposal = Proposal.objects.filter(pk=proposed["proposal_id"], owner_id=binding.owner_id).first()

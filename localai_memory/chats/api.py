@@ -113,6 +113,8 @@ class ChatMessagesApi(ApiView):
     @extend_schema(request=MessageInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request, chat_id: int):
         """One turn: your message in, the reply and what memory did out (read, saved, proposed, refused).
+        A ``saved`` item's ``before`` is the note it replaced (``{summary, details}``, as a proposal's
+        ``current``), null when it made a new note.
 
         When the model server fails the answer is 502 (504 on a timeout) and your message is kept. A chat
         deleted while the model answered is a 410 ``chat_deleted``: neither the message nor the reply is kept."""

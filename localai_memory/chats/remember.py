@@ -214,7 +214,8 @@ def _save(ctx: ToolContext, scope: Scope, topic: str, summary: str, details: str
                          source=ChangeSet.Source.CHAT, actor=_actor(ctx), chat_id=ctx.chat.pk,
                          read_after=ctx.read_after, undo_until=undo_until)
     ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
-                                "undo_until": undo_until.isoformat(), "typed": True})
+                                "undo_until": undo_until.isoformat(), "typed": True,
+                                "before": None})  # a typed note takes a topic no note holds: it replaces none
     return f"Saved to memory: \u201c{summary}\u201d ({topic}). {policy.MESSAGES['typed_note']}"
 
 

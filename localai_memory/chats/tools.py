@@ -399,7 +399,7 @@ def already_saved(ctx: ToolContext, kind: str, topic: str, summary: str, message
     """A note memory already holds, recorded in the turn's report as saved (no change, no Undo): ``saved``
     for the model too (the tool's contract), marked ``already_saved`` with no change id."""
     ctx.report["saved"].append({"change_id": None, "topic": topic, "scope": kind, "summary": summary,
-                                "undo_until": None, "already_saved": True})
+                                "undo_until": None, "already_saved": True, "before": None})
     return {"status": "saved", "already_saved": True, "change_id": None, "topic": topic, "scope": kind,
             "undo_until": None, "message": message}
 
@@ -418,8 +418,11 @@ def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, top
             raise
         return already_saved(ctx, decision.scope or scope.kind, topic, summary, exc.message)
     ctx.saved_now += 1
+    # What it replaced, shown beside it as a confirmed proposal shows its Before: a note saved at once over
+    # another is an update the person did not see coming.
+    before = notes_selectors.note_before(change=change, scope=scope, topic=topic)
     ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
-                                "undo_until": undo_until.isoformat()})
+                                "undo_until": undo_until.isoformat(), "before": before})
     return {"status": "saved", "change_id": change.pk, "topic": topic, "scope": scope.kind,
             "undo_until": undo_until.isoformat(), "message": decision.message}
 

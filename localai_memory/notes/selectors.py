@@ -126,6 +126,22 @@ def note_now(*, owner_id: int, scope: Scope, topic: str) -> tuple[IndexEntry | N
     return line, files.get(scope.topic_path(topic))
 
 
+def note_before(*, change: ChangeSet, scope: Scope, topic: str) -> dict[str, str | None] | None:
+    """The note ``change`` replaced, as a proposal's card shows it (``{summary, details}``: its index line and
+    its topic file before the change, each None when it had none), or None when ``change`` made it new. A file
+    the change did not touch is read as it is now, which is as it was."""
+    index_path, topic_path = scope.index_path, scope.topic_path(topic)
+    touched = dict(change.files.filter(path__in=[index_path, topic_path]).values_list("path", "before"))
+    line_now, details_now = (note_now(owner_id=change.owner_id, scope=scope, topic=topic) if len(touched) < 2
+                             else (None, None))
+    line = (next((e for e in parse_index(touched[index_path] or "") if e.topic == topic), None)
+            if index_path in touched else line_now)
+    details = touched.get(topic_path, details_now)
+    if line is None and details is None:
+        return None
+    return {"summary": line.summary if line is not None else None, "details": details}
+
+
 def note_version(*, line: IndexEntry | None, details: str | None, importance: float | None) -> str | None:
     """The version of one note as a person reads it: its index line, its topic file's text and the importance
     they gave it, in 16 hex digits (None: there is no such note). A note's edit, delete or importance sends

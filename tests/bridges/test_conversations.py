@@ -167,8 +167,10 @@ def test_undo_within_thirty_minutes_restores_the_earlier_text(bot, owner, model,
     note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="diet", summary="vegetarian",
                 source="files", actor="you")
     propose(model, VEGAN)
-    bot.dm(alice, "Actually I am vegan now.", expect=2)
+    said = bot.dm(alice, "Actually I am vegan now.", expect=2)
     assert notes_of(owner, dm_scope(bot, alice)) == "- diet: vegan, no honey\n"
+    assert ("Saved to this conversation's notes: \u201cvegan, no honey\u201d (diet). It replaces \u201cvegetarian"
+            "\u201d. Reply undo within 30 minutes to take it back.") in said.texts
 
     with time_machine.travel(timezone.now() + timedelta(minutes=29)):
         undone = bot.dm(alice, "undo")

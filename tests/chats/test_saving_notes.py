@@ -52,6 +52,29 @@ def test_save_it_and_tell_me_saves_at_once_with_a_thirty_minute_undo(api, owner,
     assert Proposal.objects.count() == 0
 
 
+def test_a_note_saved_at_once_over_another_says_what_it_replaced(api, client, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "work", "works as a teacher", details="A primary school in Ostia.")
+    chat = new_chat(api)
+    propose(model, {"kind": "memory", "topic": "work", "summary": "works as a nurse at Gemelli"})
+    body = send(api, chat, "I changed jobs: I am a nurse at Gemelli now.")
+    [saved] = body["memory"]["saved"]
+    assert saved["summary"] == "works as a nurse at Gemelli"
+    assert saved["before"] == {"summary": "works as a teacher", "details": "A primary school in Ostia.\n"}
+
+    propose(model, {"kind": "memory", "topic": "pets", "summary": "has a cat called Miso"})
+    body = send(api, chat, "I have a cat, Miso.")
+    assert body["memory"]["saved"][0]["before"] is None  # a new note replaced nothing
+
+    client.force_login(owner)
+    page = client.get(f"/chats/{chat}/").content.decode()
+    assert "Saved to memory</strong>: work — <span dir=\"auto\">works as a nurse at Gemelli</span>" in page
+    assert ('<span class="muted">Before:</span> <span class="visually-hidden">Old text: </span>'
+            '<del dir="auto">works as a teacher</del>') in page
+    assert "A primary school in Ostia." in page
+    assert page.count("Before:") == 1
+
+
 def test_details_at_their_8_kib_cap_are_proposed_however_the_model_server_escapes_them(api, owner, model):
     details = "😀" * 2048  # 8192 bytes: the cap; the fake writes each as \ud83d\ude00 (12 characters)
     chat = new_chat(api)

@@ -84,6 +84,14 @@ class SavedView:
     undo_until: datetime | None
     undone: bool
     already_saved: bool
+    #: The note it replaced (``{summary, details}``, each None when it had none); None: it made a new note.
+    before: dict[str, str | None] | None = None
+
+    @property
+    def replaced_line(self) -> bool:
+        """Whether it replaced another index line (struck through beside it, as a proposal's Before); a save
+        of new details under the same line shows the details before only."""
+        return bool(self.before and self.before.get("summary") and self.before["summary"] != self.summary)
 
     @property
     def undo_open(self) -> bool:
@@ -163,7 +171,8 @@ def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
                 view.saved.append(SavedView(topic=saved.get("topic", ""), summary=saved.get("summary", ""),
                                             scope=saved.get("scope", ""), change_id=saved.get("change_id"),
                                             undo_until=until, undone=saved.get("change_id") in undone,
-                                            already_saved=bool(saved.get("already_saved"))))
+                                            already_saved=bool(saved.get("already_saved")),
+                                            before=saved.get("before") or None))
             view.proposals = [by_id[p["proposal_id"]] for p in report.get("proposed", [])
                               if p.get("proposal_id") in by_id]
             view.refused = list(report.get("refused", []))
@@ -179,7 +188,9 @@ def reply_announcement(views: list[MessageView]) -> str:
         return ""
     last = views[-1]
     said = [f"The assistant answered: {Truncator(last.message.content).chars(300)}"]
-    said += [f"Saved to memory: {s.topic}." for s in last.saved if not s.already_saved]
+    said += [f"Saved to memory: {s.topic}"
+             + (f", in place of “{s.before['summary']}”." if s.replaced_line and s.before else ".")
+             for s in last.saved if not s.already_saved]
     for p in last.proposals:
         topic = p.proposal.topic
         said.append(f"It proposes to forget the note “{topic}”: Forget it or Keep it." if p.proposal.is_delete
