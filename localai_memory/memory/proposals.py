@@ -327,10 +327,20 @@ def _locked_pending(*, owner_id: int, proposal_id: object) -> Proposal:
     if proposal.status == Proposal.Status.EXPIRED:
         return proposal
     if proposal.status != Proposal.Status.PENDING:
-        verb = "saved" if proposal.status == Proposal.Status.CONFIRMED else "dropped"
-        raise Conflict(f"This proposal was {verb} already.", code="proposal_decided",
+        raise Conflict(_decided_already(proposal), code="proposal_decided",
                        details={"status": proposal.status, "decided_by": proposal.decided_by})
     return proposal
+
+
+def _decided_already(proposal: Proposal) -> str:
+    """What an answer to a proposal answered before is told, in the words its card used: confirmed, it was
+    saved (or forgotten); rejected, it was rejected and nothing changed. "Dropped" is kept for the ones
+    something ended before their time (``DROPPED``), which are expired, not decided."""
+    if proposal.status == Proposal.Status.CONFIRMED:
+        return ("This proposal to forget the note was confirmed already." if proposal.is_delete
+                else "This proposal was saved already.")
+    return ("This proposal to forget the note was rejected already: the note was kept." if proposal.is_delete
+            else "This proposal was rejected already: nothing was saved.")
 
 
 def _check_answer(proposal: Proposal, sender: Sender | None) -> None:
