@@ -161,9 +161,12 @@ def memory_stats(*, owner_id: int, state: MemoryState | None = None) -> dict[str
     last_change = ChangeSet.objects.filter(owner_id=owner_id).order_by("-created_at", "-id").first()
     last_run = last_pass(owner_id=owner_id)
     return {
+        # ``unavailable`` ({code, message}, as GET /api/chats/memory gives it): why memory that is switched on
+        # does not serve (files off on the server, an add-on that does not run); absent when nothing stops it.
         "memory": {"enabled": state.enabled, "available": state.available, "save_mode": state.save_mode,
                    "consolidation_enabled": state.consolidation_enabled,
-                   "mcp_propose_enabled": state.mcp_propose_enabled},
+                   "mcp_propose_enabled": state.mcp_propose_enabled,
+                   **({"unavailable": state.as_api()["unavailable"]} if "unavailable" in state.as_api() else {})},
         "scopes": scopes,
         "totals": {
             "scopes": sum(1 for s in scopes if s["files"]),

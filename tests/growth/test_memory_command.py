@@ -475,6 +475,18 @@ def test_stats_prints_lines_and_bytes_against_the_caps(owner, notes, suggestion)
     assert "1/40" in out and "agent:7" in out and "1 waiting" in out
 
 
+def test_stats_says_memory_is_off_while_the_server_has_files_off(owner, notes, settings):
+    assert memory("stats", user="alice").startswith("memory on, saving: ask")
+    settings.FILES_ENABLED = False
+
+    out = memory("stats", user="alice")
+    data = json.loads(memory("stats", user="alice", as_json=True))
+
+    assert out.startswith("memory off: files are off on this server (LOCALAI_MEMORY_FILES), and notes are files")
+    assert "memory on" not in out
+    assert data["memory"]["available"] is False and data["memory"]["unavailable"]["code"] == "server_files_off"
+
+
 def test_stats_json(owner, notes):
     data = json.loads(memory("stats", user="alice", as_json=True))
 

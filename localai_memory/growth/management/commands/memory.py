@@ -152,6 +152,19 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(out)
 
 
+def _memory_words(memory: dict[str, Any]) -> str:
+    """Whether memory serves, for the first line of ``stats``: "memory on" only when a chat would read and
+    save notes; switched on but stopped (the server's files off, an add-on that does not run), it says why."""
+    if not memory["enabled"]:
+        return "memory off"
+    unavailable = memory.get("unavailable") or {}
+    if unavailable.get("code") == "server_files_off":
+        return "memory off: files are off on this server (LOCALAI_MEMORY_FILES), and notes are files"
+    if unavailable:
+        return f"memory off: {unavailable['message']}"
+    return "memory on"
+
+
 class Command(BaseCommand):
     help = "Manage a user's memory: list, show, add, edit, forget, trash, restore, proposals, accept, reject, " \
            "export, import, clear, stats, consolidate (each with --user NAME; --json for JSON)."
@@ -346,7 +359,7 @@ class Command(BaseCommand):
         totals = stats["totals"]
         memory = stats["memory"]
         text = "\n".join([
-            (f"memory {'on' if memory['enabled'] else 'off'}, saving: {memory['save_mode']}, "
+            (f"{_memory_words(memory)}, saving: {memory['save_mode']}, "
              f"suggestions from chats: {'on' if memory['consolidation_enabled'] else 'off'}"),
             table(["scope", "lines", "bytes", "topics", "files", "waiting", "last change"], rows),
             (f"total: {totals['topics']} topics, {totals['files']} files, {totals['pending_proposals']} waiting, "
