@@ -34,6 +34,8 @@ from . import tools
 logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
 
 SERVER_NAME = "localai-memory"
+#: The tools that propose a change: served only while the user lets MCP assistants propose notes.
+PROPOSING_TOOLS = frozenset({"memory_propose", "memory_forget"})
 INSTRUCTIONS = (
     "The memory of one user: short notes about them (where they live, what they eat, how they want answers). "
     "Use memory_recall before answering to find the notes that matter (memory_list and memory_recent show them "
@@ -143,8 +145,15 @@ class MemoryServer(MCPServer[Any]):
     schema's, strict: the library's would take "12" for 12 and "yes" for true (``_strict_problems``).
     """
 
+    #: Whether ``memory_propose`` and ``memory_forget`` are served (``build_server``'s ``propose``). Off, they
+    #: are not listed, and a client that calls one anyway is told that proposing is off and how to turn it
+    #: on, not that the tool is unknown.
+    proposing: bool = False
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None,
                         ) -> CallToolResult | InputRequiredResult:
+        if name in PROPOSING_TOOLS and not self.proposing:
+            raise ToolError(f"Error executing tool {name}: {_tool_error(tools.proposing_off())}")
         schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name), None)
         problems = _strict_problems(arguments or {}, schema) if schema is not None else []
         if problems:  # per the tool's input schema, as it is: a value of another type is refused, not converted
@@ -176,6 +185,7 @@ def build_server(*, owner_id: int, propose: bool) -> MCPServer:
     """The MCP server of ``owner_id``; ``memory_propose`` and ``memory_forget`` only when the user turned
     proposing on."""
     server = MemoryServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+    server.proposing = propose
 
     @server.tool(description="The user's saved notes relevant to a query, best first (empty when none "
                              "relate). agent_id reads as a chat of that saved agent would.")

@@ -175,11 +175,19 @@ def stats(*, owner_id: int) -> dict[str, Any]:
     return memory_stats(owner_id=owner_id, state=context.state)
 
 
+#: What a call of ``memory_propose`` or ``memory_forget`` is told while the user has not let MCP assistants
+#: propose notes: the server does not offer them then, and a call made anyway says how to turn them on.
+PROPOSE_OFF_MESSAGE = ("Proposing notes over MCP is off. Turn on \"Let other assistants propose notes (MCP)\" on "
+                       "the Memory tab of your settings.")
+
+
+def proposing_off() -> Forbidden:
+    return Forbidden(PROPOSE_OFF_MESSAGE, code="mcp_propose_off")
+
+
 def _proposing_allowed(context: Any) -> None:
     if context.state is None or not context.state.mcp_propose_enabled:
-        raise Forbidden("Proposing notes over MCP is off. Turn on \"Let other assistants propose notes (MCP)\" on "
-                        "the Memory tab of your settings.",
-                        code="mcp_propose_off")
+        raise proposing_off()
 
 
 def forget(*, owner_id: int, query: str, agent_id: int | None = None) -> dict[str, Any]:

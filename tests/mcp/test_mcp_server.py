@@ -280,6 +280,25 @@ def test_propose_is_offered_only_when_turned_on_and_only_ever_proposes(mcp_sessi
     assert not NoteFile.objects.filter(owner=owner, content__contains="metric").exists()
 
 
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("memory_propose", {"topic": "units", "summary": "prefers metric units"}),
+    ("memory_forget", {"query": "Rome"}),
+])
+def test_propose_while_it_is_off_says_it_is_off_and_how_to_turn_it_on(mcp_session, owner, alices_notes, tool,
+                                                                       arguments):
+    async def work(client: Client) -> tuple[set[str], Any]:
+        return await tool_names(client), await client.call_tool(tool, arguments)
+
+    names, result = mcp_session(owner, work)
+
+    assert tool not in names
+    assert result.is_error
+    assert result.content[0].text == (
+        f"Error executing tool {tool}: Proposing notes over MCP is off. Turn on \"Let other assistants propose "
+        "notes (MCP)\" on the Memory tab of your settings. (mcp_propose_off)")
+    assert not Proposal.objects.filter(owner=owner).exists()
+
+
 def test_forget_proposes_forgetting_the_note_that_matches_and_nothing_else(mcp_session, owner, alices_notes):
     settings_update(user_id=owner.pk, mcp_propose_enabled=True, save_mode="auto")
 
