@@ -341,8 +341,10 @@ class NotesApi(ApiView):
     @extend_schema(request=NewNoteInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
         """Add a note without naming its topic: ``{summary, details?, scope?, importance?}``. The topic is made
-        from the line's first words (``I live in Rome`` → ``live-rome``; one in use gets ``-2``). 201 with the
-        topic and the change set (Undo); a 409 ``already_saved`` names the note that has this line already."""
+        from the line's first words and its negations (``I live in Rome`` → ``live-rome``, ``I don't eat
+        meat`` → ``dont-eat-meat``; one in use gets ``-2``). 201 with the topic, the change set (Undo) and, as
+        PUT answers them, the ``index_version`` and ``note_version`` to send with the next edit; a 409
+        ``already_saved`` names the note that has this line already."""
         from localai_memory.chats.remember import note_add
         from localai_memory.notes.api import change_json
         from localai_memory.notes.models import ChangeSet
@@ -359,7 +361,10 @@ class NotesApi(ApiView):
         return Response({"topic": topic, "scope": scope.name,
                          "importance": None if importance is None else float(importance),
                          "change": change_json(change),
-                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope)},
+                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
+                         "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
+                         "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
+                                                                          topic=topic)},
                         status=201)
 
     @extend_schema(request=ImportanceInput, responses={200: OpenApiTypes.OBJECT})

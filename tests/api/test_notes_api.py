@@ -55,6 +55,20 @@ def test_a_note_posted_without_a_topic_is_named_from_its_words_once_and_undone(a
     assert selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- live-rome: I live in Rome\n"
 
 
+def test_a_posted_note_answers_the_versions_its_next_edit_sends(api, owner):
+    posted = post_json(api, NOTES, {"summary": "I live in Rome"})
+    assert posted.status_code == 201, posted.content
+    listed = next(s for s in api.get(NOTES).json()["scopes"] if s["kind"] == "user")
+    [entry] = listed["index"]
+    assert posted.json()["index_version"] == listed["index_version"]
+    assert posted.json()["note_version"] == entry["note_version"]
+
+    edited = put_json(api, NOTES, {"topic": "live-rome", "summary": "I live in Rome, in Monti",
+                                   "index_version": posted.json()["index_version"],
+                                   "note_version": posted.json()["note_version"]})
+    assert edited.status_code == 200, edited.content
+
+
 @pytest.mark.parametrize(("summary", "topic"), [
     ("I don't eat meat", "dont-eat-meat"),
     ("I don\u2019t eat meat", "dont-eat-meat"),
