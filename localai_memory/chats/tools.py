@@ -224,7 +224,8 @@ def _context_read(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]
         entry = next((e for e in entries if e.topic == topic), None)
         details = notes_selectors.topic_text(owner_id=ctx.chat.owner_id, scope=notes_scope, topic=topic)
         if entry is not None or details is not None:
-            path = notes_scope.topic_path(topic)
+            # A note that is one index line has no topic file: the line is read from the index, as recall says.
+            path = notes_scope.topic_path(topic) if details is not None else notes_scope.index_path
             ctx.report["topics_read"].append({"scope": kind, "topic": topic, "path": path})
             return {"status": "ok", "scope": kind, "topic": topic, "path": path,
                     "summary": defang(entry.summary) if entry else None,

@@ -408,6 +408,28 @@ def test_context_read_returns_the_topic_and_lists_topics_when_unknown(api, owner
     assert body["memory"]["topics_read"] == [{"scope": "user", "topic": "home", "path": "Memory/home.md"}]
 
 
+def test_a_note_that_is_one_line_is_named_as_its_index_line_where_the_chat_says_what_it_used(api, client, owner,
+                                                                                             model):
+    note(owner, "home", "lives in Rome")
+    note(owner, "diet", "vegetarian", details="No meat, fish is fine.")
+    model.script(tool_calls(("context_read", {"topic": "home"}), ("context_read", {"topic": "diet"})),
+                 reply("You live in Rome."))
+    chat = new_chat(api)
+    body = send(api, chat, "Where do I live?")
+    found, _ = tool_results(model.last_request)
+    assert found["path"] == "Memory/index.md" and found["details"] is None
+    assert body["memory"]["topics_read"] == [{"scope": "user", "topic": "home", "path": "Memory/index.md"},
+                                             {"scope": "user", "topic": "diet", "path": "Memory/diet.md"}]
+
+    client.force_login(owner)
+    page = client.get(f"/chats/{chat}/").content.decode()
+    assert ("<li>“home” from your notes: its line in the index — <a href=\"/files/open/?path=Memory/index.md\">"
+            "<code>Memory/index.md</code></a></li>") in page
+    assert "<li>“diet” from your notes — <a href=\"/files/open/?path=Memory/diet.md\">" in page
+    assert "Memory/home.md" not in page
+    assert "used 3 memories" in page  # the index, and each note read, though two are in one file
+
+
 def test_context_read_cannot_open_notes_the_agent_may_not_read(api, owner, model):
     agent = make_agent(owner, memory="own")
     note(owner, "home", "lives in Rome")

@@ -29,6 +29,7 @@ from localai_memory.core.errors import ApplicationError, NotFound, UpstreamError
 from localai_memory.memory import proposals as proposal_services
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
+from localai_memory.notes.paths import INDEX_NAME
 
 from .common import AuthenticatedHttpRequest, int_or_404, is_htmx, not_found_as_404, page
 from .inbox import ProposalView, proposal_views
@@ -120,28 +121,36 @@ class MessageView:
 
 def _used(report: dict[str, Any]) -> list[dict[str, str]]:
     """What a turn read: the indexes put in the prompt, each topic the model opened, and each topic whose
-    details recall put in front of the model."""
+    details recall put in front of the model. Each names the file it came from: a note with no topic file is a
+    line of its index, and says so."""
     items: list[dict[str, str]] = []
     for shown in report.get("read") or []:
         items.append({"label": f"{SCOPE_WORDS.get(shown.get('scope', ''), 'Notes')} (the index)",
                       "path": shown.get("path", "")})
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for topic in report.get("topics_read") or []:
-        path = topic.get("path", "")
-        if path in seen:
+        if (topic.get("scope", ""), topic.get("topic", "")) in seen:
             continue
-        seen.add(path)
-        items.append({"label": f"“{topic.get('topic')}” from {SCOPE_WORDS.get(topic.get('scope', ''), 'notes').lower()}",
-                      "path": path})
+        seen.add((topic.get("scope", ""), topic.get("topic", "")))
+        items.append(_used_topic(topic, "from"))
     recall = report.get("recall") or {}
     for note in recall.get("notes") or []:
-        path = note.get("path", "")
-        if path in seen or not note.get("shown"):  # a recalled line without details is in the index already
+        # a recalled line without details is in the index already
+        if (note.get("scope", ""), note.get("topic", "")) in seen or not note.get("shown"):
             continue
-        seen.add(path)
-        items.append({"label": f"“{note.get('topic')}” recalled from "
-                               f"{SCOPE_WORDS.get(note.get('scope', ''), 'notes').lower()}", "path": path})
+        seen.add((note.get("scope", ""), note.get("topic", "")))
+        items.append(_used_topic(note, "recalled from"))
     return items
+
+
+def _used_topic(item: dict[str, Any], how: str) -> dict[str, str]:
+    """“home” from your notes, at its topic file; or, for a note that is one index line, that line, at the
+    index (its topic file does not exist)."""
+    path = str(item.get("path", ""))
+    where = SCOPE_WORDS.get(item.get("scope", ""), "notes").lower()
+    if path.endswith(f"/{INDEX_NAME}"):
+        return {"label": f"“{item.get('topic')}” {how} {where}: its line in the index", "path": path}
+    return {"label": f"“{item.get('topic')}” {how} {where}", "path": path}
 
 
 def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
