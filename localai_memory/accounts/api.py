@@ -81,9 +81,12 @@ class TokenListApi(ApiView):
             current = calling is not None and token.pk == calling.pk
             # the call's own use is recorded after the response: show it already
             last_used_at = calling.last_used_at if current and calling is not None else token.last_used_at
+            # Times as every other answer writes them (``isoformat``: ``+00:00``); the serializer would end them
+            # in ``Z``. TokensOutput stays the schema.
             tokens.append({"id": token.pk, "name": token.name, "prefix": token.prefix,
-                           "created_at": token.created_at, "last_used_at": last_used_at, "current": current})
-        return Response(TokensOutput({"tokens": tokens}).data)
+                           "created_at": token.created_at.isoformat(),
+                           "last_used_at": last_used_at.isoformat() if last_used_at else None, "current": current})
+        return Response({"tokens": tokens})
 
 
 class TokenDetailApi(ApiView):

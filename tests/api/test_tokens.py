@@ -44,6 +44,11 @@ def test_the_list_shows_each_of_my_tokens_and_marks_the_one_i_call_with(owner, o
     assert by_name["laptop"]["last_used_at"] is None  # never used
     assert by_name["phone"]["last_used_at"].startswith((start + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"))
     assert by_name["laptop"]["created_at"].startswith(start.strftime("%Y-%m-%dT%H:%M"))
+    # written as every other answer writes a time: the agents' created_at, a change's, an export's
+    assert by_name["laptop"]["created_at"] == start.isoformat() and start.isoformat().endswith("+00:00")
+    assert by_name["phone"]["last_used_at"].endswith("+00:00")
+    agent = client_with(phone).post("/api/chats/agents", {"name": "Chef"}, format="json").json()
+    assert agent["created_at"].endswith("+00:00")
     assert laptop not in response.content.decode() and phone not in response.content.decode()
 
 
