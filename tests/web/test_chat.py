@@ -114,6 +114,33 @@ def test_save_it_and_tell_me_shows_saved_to_memory_with_an_undo(web, model):
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
 
 
+def test_a_note_saved_at_once_over_another_shows_the_one_it_replaced(web, model):
+    web.register("alice")
+    page = web.page
+    pick_save_level(web, "Save it and tell me")
+    model.script(tool_calls(("propose_change", {**PROPOSE_HOME[1], "details": "Trastevere, near the river."})),
+                 reply("Saved."))
+    new_chat(web)
+    send(web, "I live in Rome, in Trastevere.")
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "home", "summary": "lives in Lisbon",
+                                                "details": "Trastevere, near the river, until May; Alfama since."})),
+                 reply("Updated."))
+    send(web, "I moved to Lisbon.")
+
+    line = page.get_by_test_id("saved-line").last
+    expect(line).to_contain_text("Saved to memory: home — lives in Lisbon")
+    expect(line.get_by_test_id("saved-before")).to_have_text("Before: Old text: lives in Rome")
+    expect(line.get_by_test_id("saved-before").locator("del")).to_have_text("lives in Rome")
+    expect(page.locator("#announce")).to_contain_text("Saved to memory: home, in place of “lives in Rome”.")
+    expect(page.get_by_test_id("saved-line").first.get_by_test_id("saved-before")).to_have_count(0)  # new note
+    line.get_by_text("Details before").click()
+    expect(line.locator("details del")).to_have_text("Trastevere, near the river.")
+    web.accessible("chat with a note saved over another")
+    web.screenshot("replaced")
+    line.get_by_role("button", name="Undo saving home").click()
+    expect(line).to_have_text("Undone: home is as it was before.")
+
+
 def test_the_undo_of_an_automatic_note_is_gone_after_30_minutes(web, model):
     web.register("alice")
     page = web.page
