@@ -205,7 +205,8 @@ def test_a_proposal_that_memory_already_says_is_not_made(api, owner, model):
     [result] = tool_results(model.last_request)
     assert result["status"] == "saved" and result["already_saved"] is True and result["change_id"] is None
     assert body["memory"]["saved"] == [{"change_id": None, "topic": "diet", "scope": "user",
-                                        "summary": "vegan, no honey", "undo_until": None, "already_saved": True}]
+                                        "summary": "vegan, no honey", "undo_until": None, "already_saved": True,
+                                        "before": None}]
 
 
 def test_the_same_proposal_twice_waits_once(api, owner, model):
