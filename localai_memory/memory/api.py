@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.apps import apps
+from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -326,17 +327,21 @@ class NotesApi(ApiView):
 
         data = validated(NoteInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"), writes_topic=data["topic"])
-        change = note_save(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
-                           details=data.get("details") or None, importance=data.get("importance", KEEP),
-                           source=ChangeSet.Source.FILES, actor="you",
-                           clear_details="details" in data and not data["details"].strip(),
-                           index_version=data.get("index_version", UNCHECKED),
-                           note_version=data.get("note_version", UNCHECKED))
-        return Response({"change": change_json(change) if change else None,
-                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
-                         "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
-                         "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
-                                                                          topic=data["topic"])})
+        # The versions answered are read under the write's own lock, before it commits: another writer's edit
+        # right after it is never answered as this one's (the next checked edit would pass over it unseen).
+        with transaction.atomic():
+            change = note_save(owner_id=request.user.pk, scope=scope, topic=data["topic"], summary=data["summary"],
+                               details=data.get("details") or None, importance=data.get("importance", KEEP),
+                               source=ChangeSet.Source.FILES, actor="you",
+                               clear_details="details" in data and not data["details"].strip(),
+                               index_version=data.get("index_version", UNCHECKED),
+                               note_version=data.get("note_version", UNCHECKED))
+            answer = {"change": change_json(change) if change else None,
+                      "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
+                      "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
+                      "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
+                                                                       topic=data["topic"])}
+        return Response(answer)
 
     @extend_schema(request=NewNoteInput, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
@@ -351,21 +356,22 @@ class NotesApi(ApiView):
 
         data = validated(NewNoteInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"), writes_topic="")
-        change, topic = note_add(owner_id=request.user.pk, scope=scope, summary=data["summary"],
-                                 details=data.get("details") or None, importance=data.get("importance", KEEP),
-                                 source=ChangeSet.Source.FILES)
-        if change is None:
-            raise Conflict(f"That is already in memory, as the note {topic!r}.", code="already_saved",
-                           details={"topic": topic, "scope": scope.name})
-        importance = data.get("importance")
-        return Response({"topic": topic, "scope": scope.name,
-                         "importance": None if importance is None else float(importance),
-                         "change": change_json(change),
-                         "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
-                         "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
-                         "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
-                                                                          topic=topic)},
-                        status=201)
+        with transaction.atomic():  # the versions answered are this write's (see put)
+            change, topic = note_add(owner_id=request.user.pk, scope=scope, summary=data["summary"],
+                                     details=data.get("details") or None, importance=data.get("importance", KEEP),
+                                     source=ChangeSet.Source.FILES)
+            if change is None:
+                raise Conflict(f"That is already in memory, as the note {topic!r}.", code="already_saved",
+                               details={"topic": topic, "scope": scope.name})
+            importance = data.get("importance")
+            answer = {"topic": topic, "scope": scope.name,
+                      "importance": None if importance is None else float(importance),
+                      "change": change_json(change),
+                      "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
+                      "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
+                      "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
+                                                                       topic=topic)}
+        return Response(answer, status=201)
 
     @extend_schema(request=ImportanceInput, responses={200: OpenApiTypes.OBJECT})
     def patch(self, request):
@@ -378,13 +384,15 @@ class NotesApi(ApiView):
 
         data = validated(ImportanceInput, request.data)
         scope = owned_scope(user_id=request.user.pk, raw=data.get("scope"))
-        value, change = importance_change(owner_id=request.user.pk, scope=scope, topic=data["topic"],
-                                          importance=data["importance"],
-                                          note_version=data.get("note_version", UNCHECKED))
-        return Response({"topic": data["topic"], "scope": scope.name, "importance": value,
-                         "change": change_json(change) if change else None,
-                         "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
-                                                                          topic=data["topic"])})
+        with transaction.atomic():  # the version answered is this write's (see put)
+            value, change = importance_change(owner_id=request.user.pk, scope=scope, topic=data["topic"],
+                                              importance=data["importance"],
+                                              note_version=data.get("note_version", UNCHECKED))
+            answer = {"topic": data["topic"], "scope": scope.name, "importance": value,
+                      "change": change_json(change) if change else None,
+                      "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
+                                                                       topic=data["topic"])}
+        return Response(answer)
 
     @extend_schema(parameters=[OpenApiParameter("topic", str, required=True), OpenApiParameter("scope", str),
                                OpenApiParameter("note_version", str)],

@@ -149,12 +149,19 @@ def alices(owner, outsider, settings) -> dict[str, str]:
     cache.set(_export_key(owner.pk, export_token), {"name": "chef.zip", "body": b"PK"}, 300)
     change = ChangeSet.objects.filter(owner=owner).first()
     token_create(user=owner, name="Alice's laptop")
+    from django.utils import timezone
+
+    from localai_memory.memory.models import AddonForgetRequest
+
+    forget = AddonForgetRequest.objects.create(owner=owner, addon="sample", namespace=f"agent:{agent.pk + 1000}",
+                                               whose="the notes of the agent “Baker”", answer="not_running",
+                                               asked_at=timezone.now())
     return {
         "chat_id": str(chat.pk), "proposal_id": str(proposal.pk), "change_id": str(change.pk),
         "entry_id": str(entry.pk), "agent_id": str(agent.pk), "binding_id": str(binding.pk),
         "pairing_id": str(PairingRequest.objects.get(sender=waiting).pk), "sender_id": str(paired.pk),
         "conversation_id": str(conversation.pk), "token": export_token, "model_id": f"agent-{agent.pk}",
-        "token_id": str(ApiToken.objects.get(user=owner).pk),
+        "token_id": str(ApiToken.objects.get(user=owner).pk), "request_id": str(forget.pk),
         # not objects: a provider slot, and the admin's own kwargs (it sends non-staff to its login anyway)
         "slot": "memory", "app_label": "notes", "object_id": str(change.pk), "id": str(owner.pk),
         "content_type_id": str(ContentType.objects.get_for_model(ChangeSet).pk), "url": "nothing/here/",
@@ -162,7 +169,7 @@ def alices(owner, outsider, settings) -> dict[str, str]:
 
 
 OBJECT_KWARGS = {"chat_id", "proposal_id", "change_id", "entry_id", "agent_id", "binding_id", "pairing_id",
-                 "sender_id", "conversation_id", "token", "model_id", "token_id"}
+                 "sender_id", "conversation_id", "token", "model_id", "token_id", "request_id"}
 
 
 def alices_state(owner) -> tuple:
@@ -181,6 +188,7 @@ def alices_state(owner) -> tuple:
         sorted(Conversation.objects.filter(binding__owner=owner).values_list("pk", "chat_id")),
         sorted(ApiToken.objects.filter(user=owner).values_list("pk", "name", "key_hash")),
         get_user_model().objects.values_list("password", flat=True).get(pk=owner.pk),
+        sorted(owner.addon_forget_requests.values_list("pk", "answer", "asked_at")),
     )
 
 
