@@ -7,6 +7,8 @@ PIP := $(VENV)/bin/pip
 
 .PHONY: run test install install-test browser migrate bench lint
 
+# One virtualenv for both: tests/addons/sample_memory_provider (the tests' memory add-on) is installed into it,
+# and offers itself only under the test suite (SAMPLE_PROVIDER_ENABLED=1, set by conftest.py), never in `make run`.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 
 from tests.chats.helpers import model  # noqa: F401 - the loopback model fixture
 
@@ -26,6 +27,21 @@ def test_the_providers_are_builtin_off_and_the_installed_addon(api, monkeypatch)
     assert [(p["name"], p["label"], p["kind"]) for p in slot["providers"]] == [
         ("builtin", "Built-in", "builtin"), ("off", "Off", "off"), ("sample", "Sample memory add-on", "addon")]
     assert all(p["running"] for p in slot["providers"])
+
+
+def test_outside_the_test_suite_the_sample_addon_is_never_offered(api, owner, monkeypatch):
+    """``make run`` serves from the virtualenv the tests installed the sample add-on into; it keeps notes in
+    one process's memory, so a person who picked it would lose them. Without the suite's switch neither the
+    API nor the Memory tab offers it, and it cannot be picked."""
+    monkeypatch.delenv("SAMPLE_PROVIDER_ENABLED", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    assert [p["name"] for p in memory_slot(api)["providers"]] == ["builtin", "off"]
+    browser = Client()
+    browser.force_login(owner)
+    tab = browser.get("/settings/memory/")
+    assert tab.status_code == 200
+    assert 'value="sample"' not in tab.content.decode() and "Sample memory add-on" not in tab.content.decode()
+    assert_error(put_json(api, PICK, {"provider": "sample"}), 400)
 
 
 def test_a_stopped_addon_is_listed_as_not_running(api, monkeypatch):

@@ -1,5 +1,10 @@
 """A memory provider add-on for the tests. It runs unless SAMPLE_PROVIDER_DOWN=1 is set.
 
+It offers itself only to the test suite: unless ``SAMPLE_PROVIDER_ENABLED=1`` (set by the root conftest.py) it
+serves no slot (``provides`` is empty), so the host does not list it. ``make`` installs it into the one
+virtualenv that ``make run`` serves from too, and its notes live in a dict of one process (each web worker
+has its own; a restart empties them): never a place a person could keep notes.
+
 When it serves, it gives each turn its own skills and notes and one tool of its own, ``sample_lookup``; it also
 offers a tool named ``context_read``, a name the host keeps for itself, which the host must not offer.
 ``SAMPLE_PROVIDER_BROKEN=1`` makes its turn context, its tool and its writes fail, as a crashing add-on would.
@@ -40,10 +45,18 @@ def _store(user_id: int, namespace: str) -> dict[str, str]:
     return SCOPED.setdefault((user_id, namespace), {})
 
 
+def _enabled() -> bool:
+    return os.environ.get("SAMPLE_PROVIDER_ENABLED") == "1"
+
+
 class SampleProvider:
     name = "sample"
     label = "Sample memory add-on"
-    provides = ["memory"]
+
+    @property
+    def provides(self) -> list[str]:
+        """The memory slot under the test suite only: the host lists an add-on by the slots it serves."""
+        return ["memory"] if _enabled() else []
 
     @property
     def namespaces(self) -> bool:
