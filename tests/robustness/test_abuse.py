@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import re
+import subprocess
+import sys
 import uuid
 
+import httpx
 import pytest
 from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
 from localai_memory.accounts.models import ApiToken
+from localai_memory.accounts.services import token_create
 from localai_memory.memory.models import Proposal
+from tests.api.test_two_processes import PROJECT_ROOT, free_port, test_database_url
+from tests.core.test_wsgi import _answers, _wait_for
 from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.django_db
@@ -237,6 +245,54 @@ def test_no_note_token_or_secret_reaches_the_logs(db, caplog, model, settings, o
     logged = caplog.text + "\n".join(str(record.args) for record in caplog.records)
     for secret in (note, "bank PIN", proposed, "Quentin", key, second, key[8:], PASSWORD, settings.LLM_API_KEY):
         assert secret not in logged, f"{secret!r} is in the logs"
+
+
+@pytest.mark.slow
+def test_the_access_log_has_each_requests_status_and_time_but_no_note_text_or_name(transactional_db, make_user,
+                                                                                   settings, tmp_path):
+    """gunicorn's access log, as ``manage.py up`` and compose run it (the config alone turns it on): one line per
+    request with its route, status and time, but never the address the client sent, which holds a search's
+    words, a topic and note file names, in the query string and in the path."""
+    owner = make_user("alice")
+    browser = Client()
+    browser.force_login(owner)  # a session the web pages (the note editor) accept
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
+           "SECRET_KEY": settings.SECRET_KEY, "ALLOWED_HOSTS": "127.0.0.1", "DATABASE_CONN_MAX_AGE": "0",
+           "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+    log_path = tmp_path / "web.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "localai_memory.wsgi:application",
+             "-c", "python:localai_memory.gunicorn_conf", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+            cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_for(lambda: _answers(url), process, log_path)
+            file = "Memory/sister-called-giulia.md"
+            with httpx.Client(base_url=url, timeout=60,
+                              headers={"Authorization": f"Token {token_create(user=owner)}"}) as api:
+                saved = api.put("/api/files/content", params={"path": file},
+                                json={"content": "my sister is called Giulia\n"})
+                assert saved.status_code == 200, saved.text
+                assert api.get("/api/chats/memory/search", params={"q": "my secret diagnosis"}).status_code == 200
+                assert api.delete("/api/chats/memory/notes", params={"topic": "dog-called-bruno"}).status_code == 404
+                assert api.get("/api/files/" + file).status_code == 404  # no such route: its path is not logged
+            with httpx.Client(base_url=url, timeout=60, cookies={"sessionid": browser.cookies["sessionid"].value},
+                              headers={"Accept": "text/html"}) as web:
+                assert web.get("/settings/memory/note/", params={"path": file}).status_code == 200
+                assert web.get("/files/open/", params={"path": file}, headers={"Referer": url + "/files/?q=giulia"},
+                               ).status_code == 200
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    logged = log_path.read_text(errors="replace")
+    for line in ('"PUT /api/files/content HTTP/1.1" 200', '"GET /api/chats/memory/search HTTP/1.1" 200',
+                 '"DELETE /api/chats/memory/notes HTTP/1.1" 404', '"GET (no route) HTTP/1.1" 404',
+                 '"GET /settings/memory/note/ HTTP/1.1" 200', '"GET /files/open/ HTTP/1.1" 200'):
+        assert re.search(re.escape(line) + r" \d+ \d+ms$", logged, re.MULTILINE), f"no {line!r} in:\n{logged}"
+    for secret in ("secret", "diagnosis", "bruno", "giulia", "sister", "?"):
+        assert secret not in logged.lower(), f"{secret!r} is in the log:\n{logged}"
 
 
 def test_pages_forbid_framing_sniffing_and_leaking_the_address(db):

@@ -83,7 +83,7 @@ class Command(BaseCommand):
         children: dict[str, list[str]] = {
             "web": [python, "-m", "gunicorn", "localai_memory.wsgi:application", "-c", "python:localai_memory.gunicorn_conf",
                     "--bind", f"{host}:{port}", "--workers", str(options["workers"]),
-                    "--threads", str(options["threads"]), "--access-logfile", "-"],
+                    "--threads", str(options["threads"])],
         }
         if not options["no_worker"]:
             data = Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or settings.BASE_DIR / ".localai" / "data")
