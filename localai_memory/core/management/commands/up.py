@@ -54,12 +54,21 @@ def _port(text: str) -> int:
     return number
 
 
+def _port_from_environment() -> int:
+    """``PORT``, else 8000; a value that is no port is refused in one line that names the variable."""
+    raw = os.environ.get("PORT", "") or "8000"
+    try:
+        return _port(raw)
+    except argparse.ArgumentTypeError:
+        raise CommandError(f"PORT={raw!r} is not a port number (1 to 65535)") from None
+
+
 class Command(BaseCommand):
     help = "Migrate, then run the web app, the Celery worker and beat, and the messaging bridges."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=_port, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--port", type=_port, default=None, help="the web port (default: PORT, else 8000)")
         parser.add_argument("--workers", type=_at_least_one, default=2, help="web worker processes")
         parser.add_argument("--threads", type=_at_least_one, default=8,
                             help="threads per web worker (a turn waits for the model; reads must not queue)")
@@ -67,7 +76,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-bridges", action="store_true", help="do not start the messaging bridges")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        host, port = options["host"], options["port"]
+        host, port = options["host"], options["port"] or _port_from_environment()
         refusal = port_refusal(host, port)  # before anything starts: one clear line, not 5 s of gunicorn retries
         if refusal:
             raise CommandError(f"the web server could not start: {refusal}")

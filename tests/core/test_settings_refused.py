@@ -1,0 +1,67 @@
+"""A setting that cannot work stops the start with one line that says what to write (README, Configuration),
+instead of a traceback at start or errors later: a throttle rate DRF cannot read made every log-in a 500, a
+log level Python does not know a traceback, a URL without its scheme a failure at the first use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py check`` with throwaway server URLs (never connected to) and ``variables``."""
+    env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
+           "SECRET_KEY": "x", **variables}
+    return subprocess.run([sys.executable, "manage.py", "check"], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("variable", "value", "said"), [
+    ("LOCALAI_MEMORY_AUTH_THROTTLE", "lots", ("LOCALAI_MEMORY_AUTH_THROTTLE='lots' is not a rate: write tries per "
+                                             "second, minute, hour or day, e.g. 20/min or 300/hour")),
+    ("LOCALAI_MEMORY_AUTH_THROTTLE", "0/min", ("LOCALAI_MEMORY_AUTH_THROTTLE='0/min' is not a rate: write tries per "
+                                              "second, minute, hour or day, e.g. 20/min or 300/hour")),
+    ("LOCALAI_MEMORY_AUTH_THROTTLE", "20/fortnight", ("LOCALAI_MEMORY_AUTH_THROTTLE='20/fortnight' is not a rate: "
+                                                     "write tries per second, minute, hour or day, e.g. 20/min or "
+                                                     "300/hour")),
+    ("LOG_LEVEL", "LOUD", "LOG_LEVEL='LOUD' is not a log level (use DEBUG, INFO, WARNING, ERROR or CRITICAL)"),
+    ("DATABASE_URL", "postgresql://x@localhost:abc/x",
+     "DATABASE_URL has a port that is not a port number (1 to 65535)"),
+    ("REDIS_URL", "localhost:6379", ("REDIS_URL must be a URL starting with redis://, rediss:// or unix://, "
+                                    "e.g. redis://localhost:6379/0")),
+    ("LLM_BASE_URL", "localhost:8080/v1", ("LLM_BASE_URL must be a URL starting with http:// or https://, "
+                                          "e.g. http://127.0.0.1:8080/v1")),
+    ("EMBEDDINGS_BASE_URL", "127.0.0.1:8081", ("EMBEDDINGS_BASE_URL must be a URL starting with http:// or "
+                                              "https://, e.g. http://127.0.0.1:8080/v1")),
+    ("LOCALAI_MEMORY_PUBLIC_URL", "memory.example.org", ("LOCALAI_MEMORY_PUBLIC_URL must be a URL starting with "
+                                                        "http:// or https://, e.g. https://memory.example.org")),
+    ("DISCORD_GATEWAY_URL", "https://gateway.discord.gg/", ("DISCORD_GATEWAY_URL must be a URL starting with "
+                                                           "ws:// or wss://, e.g. wss://gateway.discord.gg/")),
+    ("CSRF_TRUSTED_ORIGINS", "memory.example.org", ("CSRF_TRUSTED_ORIGINS: 'memory.example.org' must start with "
+                                                   "its scheme, e.g. https://memory.example.org")),
+    ("DATA_UPLOAD_MAX_MEMORY_SIZE", "-1", "DATA_UPLOAD_MAX_MEMORY_SIZE must be a number of bytes, at least 1"),
+    ("LOCALAI_MEMORY_WORKER_NICE", "40", ("LOCALAI_MEMORY_WORKER_NICE must be from 0 (as started) to 19 (yields "
+                                         "the most)")),
+])
+def test_a_setting_that_cannot_work_stops_the_start_with_one_line(variable: str, value: str, said: str) -> None:
+    out = manage_py_check(**{variable: value})
+    assert out.returncode == 1
+    assert out.stderr == f"ImproperlyConfigured: {said}\n"
+
+
+def test_a_url_with_a_password_is_not_repeated_in_the_refusal() -> None:
+    out = manage_py_check(REDIS_URL="redis:/:hunter2@localhost:6379/0")
+    assert out.returncode == 1 and "REDIS_URL must be a URL" in out.stderr and "hunter2" not in out.stderr
+
+
+def test_the_values_the_readme_gives_start() -> None:
+    out = manage_py_check(LOCALAI_MEMORY_AUTH_THROTTLE="300/hour", LOG_LEVEL="warning",
+                          REDIS_URL="unix:///tmp/redis.sock", LLM_BASE_URL="https://models.example.org/v1",
+                          CSRF_TRUSTED_ORIGINS="https://memory.example.org", DATABASE_URL="postgresql://x@db:5432/x")
+    assert out.returncode == 0, out.stderr
