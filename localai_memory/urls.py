@@ -27,5 +27,6 @@ urlpatterns = [
     path("", include("localai_memory.web.urls")),
 ]
 
+handler400 = "localai_memory.core.views.bad_request"
 handler404 = "localai_memory.core.views.not_found"
 handler500 = "localai_memory.core.views.server_error"

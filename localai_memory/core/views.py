@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.html import format_html
+from django.views import defaults
 
 #: What a person is told when a form of theirs came from a page whose security token no longer counts.
 STALE_PAGE = ("Your session changed in another tab (a log-out or a log-in), so this page is out of date and "
@@ -19,6 +21,19 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     if _wants_json(request):
         return JsonResponse({"error": {"code": "not_found", "message": "No such route or object."}}, status=404)
     return render(request, "404.html", status=404)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refused before any view (``SuspiciousOperation``): most often a Host header that is not
+    in ``ALLOWED_HOSTS`` (the app reached by another name or address than it was told, ``HOST=0.0.0.0``)."""
+    if not _wants_json(request):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, DisallowedHost):
+        return JsonResponse({"error": {"code": "disallowed_host", "message": (
+            "This server does not answer to the host name or address this request was sent to (its Host "
+            "header). Its administrator can add that name to ALLOWED_HOSTS.")}}, status=400)
+    return JsonResponse({"error": {"code": "bad_request", "message": "The request could not be read."}},
+                        status=400)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

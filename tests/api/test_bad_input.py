@@ -9,6 +9,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from localai_memory.notes.models import NoteFile
 
@@ -330,3 +331,16 @@ def test_a_format_query_parameter_means_nothing_rather_than_a_404(api, fmt):
     assert api.get(f"/api/chats/memory?format={fmt}").status_code == 200
     export = api.get(f"/api/chats/memory/export?format={fmt}")
     assert export.status_code == 200 and export["Content-Type"] == "application/zip"
+
+
+@pytest.mark.parametrize("route", ["/api/chats/memory", "/v1/models", "/mcp"])
+def test_a_host_the_server_was_not_told_of_is_a_json_400_that_names_allowed_hosts(api, route):
+    """Served on ``HOST=0.0.0.0`` and reached by another name or address: the API answers in JSON, as for every
+    other error, and says what the administrator must change (Django's bare "Bad Request (400)" said nothing)."""
+    error = assert_error(api.get(route, HTTP_HOST="memory.example.org"), 400, "disallowed_host")
+    assert "ALLOWED_HOSTS" in error["message"]
+
+
+def test_a_page_reached_by_a_host_the_server_was_not_told_of_stays_a_page(db):
+    response = Client().get("/login/", HTTP_HOST="memory.example.org")
+    assert response.status_code == 400 and response["Content-Type"].startswith("text/html")
