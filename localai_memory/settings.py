@@ -428,6 +428,9 @@ BRIDGES_STOP_GRACE_SECONDS = env_float("BRIDGES_STOP_GRACE_SECONDS", 10.0)
 if not 0 < BRIDGES_STOP_GRACE_SECONDS <= 600:
     raise ImproperlyConfigured("BRIDGES_STOP_GRACE_SECONDS must be more than 0 and at most 600 seconds")
 MCP_ENABLED = env_bool("LOCALAI_MEMORY_MCP", True)
+# 0 leaves the INFO lines of scheduled tasks that run every 5 minutes or more often out of the Celery log
+# (localai_memory.celery); manage.py up sets it, as its one terminal shows every process.
+ROUTINE_TASK_LOGS = env_bool("LOCALAI_MEMORY_ROUTINE_TASK_LOGS", True)
 PUBLIC_URL = env_url("LOCALAI_MEMORY_PUBLIC_URL", "http://127.0.0.1:8000", example="https://memory.example.org")
 
 LOGGING = {

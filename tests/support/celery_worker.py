@@ -93,7 +93,9 @@ def celery_worker(*, name: str, extra_env: dict[str, str] | None = None, queue: 
     queue = queue or new_queue(name)
     env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
            "CELERY_QUEUE": queue, "LOCALAI_MEMORY_TESTING": "1", "DJANGO_SETTINGS_MODULE": "localai_memory.settings",
-           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+           "PYTHONUNBUFFERED": "1",
+           "LOCALAI_MEMORY_ROUTINE_TASK_LOGS": "1",  # the tests wait on the lines of routine tasks too
+           **(extra_env or {})}
     process = subprocess.Popen(
         [sys.executable, "-X", "faulthandler", "-m", "celery", "-A", "localai_memory", "worker", "--pool=solo",
          "--loglevel=INFO",

@@ -7,7 +7,9 @@ minute each); the web server exiting stops everything. Ctrl-C stops everything i
 (the embedded servers keep their data and stop with ``python manage.py services stop``); anything else that
 stops everything (the web server exiting, a child out of restarts) exits non-zero with a one-line reason.
 A port already in use is refused before anything starts, and "running at" is printed once the web server
-answers.
+answers HTTP and the worker and beat have started, so that it and how to log in (an ``admin`` password made
+on the first start) come after their start-up lines, not among them. The Celery processes leave their
+routine scheduled tasks' lines out of this one terminal (``LOCALAI_MEMORY_ROUTINE_TASK_LOGS=0``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import argparse
 import errno
 import os
 import secrets
+import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +36,7 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from localai_memory import gunicorn_conf
+from localai_memory.celery import READY_DIR_ENV
 
 
 def _at_least_one(text: str) -> int:
@@ -82,12 +88,15 @@ class Command(BaseCommand):
             raise CommandError(f"the web server could not start: {refusal}")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
-        login_hint, password_shown_once = self._first_user()
+        login_hint, password_shown_once = self._first_user(f"http://{host}:{port}")
         env = dict(os.environ)
         db = settings.DATABASES["default"]
         env.setdefault("DATABASE_URL", _database_url(db))
         env.setdefault("REDIS_URL", settings.REDIS_URL)
         env.setdefault("SECRET_KEY", settings.SECRET_KEY)
+        # one terminal for every process: the worker's and beat's lines of routine scheduled tasks (three every
+        # 15 s) stay out of it (localai_memory.celery); failures still show
+        env.setdefault("LOCALAI_MEMORY_ROUTINE_TASK_LOGS", "0")
         python = sys.executable
         children: dict[str, list[str]] = {
             "web": [python, "-m", "gunicorn", "localai_memory.wsgi:application", "-c", "python:localai_memory.gunicorn_conf",
@@ -102,6 +111,17 @@ class Command(BaseCommand):
                                 "-s", str(data / "celerybeat-schedule")]
         if not options["no_bridges"] and "runbridges" in get_commands():
             children["bridges"] = [python, "manage.py", "runbridges"]
+        # The worker (once ready) and beat (once started) say so with a file here (localai_memory.celery): how
+        # to log in is printed after their start-up lines, not buried among them.
+        ready_dir = Path(tempfile.mkdtemp(prefix="localai-memory-up-"))
+        env[READY_DIR_ENV] = str(ready_dir)
+        waits_for = [name for name in ("worker", "beat") if name in children]
+
+        knock = AppKnock(host, port)
+
+        def others_ready() -> bool:
+            """The worker and beat started, and a web worker serves (it logs loading the embedder before)."""
+            return all((ready_dir / name).exists() for name in waits_for) and knock.answered()
 
         announced = False
 
@@ -109,27 +129,35 @@ class Command(BaseCommand):
             nonlocal announced
             announced = True
             self.stdout.write(self.style.SUCCESS(f"\nLocalAI Memory is running at http://{host}:{port}/"))
-            self.stdout.write(login_hint)
-            self.stdout.write(f"Started: {', '.join(children)}. Press Ctrl-C to stop.\n")
+            self.stdout.write(f"Started: {', '.join(children)}. Press Ctrl-C to stop.\n\n")  # a blank line, then
+            self.stdout.write(login_hint)  # how to log in, last
 
         supervisor = Supervisor(children, env=env, cwd=settings.BASE_DIR, web=(host, port), on_ready=ready,
-                                say=self.stderr.write)
-        reason = supervisor.run()
+                                say=self.stderr.write,
+                                others_ready=others_ready)
+        try:
+            reason = supervisor.run()
+        finally:
+            knock.close()
+            shutil.rmtree(ready_dir, ignore_errors=True)
         self.stdout.write("Stopped.")
         if password_shown_once and not announced:  # the web server never came up: the password is not lost
             self.stdout.write(login_hint)
         if reason:
             raise CommandError(reason)
 
-    def _first_user(self) -> tuple[str, bool]:
+    def _first_user(self, url: str) -> tuple[str, bool]:
         """How to log in, and whether that holds the password of an ``admin`` made just now (shown once)."""
         users = get_user_model().objects
         if users.exists():
-            signup = " or create an account at /register/" if settings.OPEN_SIGNUP else ""
-            return f"Log in at /login/ with your account{signup}.", False
+            signup = f" or create an account at {url}/register/" if settings.OPEN_SIGNUP else ""
+            return f"Log in at {url}/login/ with your account{signup}.", False
         password = secrets.token_urlsafe(12)
         users.create_superuser(username="admin", password=password)
-        return f"Log in at /login/ as  admin  with password  {password}  (shown once; change it in /admin/).", True
+        return (f"Log in at {url}/login/ with the administrator account made just now:\n"
+                f"    user name:  admin\n"
+                f"    password:   {password}\n"
+                "This password is shown only this once: change it on your Account page (/account/)."), True
 
 
 class Supervisor:
@@ -137,13 +165,16 @@ class Supervisor:
     them all on Ctrl-C / SIGTERM or when the web server (or a child out of restarts) exits.
 
     ``on_ready`` is called once the web server accepts connections on ``web`` (host, port), so "running at"
-    is never printed for a server that failed to start. ``run`` returns None after Ctrl-C / SIGTERM, else
-    the one-line reason everything stopped (for the launcher's non-zero exit).
+    is never printed for a server that failed to start, and once ``others_ready`` says the other children
+    are up too (what it prints then comes after their start-up lines), or ``others_within`` seconds after
+    the web server answered if they never say so. ``run`` returns None after Ctrl-C / SIGTERM, else the
+    one-line reason everything stopped (for the launcher's non-zero exit).
     """
 
     def __init__(self, children: dict[str, list[str]], *, env: dict[str, str], cwd: Path | str,
                  web: tuple[str, int], on_ready: Callable[[], None], say: Callable[[str], object],
-                 budget: RestartBudget | None = None, poll: float = 0.5) -> None:
+                 budget: RestartBudget | None = None, poll: float = 0.5,
+                 others_ready: Callable[[], bool] | None = None, others_within: float = 60.0) -> None:
         self.children = children
         self.env = env
         self.cwd = cwd
@@ -152,12 +183,16 @@ class Supervisor:
         self.say = say
         self.budget = budget or RestartBudget()
         self.poll = poll
+        self.others_ready = others_ready
+        self.others_within = others_within
 
     def run(self) -> str | None:
         procs: dict[str, subprocess.Popen] = {}
         stopping = False
         reason: str | None = None
         answered = False
+        answered_at = 0.0
+        announced = False
 
         def stop(*_: object) -> None:
             nonlocal stopping
@@ -182,7 +217,9 @@ class Supervisor:
                     stopping = True
                     break
                 if not stopping and not answered and "web" in procs and web_answers(*self.web):
-                    answered = True
+                    answered, answered_at = True, time.monotonic()
+                if not stopping and answered and not announced and self._others_up(since=answered_at):
+                    announced = True
                     self.on_ready()
                 if not stopping:
                     time.sleep(self.poll)
@@ -200,6 +237,11 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return reason
+
+    def _others_up(self, *, since: float) -> bool:
+        if self.others_ready is None or time.monotonic() - since >= self.others_within:
+            return True
+        return self.others_ready()
 
     def _start(self, name: str) -> subprocess.Popen:
         return subprocess.Popen(self.children[name], env=self.env, cwd=self.cwd, start_new_session=True)
@@ -238,14 +280,53 @@ def port_refusal(host: str, port: int) -> str | None:
     return None
 
 
+def _reachable(host: str) -> str:
+    """Where to knock for a server listening on ``host``: a wildcard host is asked on loopback."""
+    return {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host.strip("[]"))
+
+
 def web_answers(host: str, port: int) -> bool:
-    """Whether something accepts connections on ``host:port`` (a wildcard host is asked on loopback)."""
-    target = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host.strip("[]"))
+    """Whether something accepts connections on ``host:port`` (gunicorn does as soon as it listens)."""
     try:
-        with socket.create_connection((target, port), timeout=0.2):
+        with socket.create_connection((_reachable(host), port), timeout=0.2):
             return True
     except OSError:
         return False
+
+
+class AppKnock:
+    """One ``HEAD /`` sent to the web server and left waiting for a web worker to answer (any status: it has
+    loaded the app). ``answered`` looks without blocking; a knock is never repeated while one waits, since
+    each would be answered, and written to the access log, once a worker is up."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.address = (_reachable(host), port)
+        self.sock: socket.socket | None = None
+
+    def answered(self) -> bool:
+        if self.sock is None:
+            target, port = self.address
+            name = f"[{target}]" if ":" in target else target
+            try:
+                self.sock = socket.create_connection(self.address, timeout=0.2)
+                self.sock.sendall(f"HEAD / HTTP/1.0\r\nHost: {name}:{port}\r\n\r\n".encode())
+            except OSError:
+                self.close()
+                return False
+        readable, _, _ = select.select([self.sock], [], [], 0)
+        if not readable:
+            return False
+        try:
+            head = self.sock.recv(16)
+        except OSError:
+            head = b""
+        self.close()  # answered, or closed unanswered (a worker that died): knock again next time
+        return head.startswith(b"HTTP/")
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 class RestartBudget:
