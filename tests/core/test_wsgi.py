@@ -59,9 +59,11 @@ def test_a_web_worker_that_is_stopped_stores_the_chat_logs_it_still_had_queued(
 
             process.send_signal(signal.SIGTERM)
             with psycopg.connect(database_url, autocommit=True) as watcher:
+                # the worker's write of the log, waiting for the table (pg_locks: the statement's text in
+                # pg_stat_activity is cut at 1 KiB, before the INSERT of a long WITH)
                 _wait_for(lambda: watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
-                    [f"%INSERT INTO%{Message._meta.db_table}%"]).fetchone()[0] == 1, process, log_path)
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
+                    [Message._meta.db_table]).fetchone()[0] == 1, process, log_path)
             assert process.poll() is None  # still there, waiting for the database to store the log
             blocker.rollback()  # the database is back
             assert process.wait(timeout=30) == 0
