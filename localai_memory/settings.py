@@ -158,7 +158,16 @@ def redis_for_celery(url: str) -> str:
 
 # --- core -------------------------------------------------------------------------------------------------
 DEBUG = env_bool("DEBUG", False)
-TESTING = "pytest" in sys.modules or env_bool("LOCALAI_MEMORY_TESTING", False)
+# LOCALAI_MEMORY_TESTING makes a process the test suite starts (a Celery worker, `manage.py up`) a test one:
+# its own embedded servers, MD5 password hashing, a fixed secret key and a loose log-in throttle. Set by
+# accident on a server it would weaken every password and session, so it is taken only from a process a
+# running test started (pytest names the test in PYTEST_CURRENT_TEST, which the process inherits).
+TESTING = "pytest" in sys.modules
+if env_bool("LOCALAI_MEMORY_TESTING", False) and not TESTING:
+    if not os.environ.get("PYTEST_CURRENT_TEST"):
+        raise ImproperlyConfigured("LOCALAI_MEMORY_TESTING is for the processes the test suite starts (it weakens "
+                                   "password hashing and the secret key): unset it")
+    TESTING = True
 if TESTING:  # the test session gets embedded servers of its own, apart from the development ones
     os.environ.setdefault("LOCALAI_MEMORY_DATA_DIR", str(BASE_DIR / ".localai" / "test"))
     os.environ.setdefault("LOCALAI_MEMORY_MODEL_CACHE", str(BASE_DIR / ".localai" / "test" / "models"))
@@ -184,7 +193,8 @@ if not SECRET_KEY:
         SECRET_KEY = key_file.read_text().strip()
     else:
         SECRET_KEY = "insecure-development-key-" + "x" * 30
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+# Django's test client asks for "testserver": a name of the test settings alone, never of a server's default.
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", *(["testserver"] if TESTING else [])])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 for _origin in CSRF_TRUSTED_ORIGINS:  # Django's own check runs only in manage.py check, not in the server
     if "://" not in _origin:

@@ -4,6 +4,7 @@ log level Python does not know a traceback, a URL without its scheme a failure a
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,12 +13,18 @@ from pathlib import Path
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+THROWAWAY = {"DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
+             "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30}
+
+
+def outside_the_tests() -> dict[str, str]:
+    """The environment of a process nobody started from a test (a server): without pytest's mark."""
+    return {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}
 
 
 def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
     """``manage.py check`` with throwaway server URLs (never connected to) and ``variables``."""
-    env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
-           "SECRET_KEY": "x", **variables}
+    env = {**outside_the_tests(), **THROWAWAY, **variables}
     return subprocess.run([sys.executable, "manage.py", "check"], cwd=PROJECT_ROOT, env=env, capture_output=True,
                           text=True, timeout=60, check=False)
 
@@ -65,3 +72,36 @@ def test_the_values_the_readme_gives_start() -> None:
                           REDIS_URL="unix:///tmp/redis.sock", LLM_BASE_URL="https://models.example.org/v1",
                           CSRF_TRUSTED_ORIGINS="https://memory.example.org", DATABASE_URL="postgresql://x@db:5432/x")
     assert out.returncode == 0, out.stderr
+
+
+def settings_of(*names: str, **variables: str) -> dict:
+    """The values of settings ``names`` as a server process (not started by a test) reads them."""
+    code = ("import django, json; django.setup(); from django.conf import settings; "
+            f"print(json.dumps({{name: getattr(settings, name) for name in {list(names)!r}}}))")
+    env = {**outside_the_tests(), **THROWAWAY, "DJANGO_SETTINGS_MODULE": "localai_memory.settings", **variables}
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_the_test_switch_is_refused_on_a_server() -> None:
+    # it would hash passwords with MD5, use a fixed secret key and let 1000 log-in tries a minute through
+    out = manage_py_check(LOCALAI_MEMORY_TESTING="1")
+    assert out.returncode == 1
+    assert out.stderr == ("ImproperlyConfigured: LOCALAI_MEMORY_TESTING is for the processes the test suite starts "
+                          "(it weakens password hashing and the secret key): unset it\n")
+
+
+def test_the_test_switch_still_works_in_a_process_a_test_started() -> None:
+    env = {**os.environ, **THROWAWAY, "LOCALAI_MEMORY_TESTING": "1", "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
+    code = "import django; django.setup(); from django.conf import settings; print(settings.PASSWORD_HASHERS[0])"
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "django.contrib.auth.hashers.MD5PasswordHasher"
+
+
+def test_a_server_answers_only_its_own_names_by_default_not_the_test_clients() -> None:
+    assert settings_of("ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS") == {
+        "ALLOWED_HOSTS": ["localhost", "127.0.0.1", "[::1]"], "CSRF_TRUSTED_ORIGINS": []}
