@@ -14,7 +14,7 @@ USER memory
 ENV LOCALAI_MEMORY_MODEL_CACHE=/app/.localai/models
 RUN python -c "from localai_memory.recall.embedders import OnDeviceEmbedder; OnDeviceEmbedder().load()"
 # collectstatic needs settings but no database or Redis: give it throwaway URLs.
-RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build \
+RUN DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=build-only-throwaway-key-0123456789abcdef \
     python manage.py collectstatic --noinput
 EXPOSE 8000
 # localai_memory/gunicorn_conf.py: the heartbeat file in memory, and a stopping worker finishes its queued work.

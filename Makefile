@@ -34,7 +34,7 @@ migrate: install
 
 # mypy's Django plugin imports the settings, which would start the embedded PostgreSQL and Redis when
 # DATABASE_URL / REDIS_URL are unset: throwaway URLs (never connected to) keep it to reading the settings.
-LINT_ENV := DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=lint
+LINT_ENV := DATABASE_URL=postgresql://x@localhost/x REDIS_URL=redis://localhost:6379/0 SECRET_KEY=lint-only-throwaway-key-0123456789abcdef
 
 lint: install
 	$(VENV)/bin/ruff check localai_memory bridges tests bench

@@ -172,6 +172,7 @@ if TESTING:  # the test session gets embedded servers of its own, apart from the
     os.environ.setdefault("LOCALAI_MEMORY_DATA_DIR", str(BASE_DIR / ".localai" / "test"))
     os.environ.setdefault("LOCALAI_MEMORY_MODEL_CACHE", str(BASE_DIR / ".localai" / "test" / "models"))
 SECRET_KEY = env_str("SECRET_KEY")
+MIN_SECRET_KEY_LENGTH = 32
 if not SECRET_KEY:
     if not (DEBUG or TESTING or env_bool("LOCALAI_MEMORY_DEV", False)):
         # A development default: a key made once and kept in the data folder.
@@ -193,6 +194,14 @@ if not SECRET_KEY:
         SECRET_KEY = key_file.read_text().strip()
     else:
         SECRET_KEY = "insecure-development-key-" + "x" * 30
+elif not (DEBUG or TESTING):
+    # The README's example key, or a few characters, signs every session and (with BRIDGES_SECRET_KEY unset)
+    # keys the bots' stored credentials: anyone who guesses it logs in as anyone.
+    _weak = ("the README's example" if SECRET_KEY == "change-me-to-a-long-random-string"
+             else "too short" if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH else "")
+    if _weak:
+        raise ImproperlyConfigured(f"SECRET_KEY is {_weak}: give a random one of at least {MIN_SECRET_KEY_LENGTH} "
+                                   "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
 # Django's test client asks for "testserver": a name of the test settings alone, never of a server's default.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", *(["testserver"] if TESTING else [])])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -84,7 +84,7 @@ def test_ctrl_c_stops_everything_with_no_reason_and_gives_ctrl_c_back() -> None:
 def test_up_refuses_a_port_in_use_before_starting_anything(taken_port: int) -> None:
     # Throwaway server URLs: the refusal comes before the launcher touches the database.
     env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
-           "SECRET_KEY": "x"}
+           "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30}
     out = subprocess.run([sys.executable, "manage.py", "up", "--port", str(taken_port), "--no-worker", "--no-bridges"],
                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 1
@@ -96,7 +96,7 @@ def test_up_refuses_a_port_in_use_before_starting_anything(taken_port: int) -> N
 
 def test_up_refuses_a_port_variable_that_is_no_port_in_one_line() -> None:
     env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
-           "SECRET_KEY": "x", "PORT": "abc"}
+           "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30, "PORT": "abc"}
     out = subprocess.run([sys.executable, "manage.py", "up", "--no-worker", "--no-bridges"],
                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 1
@@ -112,7 +112,7 @@ def test_up_refuses_a_port_variable_that_is_no_port_in_one_line() -> None:
 ])
 def test_up_refuses_a_count_or_port_that_cannot_work_before_starting_anything(flags: list[str], said: str) -> None:
     env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
-           "SECRET_KEY": "x"}
+           "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30}
     out = subprocess.run([sys.executable, "manage.py", "up", *flags, "--no-worker", "--no-bridges"],
                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode != 0

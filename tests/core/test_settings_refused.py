@@ -55,6 +55,11 @@ def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
     ("DATA_UPLOAD_MAX_MEMORY_SIZE", "-1", "DATA_UPLOAD_MAX_MEMORY_SIZE must be a number of bytes, at least 1"),
     ("LOCALAI_MEMORY_WORKER_NICE", "40", ("LOCALAI_MEMORY_WORKER_NICE must be from 0 (as started) to 19 (yields "
                                          "the most)")),
+    ("SECRET_KEY", "change-me-to-a-long-random-string", ("SECRET_KEY is the README's example: give a random one of "
+                                                        "at least 32 characters, e.g. python -c 'import secrets; "
+                                                        "print(secrets.token_urlsafe(50))'")),
+    ("SECRET_KEY", "hunter2", ("SECRET_KEY is too short: give a random one of at least 32 characters, e.g. python "
+                               "-c 'import secrets; print(secrets.token_urlsafe(50))'")),
 ])
 def test_a_setting_that_cannot_work_stops_the_start_with_one_line(variable: str, value: str, said: str) -> None:
     out = manage_py_check(**{variable: value})
@@ -105,3 +110,11 @@ def test_the_test_switch_still_works_in_a_process_a_test_started() -> None:
 def test_a_server_answers_only_its_own_names_by_default_not_the_test_clients() -> None:
     assert settings_of("ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS") == {
         "ALLOWED_HOSTS": ["localhost", "127.0.0.1", "[::1]"], "CSRF_TRUSTED_ORIGINS": []}
+
+
+def test_a_weak_secret_key_in_a_file_is_refused_too_and_debug_takes_any(tmp_path: Path) -> None:
+    key_file = tmp_path / "secret_key"
+    key_file.write_text("change-me-to-a-long-random-string\n")
+    out = manage_py_check(SECRET_KEY="", SECRET_KEY_FILE=str(key_file))
+    assert out.returncode == 1 and out.stderr.startswith("ImproperlyConfigured: SECRET_KEY is the README's example")
+    assert manage_py_check(SECRET_KEY="x", DEBUG="1").returncode == 0  # development: any key

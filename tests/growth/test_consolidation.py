@@ -543,7 +543,7 @@ def test_the_interval_between_passes_after_chatting_comes_from_the_environment(v
     import sys
 
     env = {**os.environ, "LOCALAI_MEMORY_CONSOLIDATION_INTERVAL": value, "DATABASE_URL": "postgresql://x@localhost/x",
-           "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "x", "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
+           "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30, "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
     code = ("import django; django.setup(); from localai_memory.growth import consolidation; "
             "print(consolidation.INTERVAL_SECONDS)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)

@@ -57,7 +57,7 @@ def test_the_measured_blend_is_the_default_and_a_configured_one_reorders_the_not
 ])
 def test_a_setting_that_makes_no_sense_stops_the_start_with_what_to_write(variable, value, message):
     env = {**os.environ, variable: value, "DATABASE_URL": "postgresql://x@localhost/x",
-           "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "x", "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
+           "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30, "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
     out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
                          text=True, timeout=60, check=False)
     assert out.returncode != 0 and "ImproperlyConfigured" in out.stderr and message in out.stderr
@@ -65,7 +65,7 @@ def test_a_setting_that_makes_no_sense_stops_the_start_with_what_to_write(variab
 
 def test_the_background_schedules_come_from_the_settings():
     env = {**os.environ, "LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE": "3600", "LOCALAI_MEMORY_RECALL_CATCH_UP_SCHEDULE": "60",
-           "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "x",
+           "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30,
            "DJANGO_SETTINGS_MODULE": "localai_memory.settings"}
     code = ("import django, json; django.setup(); from django.conf import settings; "
             "print(json.dumps({name: entry['schedule'] for name, entry in settings.CELERY_BEAT_SCHEDULE.items()}))")
@@ -78,7 +78,7 @@ def test_the_background_schedules_come_from_the_settings():
 
 def test_a_manage_py_command_stopped_by_a_setting_prints_only_what_to_write():
     env = {**os.environ, "LOCALAI_MEMORY_RECALL_DECAY_DAYS": "0", "DATABASE_URL": "postgresql://x@localhost/x",
-           "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "x"}
+           "REDIS_URL": "redis://localhost:6379/0", "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30}
     out = subprocess.run([sys.executable, "manage.py", "check"], cwd=Path(__file__).resolve().parents[2], env=env,
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 1
