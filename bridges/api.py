@@ -37,6 +37,8 @@ def binding_json(binding: Binding) -> dict[str, Any]:
         "enabled": binding.enabled,
         "credentials_set": list(binding.credential_keys),
         "endpoint": endpoint,
+        # an http:// or loopback endpoint is taken (a test, a proxy still to come) but said to be unreachable
+        "endpoint_warning": selectors.endpoint_warning(binding=binding),
         "status": status_json(binding),
         "created_at": binding.created_at.isoformat(),
         "updated_at": binding.updated_at.isoformat(),

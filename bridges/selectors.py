@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import urlparse
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -52,6 +53,20 @@ def binding_endpoint(*, binding: Binding) -> str | None:
 
         return events_url(binding.pk)
     return None
+
+
+def endpoint_warning(*, binding: Binding) -> str | None:
+    """Why the platform cannot call ``binding``'s endpoint: Telegram and Slack call only a public ``https://``
+    address, and LOCALAI_MEMORY_PUBLIC_URL (http://127.0.0.1:8000 unless set) builds it. None when it may."""
+    endpoint = binding_endpoint(binding=binding)
+    if endpoint is None:
+        return None
+    host = urlparse(endpoint).hostname or ""
+    if endpoint.startswith("https://") and host not in {"localhost", "127.0.0.1", "::1"}:
+        return None
+    platform = "Telegram" if binding.mode == Mode.WEBHOOK else "Slack"
+    return (f"{platform} cannot call {endpoint}: it calls only a public https:// address. Set "
+            "LOCALAI_MEMORY_PUBLIC_URL to the https address people reach this server at, then restart it.")
 
 
 def binding_credentials(*, binding: Binding) -> dict[str, str]:

@@ -241,3 +241,16 @@ def test_an_outsider_has_no_access_to_alices_bots(api, outsider_api):
 
 def test_the_api_needs_a_login(anon_api):
     assert anon_api.get("/api/bridges/bindings").status_code == 401
+
+
+def test_a_webhook_bot_on_an_http_public_url_is_told_the_platform_cannot_call_it(api, client, owner, settings):
+    settings.PUBLIC_URL = "http://127.0.0.1:8741"  # the default's kind: README says Telegram and Slack need HTTPS
+    webhook = create(api, mode="webhook").json()
+    said = (f"Telegram cannot call http://127.0.0.1:8741/bridges/telegram/{webhook['id']}/webhook: it calls only a "
+            "public https:// address. Set LOCALAI_MEMORY_PUBLIC_URL to the https address people reach this server "
+            "at, then restart it.")
+    assert webhook["endpoint_warning"] == said
+    client.force_login(owner)
+    assert said in client.get("/bridges/").content.decode()
+    settings.PUBLIC_URL = "https://memory.example.org"
+    assert api.get(f"/api/bridges/bindings/{webhook['id']}").json()["endpoint_warning"] is None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from localai_memory.core.management.commands.up import RestartBudget, Supervisor
+from localai_memory.core.management.commands.up import RestartBudget, Supervisor, address_to_open
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: a child that runs until it is stopped (a stand-in for a server)
@@ -94,13 +94,14 @@ def test_up_refuses_a_port_in_use_before_starting_anything(taken_port: int) -> N
     assert "running at" not in out.stdout
 
 
-def test_up_refuses_a_port_variable_that_is_no_port_in_one_line() -> None:
+@pytest.mark.parametrize("port", ["abc", "0"])  # 0 would serve on a port picked at random, never named
+def test_up_refuses_a_port_variable_that_is_no_port_in_one_line(port: str) -> None:
     env = {**os.environ, "DATABASE_URL": "postgresql://x@localhost/x", "REDIS_URL": "redis://localhost:6379/0",
-           "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30, "PORT": "abc"}
+           "SECRET_KEY": "throwaway-key-of-a-test-" + "k" * 30, "PORT": port}
     out = subprocess.run([sys.executable, "manage.py", "up", "--no-worker", "--no-bridges"],
                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 1
-    assert out.stderr == "CommandError: PORT='abc' is not a port number (1 to 65535)\n"
+    assert out.stderr == f"CommandError: PORT={port!r} is not a port number (1 to 65535)\n"
     assert "running at" not in out.stdout
 
 
@@ -118,3 +119,10 @@ def test_up_refuses_a_count_or_port_that_cannot_work_before_starting_anything(fl
     assert out.returncode != 0
     assert out.stderr.strip().splitlines()[-1].endswith(said), out.stderr
     assert "running at" not in out.stdout
+
+
+@pytest.mark.parametrize(("host", "said"), [("127.0.0.1", "http://127.0.0.1:8741"), ("0.0.0.0", "http://127.0.0.1:8741"),
+                                            ("::", "http://[::1]:8741"), ("memory.lan", "http://memory.lan:8741")])
+def test_up_names_an_address_a_browser_can_open_and_the_bots_endpoints_use_its_port(host: str, said: str) -> None:
+    # "running at http://0.0.0.0:8000/" opened nothing; the children's LOCALAI_MEMORY_PUBLIC_URL is this address
+    assert address_to_open(host, 8741) == said

@@ -56,6 +56,7 @@ def bridges_page(request: AuthenticatedHttpRequest) -> HttpResponse:
             "senders": list(bridge_selectors.sender_list(binding=binding)[:200]),
             "pairings": list(bridge_selectors.pairing_list(binding=binding)),
             "endpoint": bridge_selectors.binding_endpoint(binding=binding),
+            "endpoint_warning": bridge_selectors.endpoint_warning(binding=binding),
             "modes": [(m, Mode(m).label) for m in PLATFORM_MODES[binding.platform]],
             "credential_fields": [(key, label, key in binding.credential_keys or key == "webhook_secret")
                                   for key, label in EDIT_CREDENTIAL_LABELS[binding.platform].items()],

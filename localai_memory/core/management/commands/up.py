@@ -88,12 +88,15 @@ class Command(BaseCommand):
             raise CommandError(f"the web server could not start: {refusal}")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
-        login_hint, password_shown_once = self._first_user(f"http://{host}:{port}")
+        url = address_to_open(host, port)
+        login_hint, password_shown_once = self._first_user(url)
         env = dict(os.environ)
         db = settings.DATABASES["default"]
         env.setdefault("DATABASE_URL", _database_url(db))
         env.setdefault("REDIS_URL", settings.REDIS_URL)
         env.setdefault("SECRET_KEY", settings.SECRET_KEY)
+        # a webhook bot's endpoint names the port this server listens on, not the settings' 8000
+        env.setdefault("LOCALAI_MEMORY_PUBLIC_URL", url)
         # one terminal for every process: the worker's and beat's lines of routine scheduled tasks (three every
         # 15 s) stay out of it (localai_memory.celery); failures still show
         env.setdefault("LOCALAI_MEMORY_ROUTINE_TASK_LOGS", "0")
@@ -128,7 +131,7 @@ class Command(BaseCommand):
         def ready() -> None:
             nonlocal announced
             announced = True
-            self.stdout.write(self.style.SUCCESS(f"\nLocalAI Memory is running at http://{host}:{port}/"))
+            self.stdout.write(self.style.SUCCESS(f"\nLocalAI Memory is running at {url}/"))
             self.stdout.write(f"Started: {', '.join(children)}. Press Ctrl-C to stop.\n\n")  # a blank line, then
             self.stdout.write(login_hint)  # how to log in, last
 
@@ -278,6 +281,13 @@ def port_refusal(host: str, port: int) -> str | None:
                 return f"this user may not listen on port {port} (pick one above 1023 with --port)"
             return f"cannot listen on {host}:{port}: {exc.strerror}"
     return None
+
+
+def address_to_open(host: str, port: int) -> str:
+    """The address to open in a browser on this machine: a wildcard host (0.0.0.0, ::) is no address to open, so
+    it is loopback's; an IPv6 address goes in brackets."""
+    reachable = _reachable(host)
+    return f"http://{f'[{reachable}]' if ':' in reachable else reachable}:{port}"
 
 
 def _reachable(host: str) -> str:
