@@ -242,7 +242,8 @@ def _connect(origin: _Origin, *, timeout: float, connect: float) -> http.client.
         raise
     except (OSError, http.client.HTTPException) as exc:
         conn.close()
-        raise ConnectError(f"could not connect to {origin.host}:{origin.port}: {exc}") from exc
+        through = f" through the proxy {host}:{port} (HTTP_PROXY/HTTPS_PROXY/ALL_PROXY)" if origin.proxy else ""
+        raise ConnectError(f"could not connect to {origin.host}:{origin.port}{through}: {exc}") from exc
     assert conn.sock is not None
     conn.sock.settimeout(timeout)
     return conn

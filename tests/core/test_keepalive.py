@@ -322,6 +322,15 @@ def test_all_proxy_is_followed_and_a_proxy_of_another_kind_is_a_clear_error(serv
         call("http://model.internal:8080/v1/chat/completions")
 
 
+def test_a_proxy_that_cannot_be_reached_is_named_in_the_error_not_only_the_server(monkeypatch):
+    with socket.socket() as spare:  # a loopback port nobody listens on
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    with pytest.raises(keepalive.ConnectError, match=f"through the proxy 127.0.0.1:{port}"):
+        call("http://model.internal:8080/v1/chat/completions")
+
+
 def begin(url: str) -> keepalive.Posted:
     return keepalive.post_begin(url, b'{"hello": "there"}', {"Accept": "application/json"}, timeout=5.0, connect=5.0)
 
