@@ -17,7 +17,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from localai_memory.core.api import StrictCharField, query_param, validated
+from localai_memory.core.api import NamedChoiceField, StrictCharField, query_param, validated
 from localai_memory.core.errors import InvalidInput, TooLarge
 from localai_memory.core.parsers import JSONParser, json_loads
 from localai_memory.memory.selectors import MemoryState, memory_state
@@ -58,8 +58,7 @@ class AgentCreateInput(serializers.Serializer):
     tools = _name_list('The Tools list; "memory" turns memory on for the agent. Default ["memory"]')
     addons = _name_list("The Add-ons list. Default []")
     grants = _name_list('Grants; "memory.write" is Remember things. Default ["memory.write"]')
-    memory = serializers.ChoiceField(choices=AgentMemory.values, allow_null=True, required=False,
-                                     help_text=MEMORY_HELP)
+    memory = NamedChoiceField(choices=AgentMemory.values, allow_null=True, required=False, help_text=MEMORY_HELP)
     memory_save = AgentRuleField(required=False, allow_null=True, allow_blank=True)  # "" is refused by the service, by name
 
 

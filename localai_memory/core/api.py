@@ -79,6 +79,22 @@ class StrictBooleanField(serializers.BooleanField):
         raise AssertionError  # unreachable
 
 
+class NamedChoiceField(serializers.ChoiceField):
+    """A choice whose refusal lists the choices ("bogus" is not one of: auto, ask, always, never), so a client
+    learns what to send from the error alone."""
+
+    default_error_messages = {"invalid_choice": '"{input}" is not a valid choice: send one of {choices}.'}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data == "" and self.allow_blank:
+            return ""
+        try:
+            return self.choice_strings_to_values[str(data)]
+        except KeyError:
+            self.fail("invalid_choice", input=data, choices=", ".join(self.choice_strings_to_values))
+            raise AssertionError from None  # unreachable
+
+
 class StrictIntegerField(serializers.IntegerField):
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from localai_memory.core.api import (
     ApiView,
+    NamedChoiceField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -38,8 +39,10 @@ from .selectors import addon_forget_requests, memory_state, owned_scope
 
 class SettingsInput(serializers.Serializer):
     enabled = StrictBooleanField(required=False)
-    save_mode = serializers.ChoiceField(choices=SaveMode.values, required=False)
-    messaging_save = serializers.ChoiceField(choices=MessagingSave.values, required=False)
+    save_mode = NamedChoiceField(choices=SaveMode.values, required=False,
+                                 help_text="auto: Save it and tell me; ask: Ask me first; always: Always confirm "
+                                           "(every note waits for you); never: Never")
+    messaging_save = NamedChoiceField(choices=MessagingSave.values, required=False)
 
 
 class SettingsOutput(serializers.Serializer):
@@ -108,7 +111,12 @@ class ProviderPickApi(ApiView):
         """Pick the provider of a slot (only ``memory`` exists)."""
         if slot != "memory":
             raise InvalidInput(f"unknown slot {slot!r}; the only slot is memory", code="unknown_slot")
-        data = validated(ProviderInput, request.data)
+        body = request.data
+        elsewhere = sorted(set(body) & set(SettingsInput().fields)) if isinstance(body, dict) else []
+        if elsewhere:  # the answer shows every setting; only the provider is picked here
+            raise InvalidInput(f"{', '.join(elsewhere)} is set with PUT /api/chats/memory; this route picks only "
+                               "the provider", code="unknown_field", details={"fields": elsewhere})
+        data = validated(ProviderInput, body)
         return Response(services.provider_pick(user_id=request.user.pk, provider=data["provider"]).as_api())
 
 

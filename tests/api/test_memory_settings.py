@@ -164,3 +164,22 @@ def test_what_get_answers_can_be_written_back_with_a_change(api):
     assert "PUT /api/chats/providers/memory" in refused["message"]
     assert api.get(URL).json()["save_mode"] == "auto"  # nothing written
     assert_error(put_json(api, URL, {"colour": "red"}), 400, "unknown_field")
+
+
+def test_a_save_mode_that_is_none_of_the_choices_is_refused_listing_them(api, owner):
+    response = put_json(api, URL, {"save_mode": "bogus"})
+
+    assert response.status_code == 400
+    message = str(response.json()["error"])
+    assert '"bogus" is not a valid choice' in message and "auto, ask, always, never" in message
+    assert MemorySettings.objects.filter(user=owner, save_mode="bogus").count() == 0
+    assert api.get(URL).json()["save_mode"] == "ask"
+
+
+def test_a_save_mode_sent_to_the_provider_route_says_where_it_is_set(api):
+    response = put_json(api, "/api/chats/providers/memory", {"provider": "off", "save_mode": "never"})
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unknown_field" and "PUT /api/chats/memory" in error["message"]
+    assert api.get(URL).json() == DEFAULTS  # neither the provider nor the save level changed
