@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from bridges import services
 from bridges.models import Binding
@@ -368,3 +368,16 @@ def test_a_bot_restarted_in_the_middle_of_a_turn_still_sends_that_answer(owner, 
     finally:
         timer.cancel()
         release.set()
+
+
+@pytest.mark.parametrize("seconds", ["-1", "0", "0.2", "nan", "inf"])
+def test_runbridges_refuses_a_reload_time_that_is_no_usable_number_of_seconds(db, seconds):
+    with pytest.raises(CommandError, match="--reload-seconds .* at least 0.5"):
+        call_command("runbridges", "--reload-seconds", seconds, stdout=io.StringIO())
+
+
+def test_runbridges_says_when_a_bot_it_is_told_to_run_does_not_exist(owner):
+    known = polling_binding(owner)
+
+    with pytest.raises(CommandError, match="no bot has the id 999"):
+        call_command("runbridges", "--binding", str(known.pk), "--binding", "999", stdout=io.StringIO())

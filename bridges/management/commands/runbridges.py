@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import signal
 import sys
 import threading
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from bridges.runner import Supervisor, stop_grace
 from bridges.runtime import blocking_calls
@@ -55,8 +56,18 @@ class Command(BaseCommand):
                             help="Run only this binding id (may be repeated).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        supervisor = Supervisor(reload_seconds=max(0.5, options["reload_seconds"]),
-                                binding_ids=set(options["bindings"]) if options["bindings"] else None)
+        reload_seconds = options["reload_seconds"]
+        if not math.isfinite(reload_seconds) or reload_seconds < 0.5:
+            raise CommandError(f"--reload-seconds {reload_seconds} is no number of seconds of at least 0.5")
+        wanted = set(options["bindings"] or ())
+        if wanted:
+            from bridges.models import Binding
+
+            known = set(Binding.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+            if wanted - known:  # it would run nothing for them, and say nothing
+                raise CommandError(f"no bot has the id {', '.join(map(str, sorted(wanted - known)))} "
+                                   "(the Bridges page and GET /api/bridges/bindings list them)")
+        supervisor = Supervisor(reload_seconds=reload_seconds, binding_ids=wanted or None)
         grace = stop_grace()
 
         def overdue() -> None:
