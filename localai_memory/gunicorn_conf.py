@@ -20,6 +20,9 @@ this module holds what must be the same everywhere:
   named by ``core.middleware.AccessLogRouteMiddleware``, never the address the client sent: that holds note
   text and names (``/api/chats/memory/search?q=…``, ``?topic=…``, ``/files/open/?path=Memory/….md``), which are
   not logged. No referrer either (a page's address, with its query) and no user agent.
+- ``control_socket_disable``: no control socket. gunicorn 27 opens one at ``~/.gunicorn/gunicorn.ctl`` by
+  default, one path for every gunicorn of the user: two apps (or two ``manage.py up``) on one host shared
+  it, and the first to stop deleted the other's. Nothing here uses it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ DRAIN_SECONDS = 10.0
 
 #: bytes of the request line (method, path, query string); 8190 is the most gunicorn takes
 limit_request_line = 8190
+
+#: no ``~/.gunicorn/gunicorn.ctl``, which every gunicorn of the user shares by default (see above)
+control_socket_disable = True
 
 #: the WSGI environ key under which the app names the route a request took (read by ``access_log_format``)
 ACCESS_LOG_ROUTE = "localai_memory.route"

@@ -67,6 +67,8 @@ def test_a_web_worker_that_is_stopped_stores_the_chat_logs_it_still_had_queued(
             assert process.poll() is None  # still there, waiting for the database to store the log
             blocker.rollback()  # the database is back
             assert process.wait(timeout=30) == 0
+            # no control socket shared with every other gunicorn of this user (gunicorn 27's default)
+            assert "Control socket" not in log_path.read_text()
         finally:
             if process.poll() is None:
                 process.kill()
