@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import subprocess
-import sys
 import uuid
 
 import httpx
@@ -20,8 +17,7 @@ from rest_framework.test import APIClient
 from localai_memory.accounts.models import ApiToken
 from localai_memory.accounts.services import token_create
 from localai_memory.memory.models import Proposal
-from tests.api.test_two_processes import PROJECT_ROOT, free_port, test_database_url
-from tests.core.test_wsgi import _answers, _wait_for
+from tests.core.test_wsgi import running_app
 from tests.fakes.openai_server import reply, tool_calls
 
 pytestmark = pytest.mark.django_db
@@ -256,36 +252,21 @@ def test_the_access_log_has_each_requests_status_and_time_but_no_note_text_or_na
     owner = make_user("alice")
     browser = Client()
     browser.force_login(owner)  # a session the web pages (the note editor) accept
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
-           "SECRET_KEY": settings.SECRET_KEY, "ALLOWED_HOSTS": "127.0.0.1", "DATABASE_CONN_MAX_AGE": "0",
-           "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
-    log_path = tmp_path / "web.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "localai_memory.wsgi:application",
-             "-c", "python:localai_memory.gunicorn_conf", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
-            cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_for(lambda: _answers(url), process, log_path)
-            file = "Memory/sister-called-giulia.md"
-            with httpx.Client(base_url=url, timeout=60,
-                              headers={"Authorization": f"Token {token_create(user=owner)}"}) as api:
-                saved = api.put("/api/files/content", params={"path": file},
-                                json={"content": "my sister is called Giulia\n"})
-                assert saved.status_code == 200, saved.text
-                assert api.get("/api/chats/memory/search", params={"q": "my secret diagnosis"}).status_code == 200
-                assert api.delete("/api/chats/memory/notes", params={"topic": "dog-called-bruno"}).status_code == 404
-                assert api.get("/api/files/" + file).status_code == 404  # no such route: its path is not logged
-            with httpx.Client(base_url=url, timeout=60, cookies={"sessionid": browser.cookies["sessionid"].value},
-                              headers={"Accept": "text/html"}) as web:
-                assert web.get("/settings/memory/note/", params={"path": file}).status_code == 200
-                assert web.get("/files/open/", params={"path": file}, headers={"Referer": url + "/files/?q=giulia"},
-                               ).status_code == 200
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    with running_app(tmp_path, SECRET_KEY=settings.SECRET_KEY, LOG_LEVEL="INFO") as (url, _, log_path):
+        file = "Memory/sister-called-giulia.md"
+        with httpx.Client(base_url=url, timeout=60,
+                          headers={"Authorization": f"Token {token_create(user=owner)}"}) as api:
+            saved = api.put("/api/files/content", params={"path": file},
+                            json={"content": "my sister is called Giulia\n"})
+            assert saved.status_code == 200, saved.text
+            assert api.get("/api/chats/memory/search", params={"q": "my secret diagnosis"}).status_code == 200
+            assert api.delete("/api/chats/memory/notes", params={"topic": "dog-called-bruno"}).status_code == 404
+            assert api.get("/api/files/" + file).status_code == 404  # no such route: its path is not logged
+        with httpx.Client(base_url=url, timeout=60, cookies={"sessionid": browser.cookies["sessionid"].value},
+                          headers={"Accept": "text/html"}) as web:
+            assert web.get("/settings/memory/note/", params={"path": file}).status_code == 200
+            assert web.get("/files/open/", params={"path": file}, headers={"Referer": url + "/files/?q=giulia"},
+                           ).status_code == 200
     logged = log_path.read_text(errors="replace")
     for line in ('"PUT /api/files/content HTTP/1.1" 200', '"GET /api/chats/memory/search HTTP/1.1" 200',
                  '"DELETE /api/chats/memory/notes HTTP/1.1" 404', '"GET (no route) HTTP/1.1" 404',
