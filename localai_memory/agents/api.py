@@ -7,6 +7,8 @@ the admin and an import file obey the same rules.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils.text import slugify
@@ -196,6 +198,10 @@ class AgentDetailApi(APIView):
     )
     def delete(self, request, agent_id: int):
         """Delete an agent; ``?memory=keep|export|delete`` says what happens to its notes."""
+        body = request.data
+        if isinstance(body, Mapping) and "memory" in body:  # read as no choice, the notes would stay silently
+            raise InvalidInput("send the choice of the agent's notes in the address (?memory=keep, export or "
+                               "delete), not in the body: nothing was deleted", code="memory_in_body")
         choice = query_param(request, "memory", required=False)
         result = services.agent_delete(owner_id=request.user.pk, agent_id=agent_id, memory=choice)
         if result.archive is not None:

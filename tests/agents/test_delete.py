@@ -61,6 +61,22 @@ def test_a_memory_choice_given_twice_is_a_400_that_says_so_and_deletes_nothing(a
     assert not TrashEntry.objects.filter(owner=owner).exists()
 
 
+def test_a_memory_choice_sent_in_the_body_is_a_400_that_says_where_it_goes_and_deletes_nothing(
+        api, owner, make_agent, give_notes):
+    """Read as no choice, ``{"memory": "delete"}`` in the body kept the notes and deleted the agent silently."""
+    agent = make_agent()
+    give_notes(owner, agent["id"], "home")
+
+    response = api.delete(f"{AGENTS}/{agent['id']}", data=json.dumps({"memory": "delete"}),
+                          content_type="application/json")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "memory_in_body" and "?memory=keep" in error["message"]
+    assert Agent.objects.filter(pk=agent["id"]).exists()
+    assert len(agent_files(owner, agent["id"])) == 2
+
+
 def test_an_agent_without_notes_is_deleted_without_a_choice(api, make_agent):
     agent = make_agent()
     response = api.delete(f"{AGENTS}/{agent['id']}")
