@@ -294,6 +294,14 @@ def category_param(request) -> str | None:
     return category
 
 
+def _written(*, owner_id: int, scope: Scope, topic: str) -> dict[str, str | int | None]:
+    """What a note's write answers besides its change set: the scope's index, and the ``index_version`` and
+    ``note_version`` to send with the next edit. Read in the write's transaction, under its lock."""
+    return {"index": notes_selectors.index_text(owner_id=owner_id, scope=scope),
+            "index_version": notes_selectors.index_version(owner_id=owner_id, scope=scope),
+            "note_version": notes_selectors.note_version_now(owner_id=owner_id, scope=scope, topic=topic)}
+
+
 class NotesApi(ApiView):
     @extend_schema(parameters=[OpenApiParameter("category", OpenApiTypes.STR, OpenApiParameter.QUERY,
                                                 enum=list(CATEGORIES))],
@@ -345,10 +353,7 @@ class NotesApi(ApiView):
                                index_version=data.get("index_version", UNCHECKED),
                                note_version=data.get("note_version", UNCHECKED))
             answer = {"change": change_json(change) if change else None,
-                      "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
-                      "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
-                      "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
-                                                                       topic=data["topic"])}
+                      **_written(owner_id=request.user.pk, scope=scope, topic=data["topic"])}
         return Response(answer)
 
     @extend_schema(request=NewNoteInput, responses={201: OpenApiTypes.OBJECT})
@@ -374,11 +379,7 @@ class NotesApi(ApiView):
             importance = data.get("importance")
             answer = {"topic": topic, "scope": scope.name,
                       "importance": None if importance is None else float(importance),
-                      "change": change_json(change),
-                      "index": notes_selectors.index_text(owner_id=request.user.pk, scope=scope),
-                      "index_version": notes_selectors.index_version(owner_id=request.user.pk, scope=scope),
-                      "note_version": notes_selectors.note_version_now(owner_id=request.user.pk, scope=scope,
-                                                                       topic=topic)}
+                      "change": change_json(change), **_written(owner_id=request.user.pk, scope=scope, topic=topic)}
         return Response(answer, status=201)
 
     @extend_schema(request=ImportanceInput, responses={200: OpenApiTypes.OBJECT})
