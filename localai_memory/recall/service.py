@@ -119,8 +119,6 @@ class Note:
     importance: float | None = None
     #: The oldest use of its passages in a turn (``notes_used``); None when one of them was never used.
     used_at: datetime | None = None
-    #: Read with ``used_at`` (the turn's read): False for a note built without it, never taken as recent.
-    use_known: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -247,7 +245,7 @@ def _notes_from_rows(rows: Sequence[Sequence[Any]], scopes: Sequence[Scope]) -> 
         if note is None:
             note = notes[(kind, key, topic)] = Note(scope=by_scope[(kind, key)], topic=topic, source=source,
                                                     updated_at=updated_at, importance=importance,
-                                                    used_at=used_at, use_known=True)
+                                                    used_at=used_at)
         if used_at is None:
             never.add((kind, key, topic))
         elif note.used_at is None or used_at < note.used_at:
@@ -517,7 +515,7 @@ def turn_recall(request: RecallRequest) -> RecallContribution | None:
     # write nothing for it): a person chatting on about one thing costs no write per turn.
     recent = timezone.now() - USE_RESOLUTION
     used = [r.note.key for r in outcome.items
-            if not (r.note.use_known and r.note.used_at is not None and r.note.used_at >= recent)]
+            if r.note.used_at is None or r.note.used_at < recent]
     if used:
         after_response(functools.partial(notes_used, owner_id=owner_id, notes=used))
     return RecallContribution(text=text, report=report)
