@@ -90,11 +90,7 @@ def password_change(*, user: User, current: str, new: str, new_again: str, revok
     except ValidationError as exc:
         raise InvalidInput(" ".join(exc.messages), code="weak_password") from None
     user.set_password(new)
-    setattr(user, TOKENS_DECIDED, True)  # the person chose whether their tokens stay: not on_user_saved's call
-    try:
-        user.save(update_fields=["password"])
-    finally:
-        delattr(user, TOKENS_DECIDED)
+    _save_password(user)  # the person chose whether their tokens stay: not on_user_saved's call
     return tokens_revoke_all(user_id=user.pk) if revoke_tokens else 0
 
 
@@ -109,12 +105,18 @@ def password_reset(*, user: User, password: str | None) -> int:
         user.set_unusable_password()
     else:
         user.set_password(password)
+    _save_password(user)  # sessions end with it: Django checks each one's password hash
+    return revoked
+
+
+def _save_password(user: User) -> None:
+    """Save ``user``'s new password for a service that decides about their API tokens itself
+    (``TOKENS_DECIDED``: ``on_user_saved`` leaves them alone)."""
     setattr(user, TOKENS_DECIDED, True)
     try:
-        user.save(update_fields=["password"])  # sessions end with it: Django checks each one's password hash
+        user.save(update_fields=["password"])
     finally:
         delattr(user, TOKENS_DECIDED)
-    return revoked
 
 
 #: Set on a user while code that decides about their API tokens itself saves their new password, so
