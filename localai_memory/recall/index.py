@@ -439,8 +439,12 @@ def scopes_sync(*, owner_id: int, scopes: Iterable[Scope], change_set: ChangeSet
         NoteVector.objects.bulk_create(to_create)
         result.created = len(to_create)
     if to_update:
-        NoteVector.objects.bulk_update(to_update, ["text", "path", "source", "updated_at", "used_at", "embedding",
-                                                   "model_id", "dim"])
+        fields = ["text", "path", "source", "updated_at", "used_at", "embedding", "model_id", "dim"]
+        if len(to_update) == 1:  # a note's line or file: a plain UPDATE, not bulk_update's CASE per field
+            row = to_update[0]
+            NoteVector.objects.filter(pk=row.pk).update(**{field: getattr(row, field) for field in fields})
+        else:
+            NoteVector.objects.bulk_update(to_update, fields)
         result.updated = len(to_update)
     result.waiting = len(pending) - result.embedded
     if result.waiting:
