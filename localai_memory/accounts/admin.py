@@ -3,8 +3,9 @@
 Deleting a user goes through ``services.account_delete``: every note is erased for good first (as the
 terminal's ``memory clear`` does), their memory add-on is told, then the account goes, and with it every
 entry of the admin's log about them (``adminlog.admin_log_forget``); the log keeps only that an account was
-deleted, naming nobody. The views of their other rows refuse a delete of one of them alone
-(``adminlog.OwnedAdmin.delete_alone_refused``); the account's delete erases them by the service, so its
+deleted, by which administrator and when (``ACCOUNT_DELETED``, naming nobody): what an administrator did stays
+accountable, and nothing of the person is left. The views of their other rows refuse a delete of one of them
+alone (``adminlog.OwnedAdmin.delete_alone_refused``); the account's delete erases them by the service, so its
 confirmation page lists them without asking for that permission.
 
 A password an administrator sets (or password log-in turned off) revokes every API token of the user and ends
@@ -30,6 +31,10 @@ from .adminlog import Logged, OwnedAdmin, log_write
 from .models import ApiToken
 
 User = get_user_model()
+
+#: What the admin's log calls a deleted account (Recent actions: "Deleted: …", kind User): that one was deleted,
+#: and by its entry who deleted it and when; never who it was (no id, no name), so nothing of them outlives it.
+ACCOUNT_DELETED = "An account, deleted with everything in it; who it was is not kept"
 
 
 @admin.register(ApiToken)
@@ -90,11 +95,11 @@ class UserAdmin(OwnedAdmin, DjangoUserAdmin):
         return response
 
     def log_deletions(self, request: HttpRequest, queryset: Any) -> list[LogEntry]:
-        """That an account was deleted, naming nobody (no id, no name): ``account_delete`` deletes every entry
-        about the person, and nothing of them is left after."""
+        """One entry per account: that it was deleted, by this administrator, now, naming nobody
+        (``ACCOUNT_DELETED``). ``account_delete`` deletes every entry about the person; this one is about none."""
         kind = ContentType.objects.get_for_model(User)
         return log_write(request=request, action_flag=DELETION,
-                         rows=[Logged(kind, None, "an account, with everything of it", None) for _ in queryset])
+                         rows=[Logged(kind, None, ACCOUNT_DELETED, None) for _ in queryset])
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         self._delete(request, obj)

@@ -7,7 +7,11 @@ person is left in it once their account is deleted.
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 import pytest
+import time_machine
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
 from django.contrib.admin.options import ModelAdmin
@@ -16,6 +20,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
+from localai_memory.accounts.admin import ACCOUNT_DELETED
 from localai_memory.accounts.adminlog import OwnedAdmin
 from localai_memory.accounts.models import AdminLogOwner
 from localai_memory.accounts.services import token_create
@@ -242,10 +247,31 @@ def test_deleting_an_account_in_the_admin_leaves_no_entry_of_the_admins_log_abou
     _nothing_left_of(alice.pk)
     left = set(LogEntry.objects.values_list("object_id", "object_repr", "user_id"))
     assert left == {(str(bobs.pk), f"chat {bobs.pk}", operator.pk),
-                    (None, "an account, with everything of it", operator.pk)}  # it names nobody
+                    (None, ACCOUNT_DELETED, operator.pk)}  # it names nobody
     assert not AdminLogOwner.objects.filter(owner_id=alice.pk).exists()
     recent = _recent_actions(client)
-    assert "an account, with everything of it" in recent and "alice" not in recent.lower()
+    assert ACCOUNT_DELETED in recent and "alice" not in recent.lower()
+
+
+def test_recent_actions_say_only_that_an_account_was_deleted_and_the_entry_keeps_who_deleted_it_and_when(
+        client, operator, make_user, django_capture_on_commit_callbacks):
+    """The privacy rule keeps nothing of a deleted person in the admin's log; what an administrator did stays
+    accountable: one entry per account, worded so it cannot be read as naming anybody."""
+    alice, bob = make_user("alice"), make_user("bob")
+    deleted_at = datetime(2026, 3, 9, 14, 30, tzinfo=UTC)
+
+    with time_machine.travel(deleted_at, tick=False), django_capture_on_commit_callbacks(execute=True):
+        assert _delete_page(client, "auth_user", alice.pk).status_code == 302
+        assert _delete_selected(client, "auth_user", bob.pk).status_code == 302
+
+    said = "Deleted: An account, deleted with everything in it; who it was is not kept User"
+    recent = _recent_actions(client)
+    items = [" ".join(re.sub(r"<[^>]+>", " ", item).split())
+             for item in re.findall(r"<li.*?</li>", recent, re.DOTALL)]
+    assert items == [said, said]
+    assert "href" not in recent and "alice" not in recent.lower() and "bob" not in recent.lower()
+    entries = list(LogEntry.objects.values_list("user_id", "action_time", "object_id", "change_message"))
+    assert entries == [(operator.pk, deleted_at, None, "")] * 2
 
 
 def test_deleting_ones_own_account_deletes_the_admins_log_about_them_too(client, operator, make_user):
@@ -295,4 +321,4 @@ def test_an_admin_deletes_a_user_and_the_invariant_checker_stays_clean(
             response = _delete_selected(client, "auth_user", alice_with_memory.pk)
     assert response.status_code == 302
     assert check_invariants() == []
-    assert LogEntry.objects.get().object_repr == "an account, with everything of it"
+    assert LogEntry.objects.get().object_repr == ACCOUNT_DELETED
