@@ -247,6 +247,8 @@ MIDDLEWARE = [
     # a session that ended moves the whole page to the log-in page, back to the page the form was on
     "localai_memory.web.middleware.LoginRedirectMiddleware",
     "localai_memory.web.middleware.PostOnlyPageMiddleware",
+    # a form that sends a field twice does nothing (a view would take the last value silently)
+    "localai_memory.web.middleware.RepeatedFieldMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "localai_memory.core.middleware.ServiceUnavailableMiddleware",
 ]

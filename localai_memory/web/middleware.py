@@ -7,7 +7,8 @@ into the part of the page it meant to replace (a page inside the page, the typed
 a form's address is its POST-only action, which the browser would GET after logging in (a blank 405). So a
 refused htmx request moves the whole page to the log-in page (``HX-Redirect``), and a refused form comes back,
 after logging in, to the page it was on. A POST-only address of the web app opened with GET (such a ``next``
-from before, a bookmark) goes to its page.
+from before, a bookmark) goes to its page. A form that sends a field more than once is refused before its view
+runs (``RepeatedFieldMiddleware``).
 
 This middleware only changes those answers: never what a view decided otherwise, never the API's (its clients
 log in with tokens; ``login_required`` is not theirs).
@@ -16,15 +17,17 @@ log in with tokens; ``login_required`` is not theirs).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.urls import Resolver404, ResolverMatch, resolve
 
-from .views.common import is_htmx, own_path
+from .views.common import flash, is_htmx, own_path
 
 #: The views of the web app's pages (the only ones this middleware answers for).
 WEB_VIEWS = "localai_memory.web.views."
@@ -114,3 +117,44 @@ class PostOnlyPageMiddleware:
             query = request.META.get("QUERY_STRING", "")
             return HttpResponseRedirect(page_of(request.path) + (f"?{query}" if query else ""))
         return response
+
+
+def repeated_fields(request: HttpRequest) -> list[str]:
+    """The names a form sent more than once: two fields (or uploads) of one name in its body, or ``?x=1&x=2``
+    in its address."""
+    names: list[str] = []
+    for data in (request.GET, request.POST, request.FILES):
+        names += [name for name, values in data.lists() if len(values) > 1 and name not in names]
+    return names
+
+
+class RepeatedFieldMiddleware:
+    """A form of the web app that sends a field more than once does nothing: the person is back on the page the
+    form was on, told so where the form is (``flash``). A view reads a field with ``QueryDict.get``, which
+    takes the last value silently: an agent's Delete sent with ``memory=keep`` and ``memory=delete`` would move
+    its notes to the Trash. The API answers the same with a 400 ``repeated_parameter``
+    (``core.api.one_param``). Checked here, before any view of the web app runs, so every form obeys it, also
+    one added later; no form of the app sends a name twice (a radio group sends one value)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view: Callable[..., HttpResponse], args: Any,
+                     kwargs: Any) -> HttpResponse | None:
+        if (request.method != "POST" or not _is_web_view(request.resolver_match)
+                or not request.user.is_authenticated):  # a person logged out goes to log in first, as before
+            return None
+        repeated = repeated_fields(request)
+        if not repeated:
+            return None
+        named = ", ".join(f"“{name[:40]}”" for name in repeated[:3]) + (", …" if len(repeated) > 3 else "")
+        said = f"The form sent {named} more than once, so nothing was done. Send it again from this page."
+        flash(request, messages.ERROR, said)
+        back = page_of_request(request)
+        if is_htmx(request):  # htmx would swap a redirect's page into the part it meant to replace
+            return HttpResponse(said, status=400, content_type="text/plain; charset=utf-8",
+                                headers={"HX-Redirect": back})
+        return HttpResponseRedirect(back)
