@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from localai_memory.accounts.adminlog import OwnedAdmin
 from localai_memory.core.errors import InvalidInput
@@ -98,8 +98,14 @@ class AgentAdmin(OwnedAdmin):
         obj.created_at, obj.updated_at = saved.created_at, saved.updated_at
 
     def delete_model(self, request, obj: Agent) -> None:
-        services.agent_delete(owner_id=obj.owner_id, agent_id=obj.pk, memory="keep")
+        self._said(request, services.agent_delete(owner_id=obj.owner_id, agent_id=obj.pk, memory="keep"))
 
     def delete_queryset(self, request, queryset) -> None:
         for agent in queryset:
-            services.agent_delete(owner_id=agent.owner_id, agent_id=agent.pk, memory="keep")
+            self._said(request, services.agent_delete(owner_id=agent.owner_id, agent_id=agent.pk, memory="keep"))
+
+    def _said(self, request, deleted: services.AgentDeleted) -> None:
+        """What the delete did with the notes, as the web app says it (Django's own line says only "deleted"):
+        where the kept notes are, and which memory add-on may still hold some."""
+        level = messages.WARNING if deleted.kept_in or deleted.addons else messages.INFO
+        self.message_user(request, f"“{deleted.name}”: {deleted.message}", level=level)

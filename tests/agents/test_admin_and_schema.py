@@ -86,3 +86,20 @@ def test_the_schema_documents_every_agent_route(client):
     memory = next(p for p in delete["parameters"] if p["name"] == "memory")
     assert set(memory["schema"]["enum"]) == {"keep", "export", "delete"}
     assert set(delete["responses"]["200"]["content"]) == {"application/json", "application/zip"}
+
+
+def test_an_agent_deleted_in_the_admin_says_where_its_notes_are_as_the_web_does(admin_client, owner):
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    agent = services.agent_create(owner_id=owner.pk, name="Cook", memory="own")
+    note_upsert(owner_id=owner.pk, scope=Scope.agent(agent.pk), topic="diet", summary="Cooks vegetarian",
+                source="files", actor="you")
+    page = admin_client.post(f"/admin/agents/agent/{agent.pk}/delete/", {"post": "yes"}, follow=True)
+    text = page.content.decode()
+    assert "Its notes stay; they show on the Memory tab under Deleted agents." in text
+    bare = services.agent_create(owner_id=owner.pk, name="Empty")
+    page = admin_client.post("/admin/agents/agent/", {"action": "delete_selected", "_selected_action": [bare.pk],
+                                                      "post": "yes"}, follow=True)
+    assert "“Empty”: The agent is deleted. It had no notes." in page.content.decode()
+    assert not Agent.objects.filter(pk__in=[agent.pk, bare.pk]).exists()
