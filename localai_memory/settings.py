@@ -114,6 +114,21 @@ def env_choice(name: str, default: str, choices: set[str]) -> str:
     return value
 
 
+#: The README's example key: copied as it is, it is a key everyone knows.
+README_EXAMPLE_KEY = "change-me-to-a-long-random-string"
+MIN_SECRET_KEY_LENGTH = 32
+
+
+def refuse_weak_key(name: str, value: str) -> None:
+    """A key that signs sessions or encrypts the bots' credentials (``SECRET_KEY``, ``BRIDGES_SECRET_KEY``):
+    the README's example, or a few characters, lets anyone who guesses it in. Refused with DEBUG off."""
+    weak = ("the README's example" if value == README_EXAMPLE_KEY
+            else "too short" if len(value) < MIN_SECRET_KEY_LENGTH else "")
+    if weak:
+        raise ImproperlyConfigured(f"{name} is {weak}: give a random one of at least {MIN_SECRET_KEY_LENGTH} "
+                                   "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+
+
 def parse_database_url(url: str) -> dict:
     """``postgresql://user:pass@host:port/name`` or the Unix-socket form ``postgresql://u:@/name?host=/dir``."""
     parsed = urlparse(url)
@@ -172,7 +187,6 @@ if TESTING:  # the test session gets embedded servers of its own, apart from the
     os.environ.setdefault("LOCALAI_MEMORY_DATA_DIR", str(BASE_DIR / ".localai" / "test"))
     os.environ.setdefault("LOCALAI_MEMORY_MODEL_CACHE", str(BASE_DIR / ".localai" / "test" / "models"))
 SECRET_KEY = env_str("SECRET_KEY")
-MIN_SECRET_KEY_LENGTH = 32
 if not SECRET_KEY:
     if not (DEBUG or TESTING or env_bool("LOCALAI_MEMORY_DEV", False)):
         # A development default: a key made once and kept in the data folder.
@@ -195,13 +209,9 @@ if not SECRET_KEY:
     else:
         SECRET_KEY = "insecure-development-key-" + "x" * 30
 elif not (DEBUG or TESTING):
-    # The README's example key, or a few characters, signs every session and (with BRIDGES_SECRET_KEY unset)
-    # keys the bots' stored credentials: anyone who guesses it logs in as anyone.
-    _weak = ("the README's example" if SECRET_KEY == "change-me-to-a-long-random-string"
-             else "too short" if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH else "")
-    if _weak:
-        raise ImproperlyConfigured(f"SECRET_KEY is {_weak}: give a random one of at least {MIN_SECRET_KEY_LENGTH} "
-                                   "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+    # SECRET_KEY signs every session and (with BRIDGES_SECRET_KEY unset) keys the bots' stored credentials:
+    # anyone who guesses it logs in as anyone.
+    refuse_weak_key("SECRET_KEY", SECRET_KEY)
 # Django's test client asks for "testserver": a name of the test settings alone, never of a server's default.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", *(["testserver"] if TESTING else [])])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -444,6 +454,8 @@ DISCORD_API_BASE_URL = env_url("DISCORD_API_BASE_URL", "https://discord.com/api/
 DISCORD_GATEWAY_URL = env_url("DISCORD_GATEWAY_URL", "wss://gateway.discord.gg/", ("ws", "wss"),
                               example="wss://gateway.discord.gg/")
 BRIDGES_SECRET_KEY = env_str("BRIDGES_SECRET_KEY")  # encrypts bot credentials; derived from SECRET_KEY if unset
+if BRIDGES_SECRET_KEY and not (DEBUG or TESTING):  # whoever guesses it reads every bot's token
+    refuse_weak_key("BRIDGES_SECRET_KEY", BRIDGES_SECRET_KEY)
 # How long `runbridges`, told to stop, lets the bots finish the turns they are answering (then cuts them off).
 BRIDGES_STOP_GRACE_SECONDS = env_float("BRIDGES_STOP_GRACE_SECONDS", 10.0)
 if not 0 < BRIDGES_STOP_GRACE_SECONDS <= 600:

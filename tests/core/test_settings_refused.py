@@ -60,6 +60,14 @@ def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
                                                         "print(secrets.token_urlsafe(50))'")),
     ("SECRET_KEY", "hunter2", ("SECRET_KEY is too short: give a random one of at least 32 characters, e.g. python "
                                "-c 'import secrets; print(secrets.token_urlsafe(50))'")),
+    # the bots' key keys every stored bot token: the same rule as SECRET_KEY's
+    ("BRIDGES_SECRET_KEY", "change-me-to-a-long-random-string", ("BRIDGES_SECRET_KEY is the README's example: give "
+                                                                "a random one of at least 32 characters, e.g. "
+                                                                "python -c 'import secrets; "
+                                                                "print(secrets.token_urlsafe(50))'")),
+    ("BRIDGES_SECRET_KEY", "hunter2", ("BRIDGES_SECRET_KEY is too short: give a random one of at least 32 "
+                                       "characters, e.g. python -c 'import secrets; "
+                                       "print(secrets.token_urlsafe(50))'")),
 ])
 def test_a_setting_that_cannot_work_stops_the_start_with_one_line(variable: str, value: str, said: str) -> None:
     out = manage_py_check(**{variable: value})
@@ -118,3 +126,11 @@ def test_a_weak_secret_key_in_a_file_is_refused_too_and_debug_takes_any(tmp_path
     out = manage_py_check(SECRET_KEY="", SECRET_KEY_FILE=str(key_file))
     assert out.returncode == 1 and out.stderr.startswith("ImproperlyConfigured: SECRET_KEY is the README's example")
     assert manage_py_check(SECRET_KEY="x", DEBUG="1").returncode == 0  # development: any key
+
+
+def test_a_strong_bots_key_starts_and_debug_takes_any() -> None:
+    fernet_key = "ufEBLp8bZ4E7dR4swnpmxSAKSUpTAz_KXPpnA5jJjpo="  # a Fernet key: 44 characters
+    assert manage_py_check(BRIDGES_SECRET_KEY=fernet_key).returncode == 0
+    assert manage_py_check(BRIDGES_SECRET_KEY="x", DEBUG="1").returncode == 0  # development: any key
+
+
