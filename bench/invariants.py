@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=50, help="rows reported per check")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "localai_memory.settings")
+    # The settings refuse a DATABASE_URL without SECRET_KEY (each machine would sign with its own); this
+    # check only reads rows, signs and decrypts nothing, so any key does.
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     import django
 
     django.setup()

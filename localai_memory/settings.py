@@ -189,7 +189,15 @@ if TESTING:  # the test session gets embedded servers of its own, apart from the
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not (DEBUG or TESTING or env_bool("LOCALAI_MEMORY_DEV", False)):
-        # A development default: a key made once and kept in the data folder.
+        if env_str("DATABASE_URL"):
+            # A database of its own is how several machines (web replicas, a worker, the bridges) share one
+            # installation: a key made by each would log people out as their requests moved between them,
+            # and leave the bots' credentials, encrypted on one, unreadable on the others.
+            raise ImproperlyConfigured("SECRET_KEY is not set: with DATABASE_URL every machine would make a key of "
+                                       "its own; set SECRET_KEY (or SECRET_KEY_FILE) to the same random one on "
+                                       "each, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+        # A development default (the embedded database, one machine): a key made once and kept in the data
+        # folder.
         from localai_memory.services.embedded import data_dir
 
         key_file = data_dir() / "secret_key"

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: a DATABASE_URL needs the key every machine shares (without one the settings refuse to start)
+A_KEY = {"SECRET_KEY": "unreachable-test-" + "k" * 40}
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -33,7 +35,7 @@ def closed_port() -> int:
 @pytest.mark.parametrize("command", [["memory", "list", "--user", "alice"], ["migrate"]])
 def test_a_command_against_a_closed_port_says_in_one_line_that_the_database_is_not_reachable(command):
     port = closed_port()
-    env = {**os.environ, "DATABASE_URL": f"postgresql://someone:secret@127.0.0.1:{port}/memory",
+    env = {**os.environ, **A_KEY, "DATABASE_URL": f"postgresql://someone:secret@127.0.0.1:{port}/memory",
            "LOCALAI_MEMORY_EMBEDDED_START": "0"}
     done = manage(*command, env=env)
 
@@ -57,7 +59,7 @@ def test_a_command_against_a_stopped_embedded_database_says_how_to_start_it(tmp_
 
 
 def test_traceback_still_shows_the_traceback_of_an_unreachable_database():
-    env = {**os.environ, "DATABASE_URL": f"postgresql://someone@127.0.0.1:{closed_port()}/memory",
+    env = {**os.environ, **A_KEY, "DATABASE_URL": f"postgresql://someone@127.0.0.1:{closed_port()}/memory",
            "LOCALAI_MEMORY_EMBEDDED_START": "0"}
     done = manage("migrate", "--traceback", env=env)
 
@@ -84,7 +86,7 @@ def test_a_command_against_a_host_that_never_answers_gives_up_after_the_connect_
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # the kernel completes the handshake; nobody ever reads or answers
         port = silent.getsockname()[1]
-        env = {**os.environ, "DATABASE_URL": f"postgresql://someone:secret@127.0.0.1:{port}/memory",
+        env = {**os.environ, **A_KEY, "DATABASE_URL": f"postgresql://someone:secret@127.0.0.1:{port}/memory",
                "LOCALAI_MEMORY_EMBEDDED_START": "0", "DATABASE_CONNECT_TIMEOUT": "2"}
         done = subprocess.run([sys.executable, "manage.py", "memory", "list", "--user", "alice"], cwd=PROJECT_ROOT,
                               env=env, capture_output=True, text=True, timeout=40, check=False)
@@ -103,7 +105,7 @@ def test_a_request_while_the_database_host_never_answers_gets_the_503_after_the_
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
-        env = {**os.environ, "DATABASE_URL": f"postgresql://someone@127.0.0.1:{silent.getsockname()[1]}/memory",
+        env = {**os.environ, **A_KEY, "DATABASE_URL": f"postgresql://someone@127.0.0.1:{silent.getsockname()[1]}/memory",
                "LOCALAI_MEMORY_EMBEDDED_START": "0", "DATABASE_CONNECT_TIMEOUT": "2",
                "ALLOWED_HOSTS": "testserver"}  # the test client's host: a server's default no longer has it
         done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=PROJECT_ROOT, env=env,
@@ -114,7 +116,7 @@ def test_a_request_while_the_database_host_never_answers_gets_the_503_after_the_
 
 def test_a_connect_timeout_in_the_database_url_wins_over_the_setting():
     code = "from django.conf import settings; print(settings.DATABASES['default']['OPTIONS']['connect_timeout'])"
-    env = {**os.environ, "LOCALAI_MEMORY_EMBEDDED_START": "0", "DATABASE_CONNECT_TIMEOUT": "7"}
+    env = {**os.environ, **A_KEY, "LOCALAI_MEMORY_EMBEDDED_START": "0", "DATABASE_CONNECT_TIMEOUT": "7"}
     env["DATABASE_URL"] = "postgresql://someone@127.0.0.1:1/memory"
     assert manage("shell", "-c", code, env=env).stdout.splitlines()[-1] == "7"
     env["DATABASE_URL"] = "postgresql://someone@127.0.0.1:1/memory?connect_timeout=3"
@@ -123,7 +125,7 @@ def test_a_connect_timeout_in_the_database_url_wins_over_the_setting():
 
 @pytest.mark.parametrize("value", ["abc", "0", "1", "-3"])
 def test_a_connect_timeout_in_the_database_url_that_is_not_one_is_a_clear_start_up_error(value):
-    env = {**os.environ, "LOCALAI_MEMORY_EMBEDDED_START": "0"}
+    env = {**os.environ, **A_KEY, "LOCALAI_MEMORY_EMBEDDED_START": "0"}
     env["DATABASE_URL"] = f"postgresql://someone@127.0.0.1:1/memory?connect_timeout={value}"
     done = manage("check", env=env)
     assert done.returncode != 0

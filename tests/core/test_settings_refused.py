@@ -68,6 +68,10 @@ def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
     ("BRIDGES_SECRET_KEY", "hunter2", ("BRIDGES_SECRET_KEY is too short: give a random one of at least 32 "
                                        "characters, e.g. python -c 'import secrets; "
                                        "print(secrets.token_urlsafe(50))'")),
+    # with a database of its own (several machines), a key made by each machine would not carry between them
+    ("SECRET_KEY", "", ("SECRET_KEY is not set: with DATABASE_URL every machine would make a key of its own; set "
+                        "SECRET_KEY (or SECRET_KEY_FILE) to the same random one on each, e.g. python -c 'import "
+                        "secrets; print(secrets.token_urlsafe(50))'")),
 ])
 def test_a_setting_that_cannot_work_stops_the_start_with_one_line(variable: str, value: str, said: str) -> None:
     out = manage_py_check(**{variable: value})
@@ -133,4 +137,19 @@ def test_a_strong_bots_key_starts_and_debug_takes_any() -> None:
     assert manage_py_check(BRIDGES_SECRET_KEY=fernet_key).returncode == 0
     assert manage_py_check(BRIDGES_SECRET_KEY="x", DEBUG="1").returncode == 0  # development: any key
 
+
+def test_without_database_url_the_machine_still_makes_its_own_key(tmp_path: Path) -> None:
+    """The embedded default is one machine: it makes a key once and keeps it, as before."""
+    env = {**{name: value for name, value in outside_the_tests().items()
+              if name not in {"DATABASE_URL", "SECRET_KEY", "SECRET_KEY_FILE"}},
+           "REDIS_URL": THROWAWAY["REDIS_URL"], "LOCALAI_MEMORY_DATA_DIR": str(tmp_path),
+           "LOCALAI_MEMORY_EMBEDDED_START": "0"}  # names the embedded database's folder, starts nothing
+    out = subprocess.run([sys.executable, "manage.py", "check"], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert len((tmp_path / "secret_key").read_text().strip()) >= 50
+
+
+def test_with_database_url_and_debug_on_no_key_is_needed() -> None:
+    assert manage_py_check(SECRET_KEY="", DEBUG="1").returncode == 0
 

@@ -105,6 +105,7 @@ def test_a_command_run_from_a_terminal_logs_nothing_on_stderr_unless_v_2_asks(ma
 
     make_user("alice")
     env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
+           "SECRET_KEY": "terminal-test-" + "k" * 40,
            "LOCALAI_MEMORY_EMBEDDINGS": "ondevice", "LOG_LEVEL": "INFO"}
 
     def terminal(*args: str) -> subprocess.CompletedProcess[str]:
