@@ -157,7 +157,7 @@ def parse_database_url(url: str) -> dict:
         "HOST": unquote(host),
         "PORT": str(port or ""),
         "OPTIONS": options,
-        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 0),
+        "CONN_MAX_AGE": DATABASE_CONN_MAX_AGE,
         "CONN_HEALTH_CHECKS": True,
         # One test database per test process, so two suites on one machine never drop each other's tables.
         "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or (f"test_lm_{os.getpid()}" if TESTING else None)},
@@ -300,6 +300,10 @@ EMBEDDED_START = env_bool("LOCALAI_MEMORY_EMBEDDED_START", True)
 DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 10)
 if DATABASE_CONNECT_TIMEOUT < 2:
     raise ImproperlyConfigured("DATABASE_CONNECT_TIMEOUT must be at least 2 seconds")
+# Seconds a process keeps its database connection between requests (0: one per request).
+DATABASE_CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 0)
+if DATABASE_CONN_MAX_AGE < 0:  # Django would read it as 0 without a word
+    raise ImproperlyConfigured("DATABASE_CONN_MAX_AGE must be a number of seconds, 0 or more")
 DATABASE_URL = env_str("DATABASE_URL")
 if not DATABASE_URL:
     from localai_memory.services.embedded import database_url
@@ -411,7 +415,9 @@ if not 0 <= WORKER_NICE <= 19:
 FILES_ENABLED = env_bool("LOCALAI_MEMORY_FILES", True)  # the server's files switch: notes are files
 # At most one pass of suggestions from a user's chats in this many seconds after they chat (the six-hourly
 # pass runs anyway).
-MEMORY_CONSOLIDATION_INTERVAL = max(60, env_int("LOCALAI_MEMORY_CONSOLIDATION_INTERVAL", 15 * 60))
+MEMORY_CONSOLIDATION_INTERVAL = env_int("LOCALAI_MEMORY_CONSOLIDATION_INTERVAL", 15 * 60)
+if MEMORY_CONSOLIDATION_INTERVAL < 60:  # more often would ask the model for a pass after nearly every turn
+    raise ImproperlyConfigured("LOCALAI_MEMORY_CONSOLIDATION_INTERVAL must be at least 60 seconds")
 # How often the scheduled pass looks through the chats of everyone who chatted in the last two days, and how
 # often the catch-up embeds notes stored without a vector (seconds).
 MEMORY_CONSOLIDATION_SCHEDULE = env_int("LOCALAI_MEMORY_CONSOLIDATION_SCHEDULE", 6 * 60 * 60)

@@ -72,6 +72,8 @@ def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
     ("SECRET_KEY", "", ("SECRET_KEY is not set: with DATABASE_URL every machine would make a key of its own; set "
                         "SECRET_KEY (or SECRET_KEY_FILE) to the same random one on each, e.g. python -c 'import "
                         "secrets; print(secrets.token_urlsafe(50))'")),
+    ("LOCALAI_MEMORY_CONSOLIDATION_INTERVAL", "5", "LOCALAI_MEMORY_CONSOLIDATION_INTERVAL must be at least 60 seconds"),
+    ("DATABASE_CONN_MAX_AGE", "-1", "DATABASE_CONN_MAX_AGE must be a number of seconds, 0 or more"),
 ])
 def test_a_setting_that_cannot_work_stops_the_start_with_one_line(variable: str, value: str, said: str) -> None:
     out = manage_py_check(**{variable: value})
