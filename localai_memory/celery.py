@@ -28,6 +28,17 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+def _refuse_in_one_line(**_: object) -> None:
+    """A setting the settings refuse stops ``celery -A localai_memory worker`` (and beat) with the one line
+    ``manage.py`` prints, not a traceback: the configuration is first read here, before the settings load."""
+    from localai_memory.core.startup import exit_if_refused
+
+    exit_if_refused()
+
+
+app.on_configure.connect(_refuse_in_one_line, weak=False)
+
+
 def _guard_closed_broker_connection() -> None:
     """Work around kombu 5.7's Redis transport killing the worker when Redis restarts.
 

@@ -23,12 +23,19 @@ this module holds what must be the same everywhere:
 - ``control_socket_disable``: no control socket. gunicorn 27 opens one at ``~/.gunicorn/gunicorn.ctl`` by
   default, one path for every gunicorn of the user: two apps (or two ``manage.py up``) on one host shared
   it, and the first to stop deleted the other's. Nothing here uses it.
+- The settings are read once as gunicorn reads this config, before it listens: one it refuses stops it with
+  the one line ``manage.py`` prints (``core.startup``), exit status 1, where each worker it booted logged a
+  traceback and gunicorn then stopped with "Worker failed to boot".
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+from localai_memory.core.startup import exit_if_refused_apart
+
+exit_if_refused_apart()
 
 #: seconds a stopping worker gets, from the stop, to finish the requests it is answering (a chat turn waits
 #: for the model) and then its queued after-response work (usually milliseconds)

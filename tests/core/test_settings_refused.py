@@ -155,3 +155,24 @@ def test_without_database_url_the_machine_still_makes_its_own_key(tmp_path: Path
 def test_with_database_url_and_debug_on_no_key_is_needed() -> None:
     assert manage_py_check(SECRET_KEY="", DEBUG="1").returncode == 0
 
+
+@pytest.mark.parametrize("command", [
+    # as compose and the image start them, and with the config named by its file
+    ["gunicorn", "localai_memory.wsgi:application", "-c", "python:localai_memory.gunicorn_conf",
+     "--bind", "127.0.0.1:0", "--workers", "2"],
+    ["gunicorn", "localai_memory.wsgi:application", "-c", "localai_memory/gunicorn_conf.py",
+     "--bind", "127.0.0.1:0", "--workers", "1"],
+    ["celery", "-A", "localai_memory", "worker", "-l", "info", "-Q", "localai_memory"],
+    ["celery", "-A", "localai_memory", "beat", "-l", "info", "-s", "{tmp}/celerybeat-schedule"],
+], ids=["gunicorn", "gunicorn-config-file", "celery-worker", "celery-beat"])
+def test_gunicorn_and_celery_started_directly_refuse_a_setting_in_the_same_one_line(
+        command: list[str], tmp_path: Path) -> None:
+    """Where manage.py says the one line, gunicorn logged a traceback per worker and stopped with "Worker
+    failed to boot", and Celery ended in a traceback: the line to act on was at the bottom of forty."""
+    said = manage_py_check(SECRET_KEY="hunter2").stderr
+    assert said.startswith("ImproperlyConfigured: SECRET_KEY is too short")
+    env = {**outside_the_tests(), **THROWAWAY, "SECRET_KEY": "hunter2"}
+    out = subprocess.run([sys.executable, "-m", *(part.format(tmp=tmp_path) for part in command)], cwd=PROJECT_ROOT,
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 1
+    assert out.stderr == said
