@@ -353,7 +353,7 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
     cuts = delete or _drops_lines(ctx, scope_name, topic, summary, details)
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts,  # type: ignore[arg-type]
-        outside_text=ctx.outside_text))
+        outside_text=ctx.outside_text, topic=topic))
     if decision.outcome == "refuse" or decision.scope is None or decision.scope not in ctx.scopes:
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
         return refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
@@ -441,7 +441,7 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
     scoped = ctx.addon.namespaces
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=scope_name if scoped else None, saved_in_this_reply=ctx.saved_now,  # type: ignore[arg-type]
-        is_delete=delete, outside_text=ctx.outside_text))
+        is_delete=delete, outside_text=ctx.outside_text, topic=topic))
     if decision.outcome == "refuse" or (scoped and (decision.scope is None or decision.scope not in ctx.scopes)):
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
         return refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))

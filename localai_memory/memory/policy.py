@@ -315,13 +315,16 @@ class NoteFacts:
     @classmethod
     def of(
         cls, text: str, *, scope: Scope | None, saved_in_this_reply: int, is_delete: bool = False,
-        makes_room: bool = False, unused: bool = False, outside_text: bool = False,
+        makes_room: bool = False, unused: bool = False, outside_text: bool = False, topic: str = "",
     ) -> NoteFacts:
-        """The facts of a note whose whole text (summary and details) is ``text``."""
+        """The facts of a note whose whole text (summary and details) is ``text``. ``topic``, the slug the
+        model named, is checked for a secret too (it is the start of the note's index line, in every prompt)
+        but not counted in the length: as it is (``sk-…``), and with its dashes read as spaces (``pin-4821``
+        as ``pin 4821``)."""
         return cls(
             scope=scope,
             length=len(text),
-            looks_secret=looks_secret(text),
+            looks_secret=looks_secret(text) or _topic_looks_secret(topic),
             saved_in_this_reply=saved_in_this_reply,
             is_delete=is_delete,
             makes_room=makes_room,
@@ -827,6 +830,10 @@ def _luhn(digits: str) -> bool:
             value = value * 2 - 9 if value > 4 else value * 2
         total += value
     return total % 10 == 0
+
+
+def _topic_looks_secret(topic: str) -> bool:
+    return bool(topic) and (looks_secret(topic) or looks_secret(topic.replace("-", " ")))
 
 
 def looks_secret(text: str) -> bool:

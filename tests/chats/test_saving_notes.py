@@ -145,6 +145,17 @@ def test_a_note_with_an_api_key_waits_for_confirmation(api, owner, model):
     assert index_of(owner) == ""
 
 
+@pytest.mark.parametrize("topic", ["sk-abcdefghijklmnopqrstuvwx", "0123456789abcdef0123456789abcdef", "pin-4821"])
+def test_a_note_whose_topic_holds_a_secret_waits_for_confirmation(api, owner, model, topic):
+    """The topic starts the note's index line, which goes into every prompt: a key there is a secret too."""
+    set_memory(owner, save_mode="auto")
+    propose(model, {"kind": "memory", "topic": topic, "summary": "my code for the bank"})
+    body = send(api, new_chat(api), "Remember it.")
+    assert body["memory"]["saved"] == []
+    assert body["memory"]["proposed"][0]["reason"] == "looks_secret"
+    assert index_of(owner) == ""
+
+
 def test_a_long_note_waits_for_confirmation(api, owner, model):
     set_memory(owner, save_mode="auto")
     propose(model, {**VEGAN, "details": "No animal products at all. " * 30})

@@ -607,6 +607,15 @@ def test_a_note_built_from_its_text_carries_its_length_and_whether_it_looks_secr
     )
 
 
+def test_a_topic_that_holds_a_secret_makes_the_note_look_secret_without_counting_in_its_length() -> None:
+    for topic in ("sk-abcdefghijklmnopqrstuvwx", "pin-4821", "password-hunter2"):
+        note = NoteFacts.of("my code for the bank", scope=None, saved_in_this_reply=0, topic=topic)
+        assert (note.length, note.looks_secret) == (20, True), topic
+        assert decide_note(facts(save_mode="auto"), note).reason == "looks_secret"
+    for topic in ("home", "wifi-password", "bank-pin", "trip-2025-japan", "shoe-size-44", "pins-since-2019"):
+        assert not NoteFacts.of("x", scope=None, saved_in_this_reply=0, topic=topic).looks_secret, topic
+
+
 def test_facts_with_a_value_the_policy_does_not_know_are_refused() -> None:
     with pytest.raises(ValueError, match="save_mode"):
         facts(save_mode="sometimes")
