@@ -106,6 +106,32 @@ def test_keep_leaves_the_notes_and_the_memory_tab_lists_them_under_deleted_agent
     assert [e["topic"] for e in kept["index"]] == ["roses", "soil"]
 
 
+def test_kept_notes_list_under_deleted_agents_until_they_are_deleted_on_the_memory_tab(api, client, owner, make_agent,
+                                                                                      give_notes):
+    """"Kept notes show on the Memory tab under Deleted agents until you delete them": its Delete these notes
+    moves them to the Trash and the tab lists them no more; restored from the Trash, they list again."""
+    agent = make_agent(name="Gardener")
+    give_notes(owner, agent["id"], "roses")
+    api.delete(f"{AGENTS}/{agent['id']}?memory=keep")
+
+    def deleted_agents() -> list[str]:
+        return [s["label"] for s in api.get("/api/chats/memory/notes").json()["scopes"] if s["deleted_agent"]]
+
+    client.force_login(owner)
+    assert "Deleted agent “Gardener”" in client.get("/settings/memory/?tab=deleted").content.decode()
+    assert deleted_agents() == ["Gardener"]
+
+    client.post("/settings/memory/folder/delete/", {"folder": f"Memory/agents/{agent['id']}"})
+    assert deleted_agents() == []
+    assert "Deleted agent “Gardener”" not in client.get("/settings/memory/?tab=deleted").content.decode()
+    assert agent_files(owner, agent["id"]) == []
+    entry = TrashEntry.objects.get(owner=owner)
+    assert entry.label == "Notes of the deleted agent Gardener"
+
+    assert api.post(f"/api/files/trash/{entry.pk}/restore", format="json").status_code == 200
+    assert deleted_agents() == ["Gardener"]
+
+
 def test_delete_moves_the_notes_to_the_trash_where_they_can_be_restored(api, owner, make_agent, give_notes):
     agent = make_agent()
     give_notes(owner, agent["id"], "home")
