@@ -107,6 +107,28 @@ def test_export_and_forget_work_while_memory_is_off(api, owner, alices_notes):
     assert not NoteFile.objects.filter(owner=owner).exists()
 
 
+def test_while_memory_is_off_the_notes_stay_and_can_be_read_and_edited_on_the_memory_tab(api, client, owner):
+    """"Your notes stay where they are. You can still read, edit, export and delete them on the Memory tab
+    while memory is off": the switch keeps notes out of chats, not out of the person's hands."""
+    put_json(api, "/api/chats/memory/notes", {"topic": "home", "summary": "lives in Rome", "details": "Trastevere."})
+    put_json(api, URL, {"enabled": False})
+
+    client.force_login(owner)
+    tab = client.get("/settings/memory/").content.decode()
+    assert "lives in Rome" in tab
+    note = client.get("/settings/memory/note/?path=Memory/home.md")
+    assert note.status_code == 200 and "Trastevere." in note.content.decode()
+    edited = client.post("/settings/memory/note/?path=Memory/home.md", {"content": "Monti, since May.", "version": 1})
+    assert edited.status_code == 302
+    added = put_json(api, "/api/chats/memory/notes", {"topic": "diet", "summary": "vegetarian"})
+    assert added.status_code == 200, added.content
+
+    index = {e["topic"]: e for e in api.get("/api/chats/memory/notes").json()["scopes"][0]["index"]}
+    assert (index["home"]["summary"], index["diet"]["summary"]) == ("lives in Rome", "vegetarian")
+    assert api.get("/api/files/content?path=Memory/home.md").json()["content"] == "Monti, since May."
+    assert api.get(URL).json()["enabled"] is False
+
+
 def test_two_users_have_their_own_settings(api, outsider_api):
     put_json(api, URL, {"enabled": False, "save_mode": "never"})
     assert outsider_api.get(URL).json() == DEFAULTS
