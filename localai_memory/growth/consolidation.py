@@ -677,7 +677,7 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             result.noops += 1
             continue
         text = candidate.topic if candidate.action == "delete" else f"{candidate.summary}\n{candidate.details}"
-        if candidate.action != "delete" and policy.looks_secret(text):
+        if candidate.action != "delete" and (policy.looks_secret(text) or policy.topic_looks_secret(candidate.topic)):
             # A secret the model lifted out of a chat is not worth a suggestion; the user can save it themselves.
             result.refused.append({"topic": candidate.topic, "reason": "looks_secret"})
             continue

@@ -324,7 +324,7 @@ class NoteFacts:
         return cls(
             scope=scope,
             length=len(text),
-            looks_secret=looks_secret(text) or _topic_looks_secret(topic),
+            looks_secret=looks_secret(text) or topic_looks_secret(topic),
             saved_in_this_reply=saved_in_this_reply,
             is_delete=is_delete,
             makes_room=makes_room,
@@ -832,7 +832,9 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _topic_looks_secret(topic: str) -> bool:
+def topic_looks_secret(topic: str) -> bool:
+    """Whether a note's topic (a slug, the start of its index line) holds a secret: as it is (``sk-…``), or with
+    its dashes read as spaces (``pin-4821`` as ``pin 4821``)."""
     return bool(topic) and (looks_secret(topic) or looks_secret(topic.replace("-", " ")))
 
 

@@ -161,6 +161,16 @@ def test_a_secret_the_model_lifts_out_of_a_chat_is_not_suggested(owner, model, m
     assert result.refused == [{"topic": "wifi", "reason": "looks_secret"}]
 
 
+def test_a_secret_the_model_puts_in_a_topic_is_not_suggested_either(owner, model, make_chat):
+    make_chat(owner, "My door code is 4821, and I live in Lisbon.")
+    model.script(reply(facts_reply(fact("pin-4821", "the door code"), fact("home", "lives in Lisbon"))))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    assert [p.topic for p in waiting(owner)] == ["home"]
+    assert result.refused == [{"topic": "pin-4821", "reason": "looks_secret"}]
+
+
 def test_only_messages_the_user_typed_are_read(owner, model, make_chat):
     make_chat(owner, LISBON, ("Fetched page: The user lives in Paris and loves opera.", False))
     model.script(reply(facts_reply()))
