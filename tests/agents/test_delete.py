@@ -392,3 +392,16 @@ def test_without_a_choice_an_agent_whose_notes_are_all_in_the_memory_addon_keeps
     assert "It had no notes" not in body["message"]  # they are in the add-on, and it keeps them
     assert "The memory add-on “Sample memory add-on” keeps any notes of the agent it holds" in body["message"]
     assert sample_addon.SCOPED[(owner.pk, f"agent:{agent['id']}")] == {"pasta": "cooks pasta on Fridays"}
+
+
+def test_a_live_agents_notes_are_not_moved_to_the_trash_as_a_deleted_agents(api, owner, client, make_agent,
+                                                                          give_notes):
+    agent = make_agent()
+    give_notes(owner, agent["id"], "home")
+    client.force_login(owner)
+
+    response = client.post("/settings/memory/folder/delete/", {"folder": f"Memory/agents/{agent['id']}"})
+
+    assert response.status_code == 404
+    assert agent_files(owner, agent["id"]) != []
+    assert not TrashEntry.objects.filter(owner=owner).exists()
