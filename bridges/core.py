@@ -9,7 +9,8 @@ platform's event into an ``InboundMessage``, calls ``handle`` (a blocking call; 
 * pairing: an unpaired sender gets a short code and nothing of theirs reaches the model;
 * the turn, with origin ``messaging``, through ``chats.services.turn_run`` (the policy decides memory there);
 * the answers in the chat: "yes"/"no" to the question it replies to, else to the most recent open proposal
-  the sender may answer (``memory.proposals``, which applies the policy's may-answer rule; one from a sender
+  the sender may answer (``memory.proposals``, which applies the policy's may-answer rule) while the model
+  has not answered them since the bot asked (after that a plain yes is theirs to the model; one from a sender
   who may answer none of those waiting is told why it does not count while the question is the bot's last
   word there, and is otherwise, as one when nothing waits, an ordinary message), and "undo" of an automatic
   note within its window (``notes.services.change_undo``). In a group only an answer said to the bot counts.
@@ -29,13 +30,14 @@ from datetime import datetime
 from typing import Literal
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from localai_memory.chats import services as chats_services
 from localai_memory.chats.llm import ModelBusy, ModelRefused
 from localai_memory.chats.models import Chat
-from localai_memory.chats.selectors import answered_since, turn_facts
+from localai_memory.chats.selectors import answered_since, sender_spoke_at, turn_facts
 from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, NotFound, UpstreamError
 from localai_memory.memory import policy
 from localai_memory.memory import proposals as proposals_services
@@ -378,6 +380,7 @@ def _handle(binding: Binding, message: InboundMessage) -> Reply:
         still = _still_asks_text(binding, waiting)
         if still:
             reply.messages.append(Outbound(still))
+            _asked_again(Notice.objects.filter(pk=waiting.pk))  # the bot's last word here asks for it again
     return reply
 
 
@@ -607,7 +610,8 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
         # earlier one is closed but keeps its message, so a reply to either answers this proposal.
         _open_questions(conversation).filter(proposal_id=proposal.pk).update(closed_at=now)
         Notice.objects.create(conversation=conversation, kind=NoticeKind.QUESTION, proposal_id=proposal.pk,
-                              sender=sender, topic=proposal.topic, summary=proposal.summary[:300], created_at=now)
+                              sender=sender, topic=proposal.topic, summary=proposal.summary[:300], created_at=now,
+                              asked_at=now)
         facts = turn_facts(chat=chat, sender=turn_sender)
         scope = proposal.scope_kind
         requester_only = proposal.requester_only or proposal.locked
@@ -654,6 +658,17 @@ def _close(notice: Notice) -> None:
     Notice.objects.filter(pk=notice.pk, closed_at__isnull=True).update(closed_at=timezone.now())
 
 
+def _asked_again(questions: QuerySet[Notice]) -> None:
+    """The bot's words just named ``questions`` as waiting for a yes or no: a plain one answers them again."""
+    questions.update(asked_at=timezone.now())
+
+
+def _asked_at(notice: Notice) -> datetime:
+    """When the bot last asked for a yes or no to ``notice``'s question (a question kept before the field was
+    added: when it was asked)."""
+    return notice.asked_at or notice.created_at
+
+
 def question_sent(*, binding_id: int, conversation_id: str, proposal_id: int, message_ref: str) -> None:
     """Record which platform message asked about ``proposal_id`` in a conversation, so a reply to it answers
     it (an adapter calls this once the question's message is sent; on Slack, a question asked in a thread is
@@ -691,7 +706,10 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
     A reply to a question's message (``reply_to``) answers that question and no other: one decided, expired
     or dropped meanwhile is answered with what became of it, and one this sender may not answer with why
     (``_answer``). Otherwise it is the conversation's most recent open question this sender may answer
-    (``proposal_may_answer``, the memory app's rule). Questions whose proposal was decided meanwhile
+    (``proposal_may_answer``, the memory app's rule) while it is still the bot's last word to them: once the
+    model answered a message of theirs since the bot asked ("Want a recipe?"), their plain yes answers that,
+    not a question that may wait 24 hours, and it goes to the model; the question waits in the web inbox, and
+    a reply to its message or a tap on its buttons still answers it. Questions whose proposal was decided meanwhile
     elsewhere (the web inbox, the expiry sweep) are closed first, and one dropped unannounced (its agent
     deleted, a forget) is answered once with why nothing was saved. A question past its 24 hours but not yet
     swept still counts: the answer says it expired."""
@@ -702,6 +720,12 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
     notices = list(_open_questions(conversation).order_by("-created_at", "-id"))
     proposals = Proposal.objects.in_bulk([notice.proposal_id for notice in notices])
     turn_sender = _turn_sender(sender)
+    spoke_at = sender_spoke_at(owner_id=binding.owner_id, binding_id=binding.pk,
+                               conversation_key=conversation.channel_key, sender_id=sender.pk) if notices else None
+
+    def asked_last(notice: Notice) -> bool:  # the bot has not answered this sender since it asked
+        return spoke_at is None or spoke_at <= _asked_at(notice)
+
     chosen: Notice | None = None
     untold: Notice | None = None  # dropped with its agent or by a forget: nobody here was told yet
     for notice in notices:
@@ -709,10 +733,11 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
         if proposal is None or proposal.owner_id != binding.owner_id or proposal.status != Proposal.Status.PENDING:
             if untold is None and proposal is not None and proposal.owner_id == binding.owner_id \
                     and proposal.status == Proposal.Status.EXPIRED and proposal.decided_by in _DROPPED_UNTOLD:
-                untold = notice  # the answer says why nothing was saved (once: the answer closes it)
+                if asked_last(notice):
+                    untold = notice  # the answer says why nothing was saved (once: the answer closes it)
             else:
                 _close(notice)
-        elif chosen is None and proposals_services.proposal_may_answer(proposal, turn_sender):
+        elif chosen is None and asked_last(notice) and proposals_services.proposal_may_answer(proposal, turn_sender):
             chosen = notice  # the most recent this sender may answer
     if chosen is not None and untold is not None:
         _close(untold)
@@ -728,13 +753,13 @@ def _question_not_theirs(binding: Binding, conversation: Conversation) -> Notice
     model, and they would take the note as confirmed. Once the model has said something since ("Want a
     recipe?"), their yes answers that, not a question that may wait 24 hours: it goes to the model, or they
     could never say yes to it. (A sender who may answer confirms the most recent question with a plain yes
-    until it expires, as the bot's "reply yes or no again" lines tell them.)"""
+    while the bot has not answered them since it asked, or named it again as waiting, within its 24 hours.)"""
     for notice in _open_questions(conversation).order_by("-created_at", "-id"):
         if Proposal.objects.filter(pk=notice.proposal_id or 0, owner_id=binding.owner_id,
                                    status=Proposal.Status.PENDING).exists():
             asked_last = not answered_since(
                 owner_id=binding.owner_id, binding_id=binding.pk, conversation_key=conversation.channel_key,
-                since=notice.created_at)
+                since=_asked_at(notice))
             return notice if asked_last else None
     return None
 
@@ -839,7 +864,8 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
     if not tapped and not refused:
         waiting = _still_waiting_text(conversation, notices)
         if waiting:
-            lines.append(waiting)
+            lines.append(waiting)  # "reply yes or no again": the bot's last word asks for the others again
+            _asked_again(_open_questions(conversation).exclude(pk__in=[notice.pk for notice in notices]))
     unique = list(dict.fromkeys(lines))
     settled = not Notice.objects.filter(pk__in=[n.pk for n in notices], closed_at__isnull=True).exists()
     return Reply([Outbound("\n".join(unique))], answered=" ".join(dict.fromkeys(outcomes)) if tapped else None,

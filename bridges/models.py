@@ -242,6 +242,11 @@ class Notice(models.Model):
     message_ref = models.CharField(max_length=64, blank=True, default="",
                                    help_text="The platform's id of the message that asked (a reply to it answers it).")
     created_at = models.DateTimeField()
+    asked_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="A question: when the bot last asked for a yes or no to it (asked, or named as still waiting); "
+                  "a plain yes or no answers it only while its sender had no turn with the model since. Empty: "
+                  "when it was made.")
     closed_at = models.DateTimeField(null=True, blank=True, help_text="Answered, undone or announced expired.")
 
     class Meta:

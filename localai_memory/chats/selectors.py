@@ -55,6 +55,15 @@ def answered_since(*, owner_id: int, binding_id: int, conversation_key: str, sin
                                   created_at__gt=since).exists()
 
 
+def sender_spoke_at(*, owner_id: int, binding_id: int, conversation_key: str, sender_id: int) -> datetime | None:
+    """When the latest message of messaging sender ``sender_id`` in a conversation arrived (in any of its
+    chats), or None when they have none there. A turn stores its message with the model's answer (one the
+    model failed is kept alone, after the bot said so): the bot has answered them since then."""
+    return (Message.objects.filter(chat__owner_id=owner_id, chat__binding_id=binding_id,
+                                   chat__conversation_key=conversation_key, role=Role.USER, sender_id=sender_id)
+            .order_by("-created_at").values_list("created_at", flat=True).first())
+
+
 def read_memory_state(*, owner_id: int) -> MemoryState | None:
     """The owner's memory settings, or None when they cannot be read (the policy then asks first)."""
     try:

@@ -86,6 +86,11 @@ class Driver:
         """``/new`` in ``person``'s direct chat with the bot, as the platform delivers it."""
         return self.dm(person, "/new")
 
+    def reply(self, person: Person, text: str, proposal_id: int) -> Said:
+        """``person`` answers the bot's question about ``proposal_id`` in their direct chat by replying to its
+        message with ``text``: a reply on Telegram and Discord, a message in the question's thread on Slack."""
+        raise NotImplementedError
+
     def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
         """``person`` sends a photo with ``caption`` (none: a photo alone) to the bot directly, or in the group
         (mentioning the bot only if ``caption`` does)."""
@@ -162,6 +167,15 @@ class TelegramDriver(Driver):
         from Telegram's list arrives as ``/command@botname``)."""
         return self._deliver(telegram_fake.group_message(text, chat_id=self.GROUP_ID, user_id=person.number,
                                                          first_name=person.name, username=person.name.lower()), 1)
+
+    def reply(self, person: Person, text: str, proposal_id: int) -> Said:
+        question = next(item for item in self.server.sent if f":{proposal_id}" in str(item.get("reply_markup")))
+        asked = {"message_id": question["message_id"], "date": 0, "text": question["text"],
+                 "chat": {"id": person.number, "type": "private", "first_name": person.name},
+                 "from": {"id": telegram_fake.BOT_ID, "is_bot": True, "first_name": "Memory",
+                          "username": telegram_fake.BOT_USERNAME}}
+        return self._deliver(telegram_fake.private_message(text, user_id=person.number, first_name=person.name,
+                                                           username=person.name.lower(), reply_to=asked), 1)
 
     def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
         who = {"user_id": person.number, "first_name": person.name, "username": person.name.lower()}
@@ -245,6 +259,12 @@ class SlackDriver(Driver):
     def group(self, person: Person, text: str, *, expect: int = 1) -> Said:
         return self._deliver(slack_fake.message_channel(f"<@{slack_fake.BOT_USER_ID}> {text}",
                                                         user=self.user(person), channel=self.GROUP_ID), 1)
+
+    def reply(self, person: Person, text: str, proposal_id: int) -> Said:
+        question = next(post for post in self.server.posts if f"'{proposal_id}'" in str(post.get("blocks")))
+        return self._deliver(slack_fake.message_im(text, user=self.user(person), channel=self.dm_id(person),
+                                                   thread_ts=question["ts"],
+                                                   parent_user_id=slack_fake.BOT_USER_ID), 1)
 
     def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:
         where = ({"channel": self.GROUP_ID, "channel_type": "channel"} if in_group
@@ -352,6 +372,13 @@ class DiscordDriver(Driver):
         self.server.push_message(f"<@{self.server.bot_id}> {text}", author_id=person.number,
                                  username=person.name.lower(), guild_id=self.server.guild_id)
         self._wait(before, interactions, expect)
+        return self._said(before, interactions)
+
+    def reply(self, person: Person, text: str, proposal_id: int) -> Said:
+        question = next(m for m in self.server.messages if f"memory:yes:{proposal_id}" in str(m.get("components")))
+        before, interactions = len(self.server.messages), len(self.server.interaction_responses)
+        self.server.push_message(text, author_id=person.number, username=person.name.lower(), reply_to=question)
+        self._wait(before, interactions, 1)
         return self._said(before, interactions)
 
     def share_photo(self, person: Person, caption: str = "", *, in_group: bool = False) -> Said:

@@ -475,3 +475,75 @@ def test_on_telegram_a_reply_to_a_question_from_someone_who_may_not_answer_is_to
                                "can allow you to confirm changes from the chat.")]
     assert len(model.requests) == calls
     assert Proposal.objects.get().status == "pending"
+
+
+def test_a_plain_yes_after_the_conversation_moved_on_goes_to_the_model_and_the_note_keeps_waiting(
+        bot, api, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+    model.script(reply("Lentil soup is nice. Want a recipe?"))
+    bot.dm(alice, "What could I cook tonight?")
+    model.script(reply("Here it is: lentils, carrots, cumin."))
+
+    answered = bot.dm(alice, "yes")  # to the recipe the bot offered last, not to the note asked about before
+
+    assert answered.texts == ["Here it is: lentils, carrots, cumin."]
+    assert model.requests[-1]["messages"][-1]["content"] == "yes"
+    assert Proposal.objects.get().status == "pending"
+    assert [item["topic"] for item in api.get("/api/chats/memory/proposals").json()["proposals"]] == ["drink"]
+    assert notes_of(owner, dm_scope(bot, alice)) == ""
+
+
+def test_a_reply_to_the_question_still_answers_it_after_the_conversation_moved_on(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+    model.script(reply("Lentil soup is nice."))
+    bot.dm(alice, "What could I cook tonight?")
+    calls = len(model.requests)
+
+    answered = bot.reply(alice, "yes", Proposal.objects.get().pk)
+
+    assert "Saved: \u201cgreen tea\u201d (drink)." in answered.text
+    assert len(model.requests) == calls
+    assert notes_of(owner, dm_scope(bot, alice)) == "- drink: green tea\n"
+
+
+def test_a_plain_yes_answers_a_question_the_bot_named_as_still_waiting_last(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    bot.dm(alice, "I ride a blue bike.", expect=2)
+    model.script(reply("Blue is a fine colour."))
+    leaning = bot.dm(alice, "yes but it is dark blue", expect=2)
+    assert leaning.texts[-1].startswith("The note \u201ca blue bike\u201d (bike) still waits")
+
+    first = bot.dm(alice, "yes")  # the bot's last words named the bike's question
+
+    assert "Saved: \u201ca blue bike\u201d (bike)." in first.text and "1 more note waits" in first.text
+
+    second = bot.dm(alice, "no")  # ... and then the tea's, though a turn came after it was asked
+
+    assert "Dropped: \u201cgreen tea\u201d (drink)." in second.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"drink": "rejected", "bike": "confirmed"}
+
+
+def test_in_a_group_a_yes_after_the_asker_talked_on_with_the_bot_goes_to_the_model(bot, owner, model, alice, bob):
+    pair(bot, alice, can_confirm=True)
+    pair(bot, bob, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted."))
+    bot.group(alice, "remember that I drink green tea", expect=2)
+    model.script(reply("Ten it is."))
+    bot.group(bob, "we meet at ten tomorrow")  # to someone else: the bot's last word to Alice is still the question
+    model.script(reply("Shall I book the meeting room?"))
+    bot.group(alice, "and where?")
+    model.script(reply("Booked."))
+
+    said = bot.group(alice, "yes")  # to the room the bot offered her last
+
+    assert said.texts == ["Booked."]
+    assert model.requests[-1]["messages"][-1]["content"].endswith(": yes")
+    assert Proposal.objects.get().status == "pending"
+    assert notes_of(owner, group_scope(bot)) == ""
