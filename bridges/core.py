@@ -732,11 +732,11 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
         proposal = proposals.get(notice.proposal_id)
         if proposal is None or proposal.owner_id != binding.owner_id or proposal.status != Proposal.Status.PENDING:
             if untold is None and proposal is not None and proposal.owner_id == binding.owner_id \
-                    and proposal.status == Proposal.Status.EXPIRED and proposal.decided_by in _DROPPED_UNTOLD:
-                if asked_last(notice):
-                    untold = notice  # the answer says why nothing was saved (once: the answer closes it)
+                    and proposal.status == Proposal.Status.EXPIRED and proposal.decided_by in _DROPPED_UNTOLD \
+                    and asked_last(notice):
+                untold = notice  # the answer says why nothing was saved (once: the answer closes it)
             else:
-                _close(notice)
+                _close(notice)  # once the conversation moved on, an untold one is left to the inbox's list
         elif chosen is None and asked_last(notice) and proposals_services.proposal_may_answer(proposal, turn_sender):
             chosen = notice  # the most recent this sender may answer
     if chosen is not None and untold is not None:

@@ -29,6 +29,13 @@ def test_after_its_chat_is_deleted_the_next_message_starts_a_new_chat(bot, owner
     assert old is not None
 
     chat_delete(owner_id=owner.pk, chat_id=old)
+
+    said = bot.dm(alice, "yes")  # the question asked in the deleted chat, the bot's last word to her
+
+    assert "That note was not saved: Its chat was deleted" in said.text
+    assert Proposal.objects.get().decided_by == "the chat was deleted"
+    assert notes_of(owner, scope) == "- home: lives in Rome\n"
+
     model.script(reply("Hello again."))
     answered = bot.dm(alice, "Are you still there?")
 
@@ -40,12 +47,6 @@ def test_after_its_chat_is_deleted_the_next_message_starts_a_new_chat(bot, owner
     assert list(Message.objects.filter(chat=chat).order_by("id").values_list("role", flat=True)) == [
         "user", "assistant"]
     assert "lives in Rome" in model.last_messages[0]["content"]  # the conversation's notes are read as before
-
-    said = bot.dm(alice, "yes")  # the question asked in the deleted chat
-
-    assert "That note was not saved: Its chat was deleted" in said.text
-    assert Proposal.objects.get().decided_by == "the chat was deleted"
-    assert notes_of(owner, scope) == "- home: lives in Rome\n"
 
 
 def test_a_message_whose_chat_the_owner_deletes_while_the_model_answers_is_answered_in_a_new_chat(bot, owner, model,
