@@ -77,7 +77,10 @@ class Message(models.Model):
                   "by), not this host's, as created_at is; empty for a reply, and for a message stored before.")
 
     class Meta:
-        ordering = ["created_at", "id"]
+        # The order they were stored: a turn stores its message and reply together (``services.messages_add``),
+        # so each reply follows its message, also when two turns of a chat ran at once; by ``created_at``
+        # (their times) two such turns read message, message, reply, reply.
+        ordering = ["id"]
 
     def __str__(self) -> str:
         # What the row is, never its words: the admin's log keeps this name after the message is gone.

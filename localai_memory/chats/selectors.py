@@ -44,7 +44,9 @@ def chat_list(*, owner_id: int) -> QuerySet[Chat]:
 
 
 def chat_messages(*, chat: Chat) -> QuerySet[Message]:
-    return Message.objects.filter(chat=chat).order_by("created_at", "id")
+    """A chat's messages in the order they were stored (``Message.Meta.ordering``): each reply right after its
+    message, also when two turns of the chat ran at the same moment (``chats.services.messages_add``)."""
+    return Message.objects.filter(chat=chat).order_by("id")
 
 
 def answered_since(*, owner_id: int, binding_id: int, conversation_key: str, since: datetime) -> bool:

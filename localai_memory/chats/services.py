@@ -405,7 +405,9 @@ def messages_add(*, chat: Chat, messages: list[Message], touch_chat: bool = True
     One statement, one round trip to the database: the INSERT of the messages and the UPDATE of the chat's
     row together, so a turn's message and its reply are stored together or not at all. The statement locks
     the chat's row (the UPDATE, or ``FOR KEY SHARE``) and inserts only while the chat is there: in a chat
-    deleted meanwhile (``chat_delete``) nothing is stored, and ``ChatDeleted`` (410) is raised. A message is
+    deleted meanwhile (``chat_delete``) nothing is stored, and ``ChatDeleted`` (410) is raised. The UPDATE's
+    lock (``touch_chat``, as every turn stores) also makes two stores in one chat draw their ids one after the
+    other, so a turn's messages follow each other in the chat's order (by id). A message is
     the chat's log, not memory: outside a caller's transaction the statement commits without waiting for
     PostgreSQL to flush its write-ahead log (``synchronous_commit`` off for this statement's own transaction
     only), so a crash of the database server within a fraction of a second after it may lose the messages,
@@ -539,7 +541,7 @@ def _history(chat: Chat) -> list[dict[str, Any]]:
     """The chat's last ``HISTORY_MESSAGES`` user and assistant messages, oldest first (read before the new
     message is stored, so it is not among them)."""
     rows = list(Message.objects.filter(chat=chat, role__in=[Role.USER, Role.ASSISTANT])
-                .order_by("-created_at", "-id").values_list("role", "content")[:HISTORY_MESSAGES])
+                .order_by("-id").values_list("role", "content")[:HISTORY_MESSAGES])
     return [{"role": role, "content": text} for role, text in reversed(rows)]
 
 
@@ -560,7 +562,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     the time it arrived), or the message alone when anything else went wrong after it arrived (then the
     original error is raised). So the message is in the chat once the turn has ended, not while the model
     is still thinking: a page reloaded meanwhile does not show it yet, and two turns sent to one chat at the
-    same moment do not see each other's message in their context. A process killed in the middle of a turn
+    same moment do not see each other's message in their context. The chat lists its messages in the order
+    they were stored (``Message.Meta.ordering``), so such turns show one after the other, each reply right after
+    its message, in the order they ended (not message, message, reply, reply, as by their times). A process killed in the middle of a turn
     (a deploy) loses that message, which its sender never got an answer to.
 
     A chat deleted while the model thinks (``chat_delete``) stays deleted: the turn raises ``ChatDeleted``
@@ -718,7 +722,7 @@ def turn_retry(*, chat: Chat, message_id: object) -> TurnResult:
     """Ask the model again about the chat's last message, kept unanswered when the model failed: the same
     turn, with the message stored once (a resend would store it twice). InvalidInput when it is not the chat's
     last message or was answered."""
-    last = Message.objects.filter(chat=chat).order_by("-created_at", "-id").first()
+    last = Message.objects.filter(chat=chat).order_by("-id").first()
     if last is None or str(last.pk) != str(message_id) or last.role != Role.USER:
         raise InvalidInput("Only the chat's last message, still unanswered, can be asked again.",
                            code="not_retryable")

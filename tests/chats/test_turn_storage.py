@@ -269,3 +269,35 @@ def test_asking_again_answers_the_kept_message_once(owner, model):
     assert model.last_request["messages"][1:] == [{"role": "user", "content": "Hello?"}]  # once
     with pytest.raises(InvalidInput):  # answered now
         turn_retry(chat=chat, message_id=kept.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_turns_sent_to_one_chat_at_the_same_moment_each_keep_their_reply_right_after_their_message(
+        owner, client_for, model, settings):
+    settings.LLM_TIMEOUT = 30.0  # the first turn's model waits for the whole second turn
+    api = client_for(owner)
+    chat = new_chat(api)
+    second_answered = threading.Event()
+
+    def slow_first(_request):
+        model.think_until(second_answered)  # the first turn's model is still thinking when the second answers
+        return "About the first."
+
+    model.script(slow_first, "About the second.")
+    first: dict = {}
+    sent_first = threading.Thread(target=lambda: first.update(send(client_for(owner), chat, "First question.")))
+    sent_first.start()
+    model.wait_for_requests(1)
+
+    second = send(api, chat, "Second question.")
+    second_answered.set()
+    sent_first.join(timeout=30)
+
+    assert (first["reply"], second["reply"]) == ("About the first.", "About the second.")
+    # Each turn is one exchange, in the order the turns ended: the page, the API and the model's history
+    # never show a reply under the other turn's message.
+    turns = ["Second question.", "About the second.", "First question.", "About the first."]
+    assert [m["content"] for m in api.get(f"/api/chats/{chat}").json()["messages"]] == turns
+    model.script("Noted.")
+    send(api, chat, "And now?")
+    assert [m["content"] for m in model.last_messages[1:]] == [*turns, "And now?"]
