@@ -45,6 +45,7 @@ from django.utils import timezone
 
 from localai_memory.agents.selectors import agent_scope_gone
 from localai_memory.chats.models import Chat, Message, Origin, Role
+from localai_memory.chats.remember import free_topic
 from localai_memory.chats.selectors import chat_scopes, read_memory_state, turn_facts
 from localai_memory.core.db import session_lock
 from localai_memory.core.errors import ApplicationError, InvalidInput, NotFound
@@ -61,7 +62,7 @@ from localai_memory.recall.ranking import IMPORTANCE_BY_SOURCE, content_terms, i
 from localai_memory.recall.ranking import Candidate as RankCandidate
 
 from .models import ChatWatermark, ConsolidationRun
-from .parsing import Candidate, ParsedReply, parse_reply
+from .parsing import UNNAMED, Candidate, ParsedReply, parse_reply
 from .selectors import line_writers, note_author, owner_context
 
 if TYPE_CHECKING:
@@ -600,12 +601,15 @@ def _rank_candidates(scope: Scope, entries: list[IndexEntry]) -> list[RankCandid
             for entry in entries]
 
 
-def _rejected_before(owner_id: int, scope: Scope, candidate: Candidate) -> bool:
+def _rejected_before(owner_id: int, scope: Scope, candidate: Candidate, *, any_topic: bool = False) -> bool:
     """The owner rejected this suggestion (or one that says the same) before, for the built-in notes: one
-    turned down for a memory add-on (``Proposal.provider``) was about the add-on's notes, not these."""
+    turned down for a memory add-on (``Proposal.provider``) was about the add-on's notes, not these.
+    ``any_topic``: under whatever topic (one the pass named itself may be named otherwise each time)."""
     rejected = Proposal.objects.filter(owner_id=owner_id, scope_kind=scope.kind, scope_key=scope.key,
-                                       topic=candidate.topic, status=Proposal.Status.REJECTED, provider="",
+                                       status=Proposal.Status.REJECTED, provider="",
                                        is_delete=candidate.action == "delete")
+    if not any_topic:
+        rejected = rejected.filter(topic=candidate.topic)
     if candidate.action == "delete":
         return rejected.exists()
     summaries = list(rejected.values_list("summary", flat=True)[:50])
@@ -658,6 +662,11 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
         if candidate.action == "noop":
             result.noops += 1
             continue
+        unnamed = candidate.topic == UNNAMED
+        if unnamed:
+            # A fact the reply named no topic for, in a script a topic cannot hold: a topic nothing of the
+            # scope holds (``note``, ``note-2``…, as /remember names one), so it never replaces another note.
+            candidate = replace(candidate, topic=free_topic(owner_id, work.scope, candidate.summary))
         current = by_topic.get(candidate.topic)
         if candidate.action == "delete":
             if current is None:
@@ -673,7 +682,7 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             if is_duplicate(candidate.summary, [item for item in known if item.id != own]) is not None:
                 result.noops += 1  # near-duplicate of another note, a waiting proposal or an earlier candidate
                 continue
-        if _rejected_before(owner_id, work.scope, candidate):
+        if _rejected_before(owner_id, work.scope, candidate, any_topic=unnamed):
             result.noops += 1
             continue
         text = candidate.topic if candidate.action == "delete" else f"{candidate.summary}\n{candidate.details}"

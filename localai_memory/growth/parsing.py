@@ -48,6 +48,8 @@ _STOP = frozenset([
     "meu", "minha",
 ])
 DETAILS_MAX_CHARS = 2000
+#: The topic of a suggestion the reply gave no name for (``Candidate.topic``).
+UNNAMED = ""
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ class Candidate:
     """One fact the model suggests: what to do with which topic."""
 
     action: str  # add, update, delete, noop
-    topic: str  # a valid slug
+    #: A valid slug; "" for an add whose reply named no topic and whose summary has no ASCII word to name it by
+    #: (a fact written in Russian, Greek, Chinese…): the pass gives it a topic nothing holds (``UNNAMED``).
+    topic: str
     summary: str  # one line ("" for a delete)
     details: str = ""
 
@@ -143,8 +147,7 @@ def slugify(value: object, fallback: str = "") -> str:
 def _candidate(raw: object) -> Candidate | None:
     if isinstance(raw, str):
         summary = one_line(raw)
-        topic = slugify(None, summary)
-        return Candidate("add", topic, summary) if summary and topic else None
+        return Candidate("add", slugify(None, summary), summary) if summary else None
     if not isinstance(raw, dict):
         return None
     summary = one_line(raw.get("summary") or raw.get("fact") or raw.get("text") or raw.get("content") or "")
@@ -155,7 +158,9 @@ def _candidate(raw: object) -> Candidate | None:
     details_raw = raw.get("details")
     details = details_raw.strip()[:DETAILS_MAX_CHARS] if isinstance(details_raw, str) else ""
     if not topic:
-        return None
+        # Nothing to name it by but a script a topic cannot hold: a new note still (it cannot name one to
+        # change or forget), never a fact lost for its language. A delete or a noop names no note here.
+        return Candidate("add", UNNAMED, summary, details) if summary and action in (None, "add", "update") else None
     if action == "delete":
         return Candidate("delete", topic, "", "")
     if action == "noop":

@@ -237,6 +237,36 @@ def test_a_rejected_suggestion_is_not_proposed_again(owner, model, make_chat):
     assert result.model_calls == 1 and waiting(owner) == []
 
 
+def test_a_fact_in_another_script_is_suggested_under_a_free_topic_and_replaces_no_note(owner, model, make_chat):
+    """A person writing in Russian (or Greek, Chinese…) gets the suggestion, not silence: the model's
+    Cyrillic topic is no slug and the summary has no ASCII word, so the topic is ``note``, or the next one free
+    when a note, a stray topic file or a waiting suggestion holds it; the note already called ``note`` stays."""
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="note", summary="likes tea",
+                               source="files", actor="you")
+    chat = make_chat(owner, "Я переехал в Рим и не ем мясо.")
+    model.script(reply(facts_reply(fact("дом", "Живёт в Риме"), fact("", "Не ест мясо"))))
+
+    result = consolidate_user(owner_id=owner.pk)
+
+    inbox = waiting(owner)
+    assert [(p.topic, p.summary, p.old_summary) for p in inbox] == [
+        ("note-2", "Живёт в Риме", ""), ("note-3", "Не ест мясо", "")]
+    assert result.proposals == [p.pk for p in inbox]
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=inbox[0].pk, actor="you")
+    index = notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user())
+    assert "- note: likes tea" in index and "- note-2: Живёт в Риме" in index
+
+    # Dropped once, it is not suggested again under another free name (its first one is taken meanwhile).
+    proposals.proposal_reject(owner_id=owner.pk, proposal_id=inbox[1].pk, actor="you")
+    notes_services.note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="note-3", summary="likes jazz",
+                               source="files", actor="you")
+    add_messages(chat, "Я правда не ем мясо.")
+    model.script(reply(facts_reply(fact("еда", "Не ест мясо"))))
+    again = consolidate_user(owner_id=owner.pk)
+
+    assert again.model_calls == 1 and waiting(owner) == []
+
+
 def test_a_note_turned_down_for_a_memory_addon_is_still_suggested_for_the_built_in_notes(owner, model, make_chat,
                                                                                           monkeypatch):
     """A suggestion the owner turned down while an add-on served was about the add-on's notes; back on the

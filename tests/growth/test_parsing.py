@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localai_memory.growth.parsing import Candidate, parse_reply, slugify
+from localai_memory.growth.parsing import UNNAMED, Candidate, parse_reply, slugify
 
 CLEAN = '{"facts": [{"action": "add", "topic": "home", "summary": "lives in Lisbon"}], "summary": "Moved"}'
 
@@ -65,6 +65,20 @@ def test_a_topic_made_from_the_summary_keeps_its_negation():
     assert slugify(None, "The user's dog is called Rex") == "dog-called-rex"
     parsed = parse_reply('{"facts": ["The user does not drink alcohol"]}')
     assert [c.topic for c in parsed.candidates] == ["does-not-drink-alcohol"]
+
+
+def test_a_fact_in_a_script_no_topic_can_hold_is_kept_unnamed_for_the_pass_to_name():
+    """Russian, Greek, Chinese, Arabic: no ASCII word to name the topic by, and a topic the model wrote in
+    that script is no slug either. The fact stays (an add the pass names); a delete names no note."""
+    parsed = parse_reply('{"facts": [{"action": "add", "topic": "дом", "summary": "Живу в Риме"}, '
+                         '{"action": "update", "summary": "Μένω στην Αθήνα"}, "我住在北京", '
+                         '{"action": "add", "topic": "مدينة", "summary": "أسكن في القاهرة", "details": "منذ 2020"}, '
+                         '{"action": "delete", "topic": "дом", "summary": "Живу в Риме"}, '
+                         '{"action": "noop", "topic": "дом", "summary": "Живу в Риме"}]}')
+
+    assert parsed.candidates == [Candidate("add", UNNAMED, "Живу в Риме"), Candidate("add", UNNAMED, "Μένω στην Αθήνα"),
+                                 Candidate("add", UNNAMED, "我住在北京"),
+                                 Candidate("add", UNNAMED, "أسكن في القاهرة", "منذ 2020")]
 
 
 def test_a_summary_is_one_short_line():
