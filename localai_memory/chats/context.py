@@ -362,7 +362,8 @@ def tool_definitions(decision: TurnDecision, tools: list[str]) -> list[dict[str,
             "units they use, how they want answers) or asks you to remember something; never for secrets such "
             "as keys or passwords. The host saves it, asks the user first, or refuses it, and tells you which.",
             {"kind": {"type": "string", "enum": ["memory"]},
-             "topic": {"type": "string", "description": "A short lower-case slug, e.g. diet",
+             "topic": {"type": "string", "description": "A short slug of a-z, 0-9 and dashes, e.g. diet (a-z even "
+                       "when the note is in another language)",
                        "pattern": "^[a-z0-9-]{1,40}$"},
              "summary": {"type": "string",
                          "description": "The one-line index entry, e.g. vegetarian, no fish (not needed to delete)"},

@@ -198,10 +198,17 @@ def _optional_str(arguments: dict[str, Any], name: str) -> str | None:
     return value
 
 
+#: Why a topic is refused, for the model and for the person who reads the refusal in the chat.
+TOPIC_RULE = ("topic must be 1-40 of the ASCII letters a-z, digits 0-9 or dashes, such as home or diet, whatever the "
+              "language of the note; the summary and details can be in any language.")
+
+
 def _topic(arguments: dict[str, Any]) -> str:
     topic = arguments.get("topic")
     if not isinstance(topic, str) or not TOPIC_RE.match(topic) or topic == "index":
-        raise InvalidInput("topic must be 1-40 lower-case letters, digits or dashes", code="invalid_topic")
+        # Said so that it is clear in any language: "дом" or "住所" are lower-case letters too, but not ones a
+        # topic (a file name) can hold; the note itself may be in any language.
+        raise InvalidInput(TOPIC_RULE, code="invalid_topic")
     return topic
 
 

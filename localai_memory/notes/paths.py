@@ -169,7 +169,8 @@ def topic_words(text: str, *, skip: Collection[str], join_apostrophes: bool = Fa
 def check_topic(topic: object) -> str:
     if not isinstance(topic, str) or not TOPIC_RE.match(topic) or topic == INDEX_TOPIC:
         raise InvalidInput(
-            "a topic is 1-40 lower-case letters, digits or dashes (and not 'index')", code="invalid_topic"
+            "a topic is 1-40 of the ASCII lower-case letters a-z, digits 0-9 or dashes (and not 'index')",
+            code="invalid_topic",
         )
     return topic
 

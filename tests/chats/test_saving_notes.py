@@ -163,6 +163,29 @@ def test_a_long_note_waits_for_confirmation(api, owner, model):
     assert body["memory"]["proposed"][0]["reason"] == "too_long"
 
 
+def test_a_topic_in_another_script_is_refused_saying_a_topic_is_a_z_and_the_note_any_language(api, client,
+                                                                                                owner, model):
+    """The model of a person writing in Russian names the topic in Russian: "дом" is lower-case letters too,
+    so the refusal says which letters a topic takes, and that the note itself may stay in Russian; the model
+    proposes again with an ASCII topic and the Russian line is saved."""
+    set_memory(owner, save_mode="auto")
+    chat = new_chat(api)
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "дом", "summary": "Живу в Риме"})),
+                 tool_calls(("propose_change", {"kind": "memory", "topic": "home", "summary": "Живу в Риме"})),
+                 reply("Запомнил."))
+
+    body = send(api, chat, "Запомни: я живу в Риме.")
+
+    first, second = tool_results(model.last_request)
+    assert first["status"] == "refused" and first["reason"] == "invalid_topic"
+    assert "ASCII letters a-z" in first["message"] and "any language" in first["message"]
+    assert second["status"] == "saved" and index_of(owner) == "- home: Живу в Риме\n"
+    assert [r["reason"] for r in body["memory"]["refused"]] == ["invalid_topic"]
+    client.force_login(owner)
+    page = client.get(f"/chats/{chat}/").content.decode()
+    assert "whatever the language of the note" in page
+
+
 def test_a_scope_the_agent_may_not_save_to_is_refused(api, owner, model):
     set_memory(owner, save_mode="auto")
     agent = make_agent(owner, memory="own")
