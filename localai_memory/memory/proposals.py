@@ -332,15 +332,22 @@ def _locked_pending(*, owner_id: int, proposal_id: object) -> Proposal:
     return proposal
 
 
+def rejected_text(proposal: Proposal) -> str:
+    """What a rejected proposal is called wherever a person reads it (the web card, the API's message, the
+    bots, the terminal): "Dropped", the spec's word for the no ("Reply yes to save it or no to drop it"), and
+    "Kept" for a note a proposal to forget was answered no. The stored status stays ``rejected``; one that
+    something ended before its time (``DROPPED``) is expired, and says why."""
+    return "Kept: nothing was forgotten." if proposal.is_delete else "Dropped: nothing was saved."
+
+
 def _decided_already(proposal: Proposal) -> str:
     """What an answer to a proposal answered before is told, in the words its card used: confirmed, it was
-    saved (or forgotten); rejected, it was rejected and nothing changed. "Dropped" is kept for the ones
-    something ended before their time (``DROPPED``), which are expired, not decided."""
+    saved (or forgotten); rejected, it was dropped (or the note kept) and nothing changed."""
     if proposal.status == Proposal.Status.CONFIRMED:
         return ("This proposal to forget the note was confirmed already." if proposal.is_delete
                 else "This proposal was saved already.")
-    return ("This proposal to forget the note was rejected already: the note was kept." if proposal.is_delete
-            else "This proposal was rejected already: nothing was saved.")
+    return ("This proposal to forget the note was answered already: the note was kept." if proposal.is_delete
+            else "This proposal was dropped already: nothing was saved.")
 
 
 def _check_answer(proposal: Proposal, sender: Sender | None) -> None:

@@ -30,7 +30,7 @@ def _message(proposal: Proposal, status: str) -> str:
                     + (" to forget." if proposal.is_delete else "."))
         return "Confirmed: forgotten." if proposal.is_delete else "Confirmed: saved to memory."
     if status == "rejected":
-        return "Turned down: nothing was changed."
+        return proposals.rejected_text(proposal)
     from localai_memory.growth.consolidation import REPLACED_BY_NEWER
 
     if proposal.decided_by == REPLACED_BY_NEWER:

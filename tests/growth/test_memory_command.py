@@ -300,10 +300,12 @@ def test_reject_drops_a_suggestion_and_another_user_cannot(owner, outsider, sugg
     with pytest.raises(CommandError, match="No such proposal"):
         memory("reject", str(suggestion.pk), user="mallory")
 
-    memory("reject", str(suggestion.pk), user="alice")
+    out = memory("reject", str(suggestion.pk), user="alice")
 
     suggestion.refresh_from_db()
     assert suggestion.status == "rejected" and "diet" not in index(owner)
+    # the word the web, the API and the bots use for a no
+    assert out.strip() == f"Suggestion #{suggestion.pk}: Dropped: nothing was saved. It will not be suggested again."
 
 
 def test_export_writes_the_zip_of_the_files(owner, notes, tmp_path):

@@ -127,20 +127,23 @@ def test_confirming_twice_saves_once_and_the_second_gets_a_409(api, owner, db):
     assert ChangeSet.objects.filter(proposal_id=proposal.pk).count() == 1
 
 
-def test_confirming_a_proposal_you_rejected_says_it_was_rejected(api, owner, db):
+def test_confirming_a_proposal_you_dropped_says_it_was_dropped(api, owner, db):
+    """A no is "Dropped" (a note to forget "Kept"), the word of the web card, the bots and the terminal."""
     note(owner, "home", "Rome")
     save = make_proposal(owner)
     forget = make_proposal(owner, topic="home", delete=True, summary="")
-    for proposal in (save, forget):
-        assert api.post(f"/api/chats/memory/proposals/{proposal.pk}/reject").status_code == 200
+    answers = [api.post(f"/api/chats/memory/proposals/{proposal.pk}/reject") for proposal in (save, forget)]
+
+    assert [(a.status_code, a.json()["proposal"]["status"], a.json()["proposal"]["message"]) for a in answers] == [
+        (200, "rejected", "Dropped: nothing was saved."), (200, "rejected", "Kept: nothing was forgotten.")]
 
     saved_again = api.post(f"/api/chats/memory/proposals/{save.pk}/confirm")
     forgotten_again = api.post(f"/api/chats/memory/proposals/{forget.pk}/confirm")
 
     assert assert_error(saved_again, 409, "proposal_decided")["message"] == (
-        "This proposal was rejected already: nothing was saved.")
+        "This proposal was dropped already: nothing was saved.")
     assert assert_error(forgotten_again, 409, "proposal_decided")["message"] == (
-        "This proposal to forget the note was rejected already: the note was kept.")
+        "This proposal to forget the note was answered already: the note was kept.")
     assert index_of(owner) == "- home: Rome\n"
 
 

@@ -51,7 +51,7 @@ def test_dont_save_in_the_inbox_is_announced(web, model):
 
     page.get_by_role("article", name="Save to memory: “home”").get_by_role("button", name="Don't save").click()
 
-    expect(page.locator("#announce")).to_have_text("Not saved: “home”.")
+    expect(page.locator("#announce")).to_have_text("Dropped: “home”.")
 
 
 def test_an_htmx_reply_and_a_card_answer_carry_the_announcement(owner, model):
@@ -86,3 +86,29 @@ def test_a_note_handed_to_a_memory_addon_is_announced_as_handed_over_not_saved(o
     assert ('<div id="announce" hx-swap-oob="innerHTML">Handed to the memory add-on: “kite”.</div>'
             in answered.content.decode())
     assert sample_memory_provider.NOTES[owner.pk] == {"kite": "flies a red kite"}
+
+
+def test_dont_save_and_keep_it_say_dropped_and_kept_on_the_card_and_the_page(owner, db):
+    """A no is "Dropped" on the card, in its announcement and in the page's message after a plain form post, as
+    the API, the bots and the terminal say it; a note to forget answered no is "Kept", one answered yes
+    "Forgotten" (the page said "Saved to memory" of a note it had just forgotten)."""
+    from localai_memory.notes.paths import Scope
+    from localai_memory.notes.services import note_upsert
+
+    for topic in ("home", "work", "pets"):
+        note_upsert(owner_id=owner.pk, scope=Scope.user(), topic=topic, summary=f"{topic} note", source="files",
+                    actor="you")
+    client = signed_in(owner)
+    save = proposal_services.proposal_create(owner_id=owner.pk, scope=Scope.user(), topic="diet", summary="vegan")
+    card = client.post(f"/inbox/{save.pk}/reject/", {"next": "/inbox/"}, HTTP_HX_REQUEST="true").content.decode()
+    assert '<p role="status">Dropped.</p>' in card
+    assert '<div id="announce" hx-swap-oob="innerHTML">Dropped: “diet”.</div>' in card
+
+    said = []
+    for answer, topic in (("reject", "diet-2"), ("reject", "home"), ("confirm", "work")):
+        proposal = proposal_services.proposal_create(owner_id=owner.pk, scope=Scope.user(), topic=topic,
+                                                     summary="" if topic in ("home", "work") else "vegan too",
+                                                     delete=topic in ("home", "work"))
+        page = client.post(f"/inbox/{proposal.pk}/{answer}/", {"next": "/inbox/"}, follow=True)
+        said += [str(m) for m in page.context["messages"]]
+    assert said == ["Dropped: diet-2.", "Kept: home.", "Forgotten: work."]

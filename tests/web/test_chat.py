@@ -83,7 +83,7 @@ def test_dont_save_drops_the_proposal(web, model):
     send(web, "I live in Rome.")
     card = page.get_by_role("article", name="Save to memory: “home”")
     card.get_by_role("button", name="Don't save the note home").click()
-    expect(card).to_contain_text("Not saved.")
+    expect(card).to_contain_text("Dropped.")
     web.go("/settings/memory/")
     expect(page.get_by_text("No notes yet — ask the assistant")).to_be_visible()
 

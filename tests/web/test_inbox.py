@@ -64,7 +64,7 @@ def test_a_proposal_can_be_rejected_from_the_inbox(web, model):
     web.go("/inbox/")
     card = page.get_by_role("article", name="Save to memory: “diet”")
     card.get_by_role("button", name="Don't save the note diet").click()
-    expect(card).to_contain_text("Not saved.")
+    expect(card).to_contain_text("Dropped.")
     page.reload()
     expect(page.get_by_text("No proposals waiting")).to_be_visible()
 

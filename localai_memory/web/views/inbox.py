@@ -178,8 +178,9 @@ def _card(request: AuthenticatedHttpRequest, proposal_id: int, *, status: int = 
                    "nav_section": "chats" if following.startswith("/chats/") else "inbox"}, status=status)
 
 
-def _answer(request: AuthenticatedHttpRequest, proposal_id: int, answer, done: str) -> HttpResponse:
-    """Confirm or drop one proposal from its card or the inbox; the service decides, the page only tells."""
+def _answer(request: AuthenticatedHttpRequest, proposal_id: int, answer, done: tuple[str, str]) -> HttpResponse:
+    """Confirm or drop one proposal from its card or the inbox; the service decides, the page only tells.
+    ``done``: what the page then says of a note to save, and of a note to forget."""
     proposal = proposal_services.access_proposal(request.user.pk, proposal_id)
     try:
         answer(owner_id=request.user.pk, proposal_id=proposal.pk, actor="you")
@@ -192,7 +193,7 @@ def _answer(request: AuthenticatedHttpRequest, proposal_id: int, answer, done: s
         return back(request, "/inbox/")
     if is_htmx(request):
         return _card(request, proposal.pk)
-    messages.success(request, f"{done}: {proposal.topic}.")
+    messages.success(request, f"{done[1] if proposal.is_delete else done[0]}: {proposal.topic}.")
     return back(request, "/inbox/")
 
 
@@ -200,14 +201,15 @@ def _answer(request: AuthenticatedHttpRequest, proposal_id: int, answer, done: s
 @not_found_as_404
 @require_POST
 def proposal_confirm(request: AuthenticatedHttpRequest, proposal_id: int) -> HttpResponse:
-    return _answer(request, proposal_id, proposal_services.proposal_confirm, "Saved to memory")
+    return _answer(request, proposal_id, proposal_services.proposal_confirm, ("Saved to memory", "Forgotten"))
 
 
 @login_required
 @not_found_as_404
 @require_POST
 def proposal_reject(request: AuthenticatedHttpRequest, proposal_id: int) -> HttpResponse:
-    return _answer(request, proposal_id, proposal_services.proposal_reject, "Not saved")
+    # "Dropped", as the card, the API, the bots and the terminal call a no (``proposals.rejected_text``).
+    return _answer(request, proposal_id, proposal_services.proposal_reject, ("Dropped", "Kept"))
 
 
 @login_required

@@ -214,7 +214,8 @@ class Command(BaseCommand):
         p.add_argument("--all", action="store_true", dest="all_proposals")
         p = add("accept", "Accept a suggestion (saves it as one change set).")
         p.add_argument("proposal_id", type=int)
-        p = add("reject", "Reject a suggestion (it is not suggested again).")
+        p = add("reject", "Answer no to a suggestion: it is dropped (a note to forget is kept), and not suggested "
+                          "again.")
         p.add_argument("proposal_id", type=int)
         p = add("export", "Write a zip of the Memory files.")
         p.add_argument("--output", "-o", default=None, help="The zip to write (default memory-<user>.zip; - for "
@@ -470,10 +471,11 @@ class Command(BaseCommand):
                   + (f" (change #{change.pk})." if change else "; memory already said exactly that."))
 
     def do_reject(self, *, proposal_id: int, **_: Any) -> None:
-        proposals.access_proposal(self.user, proposal_id)
+        proposal = proposals.access_proposal(self.user, proposal_id)
         proposals.proposal_reject(owner_id=self.user.pk, proposal_id=proposal_id, actor=ACTOR)
+        # In the words the web, the API and the bots use for a no: "Dropped" ("Kept" for a note to forget).
         self.emit({"rejected": proposal_id},
-                  f"Rejected suggestion #{proposal_id}; it will not be suggested again.")
+                  f"Suggestion #{proposal_id}: {proposals.rejected_text(proposal)} It will not be suggested again.")
 
     def do_export(self, *, output: str | None = None, **_: Any) -> None:
         from localai_memory.memory.services import memory_export_all
