@@ -218,16 +218,39 @@ def pairing_text(code: str | None, expires_at: datetime | None) -> str:
             f"(valid for {minutes} minutes). Until then nothing you write is passed on.")
 
 
+#: How much of the note a question would replace it quotes (the index line can be longer than a summary).
+BEFORE_MAX_CHARS = 120
+
+
+def _quoted_before(line: str) -> str:
+    """The note's current line as a question quotes it: one line, cut at a word past ``BEFORE_MAX_CHARS``."""
+    line = " ".join(line.split())
+    if len(line) > BEFORE_MAX_CHARS:
+        line = line[:BEFORE_MAX_CHARS - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "\u2026"
+    return f"\u201c{line}\u201d"
+
+
 def question_text(*, summary: str, topic: str, scope: str, requester_can_answer: bool, delete: bool = False,
-                  only_requester: str | None = None) -> str:
+                  only_requester: str | None = None, before: tuple[str, str] = ("", "")) -> str:
     """The question under the Yes/No buttons. ``only_requester``: why only the person who asked may answer it
     (a key of ``policy.MESSAGES``: ``answer_requester_only`` under Always confirm, ``confirm_other_scope``),
-    said where others could answer it too (a group)."""
+    said where others could answer it too (a group). ``before``: the note the proposal changes, (line, topic
+    file) as the person would see it beside the suggestion in the web inbox (``Proposal.shown_before``); its
+    line is quoted, short, so nobody says yes to replacing or forgetting a note they cannot see."""
     where = _SCOPE_WORDS.get(scope, "memory")
+    line, details = before
     if delete:
-        text = f"I can forget the note \u201c{topic}\u201d in {where}. Reply yes to forget it or no to keep it."
+        now = f" ({_quoted_before(line)})" if line else ""
+        text = (f"I can forget the note \u201c{topic}\u201d{now} in {where}. Reply yes to forget it or no to keep "
+                "it.")
     else:
-        text = f"I can save a note to {where}: \u201c{summary}\u201d ({topic}). Reply yes to save it or no to drop it."
+        replaces = ""
+        if line and line != summary:
+            replaces = f" It would replace {_quoted_before(line)}."
+        elif line or details:
+            replaces = " It would replace the note's details."
+        text = (f"I can save a note to {where}: \u201c{summary}\u201d ({topic}).{replaces} Reply yes to save it or no "
+                "to drop it.")
     if not requester_can_answer:
         text += (" You cannot confirm notes here yourself, so it waits for the owner or for someone the owner "
                  "allows to confirm changes.")
@@ -628,7 +651,7 @@ def _turn(binding: Binding, conversation: Conversation, sender: Sender, text: st
         text_ = question_text(summary=proposal.summary, topic=proposal.topic, scope=proposal.scope_kind,
                               requester_can_answer=can_answer, delete=proposal.is_delete,
                               only_requester=others if others in ("answer_requester_only", "confirm_other_scope")
-                              else None)
+                              else None, before=proposal.shown_before)
         yes, no = ("Yes, forget it", "No, keep it") if proposal.is_delete else ("Yes, save it", "No, drop it")
         reply.messages.append(Outbound(text_, buttons=(Button(yes, "yes", proposal.pk), Button(no, "no", proposal.pk))))
     return reply

@@ -44,6 +44,34 @@ def test_a_paired_sender_confirms_with_yes_and_the_note_lands_in_the_conversatio
     assert Proposal.objects.get().status == "confirmed"
 
 
+def test_the_question_quotes_the_line_a_change_would_replace_or_forget(bot, owner, model, alice):
+    """Asked to change or forget a note, the person sees what it says now, as beside the suggestion in the web
+    inbox: no yes given blind. A long line is quoted short."""
+    pair(bot, alice, can_confirm=True)
+    scope = dm_scope(bot, alice)
+    settings_update(user_id=owner.pk, save_mode="ask")
+    note_upsert(owner_id=owner.pk, scope=scope, topic="diet", summary="vegetarian, eats fish on Fridays",
+                source="files", actor="you")
+    long_line = "works at the harbour office " + "and on the ferries " * 8
+    note_upsert(owner_id=owner.pk, scope=scope, topic="work", summary=long_line.strip(), source="files",
+                actor="you")
+    propose(model, VEGAN)
+
+    asked = bot.dm(alice, "I am vegan now.", expect=2)
+
+    assert ("I can save a note to this conversation's notes: \u201cvegan, no honey\u201d (diet). It would replace "
+            "\u201cvegetarian, eats fish on Fridays\u201d. Reply yes to save it or no to drop it.") in asked.text
+    bot.dm(alice, "no")
+
+    propose(model, {"kind": "memory", "topic": "work", "delete": True})
+    asked = bot.dm(alice, "Forget where I work.", expect=2)
+
+    quoted = asked.text.split("\u201cwork\u201d (\u201c", 1)[1].split("\u201d)", 1)[0]
+    assert quoted.startswith("works at the harbour office and on the ferries") and quoted.endswith("\u2026")
+    assert len(quoted) <= 120 and "in this conversation's notes. Reply yes to forget it or no to keep it." in asked.text
+    assert "vegetarian, eats fish on Fridays" in notes_of(owner, scope)
+
+
 def test_a_tap_on_yes_saves_the_note(bot, owner, model, alice):
     pair(bot, alice, can_confirm=True)
     propose(model, VEGAN)

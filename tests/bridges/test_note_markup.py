@@ -106,6 +106,23 @@ def test_a_note_asked_about_shows_as_written_in_the_question_and_in_the_answer_t
     assert answered and all(f"Saved: \u201c{MARKUP}\u201d (lunch)." in text for text in answered)
 
 
+def test_the_line_a_question_would_replace_shows_as_written(bot, owner, model, alice):
+    from localai_memory.notes.services import note_upsert
+    from tests.bridges.conftest import dm_scope
+
+    pair(bot, alice, can_confirm=True)
+    note_upsert(owner_id=owner.pk, scope=dm_scope(bot, alice), topic="lunch", summary=MARKUP, source="files",
+                actor="you")
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "lunch", "summary": "lunch on thursday"})),
+                 reply("Noted."))
+
+    before = counts(bot)
+    bot.dm(alice, "lunch is on thursday now", expect=2)
+    question = shown(bot, before)
+
+    assert len(question) == 1 and f"It would replace \u201c{MARKUP}\u201d." in question[0]
+
+
 def test_a_telegram_note_naming_someone_by_username_pings_nobody_in_a_group_where_the_bot_repeats_it(
         telegram_bot, telegram_server, owner, model, alice):
     """Telegram makes every ``@username`` of a plain text a mention, which notifies that person in a group.
