@@ -116,6 +116,34 @@ def topic_text(*, owner_id: int, scope: Scope, topic: str) -> str | None:
     return note.content if note else None
 
 
+def one_line_notes(*, owner_id: int, paths: Iterable[str]) -> dict[str, str]:
+    """Of ``paths`` (topic files, as a turn's report names them), those of a note that is one index line now:
+    no such file, and its scope's index lists the topic. Each maps to that index's path, where its line is.
+    Paths that are no topic file, or name a note with a file or no note at all, are left out. Two queries,
+    and one more per scope named."""
+    topics: dict[str, tuple[Scope, str]] = {}
+    for path in set(paths):
+        try:
+            parsed = parse_path(path)
+        except InvalidInput:
+            continue  # not a note's path (a report is stored data): named as stored
+        if parsed.topic is not None:
+            topics[path] = (parsed.scope, parsed.topic)
+    if not topics:
+        return {}
+    with_file = set(NoteFile.objects.filter(owner_id=owner_id, path__in=list(topics)).values_list("path", flat=True))
+    listed: dict[Scope, set[str]] = {}
+    found: dict[str, str] = {}
+    for path, (scope, topic) in topics.items():
+        if path in with_file:
+            continue
+        if scope not in listed:
+            listed[scope] = {entry.topic for entry in index_entries(owner_id=owner_id, scope=scope)}
+        if topic in listed[scope]:
+            found[path] = scope.index_path
+    return found
+
+
 def note_now(*, owner_id: int, scope: Scope, topic: str) -> tuple[IndexEntry | None, str | None]:
     """A topic as it is, in one query: its index line (None without one) and its topic file's text."""
     with connection.cursor() as cursor:  # without the queryset compiler: this read is in a proposing turn

@@ -465,6 +465,32 @@ def test_a_note_that_is_one_line_is_named_as_its_index_line_where_the_chat_says_
     assert "used 3 memories" in page  # the index, and each note read, though two are in one file
 
 
+def test_an_old_chats_report_naming_a_one_line_notes_topic_file_is_shown_as_its_index_line(client, owner):
+    """A turn stored before context_read named the index for a one-line note names Memory/home.md, a file
+    that does not exist: the chip shows the line in the index, as a turn now does. A note with a file keeps
+    its file, and a note gone since stays as the turn named it."""
+    from localai_memory.chats.models import Chat, Message, Role
+
+    note(owner, "home", "lives in Rome")
+    note(owner, "diet", "vegetarian", details="No meat, fish is fine.")
+    chat = Chat.objects.create(owner=owner)
+    Message.objects.create(chat=chat, role=Role.USER, content="Where do I live?")
+    Message.objects.create(chat=chat, role=Role.ASSISTANT, content="You live in Rome.", memory={
+        "read": [{"scope": "user", "path": "Memory/index.md"}],
+        "topics_read": [{"scope": "user", "topic": "home", "path": "Memory/home.md"},
+                        {"scope": "user", "topic": "diet", "path": "Memory/diet.md"},
+                        {"scope": "user", "topic": "pets", "path": "Memory/pets.md"}]})
+
+    client.force_login(owner)
+    page = client.get(f"/chats/{chat.pk}/").content.decode()
+
+    assert ("<li>“home” from your notes: its line in the index — <a href=\"/files/open/?path=Memory/index.md\">"
+            "<code>Memory/index.md</code></a></li>") in page
+    assert "Memory/home.md" not in page
+    assert "<li>“diet” from your notes — <a href=\"/files/open/?path=Memory/diet.md\">" in page
+    assert "<li>“pets” from your notes — <a href=\"/files/open/?path=Memory/pets.md\">" in page
+
+
 def test_context_read_cannot_open_notes_the_agent_may_not_read(api, owner, model):
     agent = make_agent(owner, memory="own")
     note(owner, "home", "lives in Rome")

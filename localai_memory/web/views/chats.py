@@ -8,6 +8,7 @@ at once; and, when memory is off, one line naming the level that is off and how 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -119,10 +120,10 @@ class MessageView:
         return bool(self.saved or self.proposals or self.refused or self.reverted)
 
 
-def _used(report: dict[str, Any]) -> list[dict[str, str]]:
+def _used(report: dict[str, Any], line_only: dict[str, str]) -> list[dict[str, str]]:
     """What a turn read: the indexes put in the prompt, each topic the model opened, and each topic whose
     details recall put in front of the model. Each names the file it came from: a note with no topic file is a
-    line of its index, and says so."""
+    line of its index, and says so (``line_only``: ``_one_line_notes``)."""
     items: list[dict[str, str]] = []
     for shown in report.get("read") or []:
         items.append({"label": f"{SCOPE_WORDS.get(shown.get('scope', ''), 'Notes')} (the index)",
@@ -132,30 +133,42 @@ def _used(report: dict[str, Any]) -> list[dict[str, str]]:
         if (topic.get("scope", ""), topic.get("topic", "")) in seen:
             continue
         seen.add((topic.get("scope", ""), topic.get("topic", "")))
-        items.append(_used_topic(topic, "from"))
+        items.append(_used_topic(topic, "from", line_only))
     recall = report.get("recall") or {}
     for note in recall.get("notes") or []:
         # a recalled line without details is in the index already
         if (note.get("scope", ""), note.get("topic", "")) in seen or not note.get("shown"):
             continue
         seen.add((note.get("scope", ""), note.get("topic", "")))
-        items.append(_used_topic(note, "recalled from"))
+        items.append(_used_topic(note, "recalled from", line_only))
     return items
 
 
-def _used_topic(item: dict[str, Any], how: str) -> dict[str, str]:
+def _used_topic(item: dict[str, Any], how: str, line_only: dict[str, str]) -> dict[str, str]:
     """“home” from your notes, at its topic file; or, for a note that is one index line, that line, at the
     index (its topic file does not exist)."""
     path = str(item.get("path", ""))
+    path = line_only.get(path, path)
     where = SCOPE_WORDS.get(item.get("scope", ""), "notes").lower()
     if path.endswith(f"/{INDEX_NAME}"):
         return {"label": f"“{item.get('topic')}” {how} {where}: its line in the index", "path": path}
     return {"label": f"“{item.get('topic')}” {how} {where}", "path": path}
 
 
+def _one_line_notes(owner_id: int, reports: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """The topic files the turns' reports name that do not exist, for notes that are one index line now, each
+    with its index's path. A report stored before the model's read named the index for such a note names
+    ``Memory/<topic>.md``, a file the chip's link cannot open; it is shown as a report stored now names it."""
+    paths = [str(item.get("path", "")) for report in reports
+             for item in [*(report.get("topics_read") or []), *((report.get("recall") or {}).get("notes") or [])]
+             if isinstance(item, dict) and item.get("path")]
+    return notes_selectors.one_line_notes(owner_id=owner_id, paths=paths)
+
+
 def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
     """Each message with what memory did on its turn, read in bulk (changes and proposals by id)."""
     reports = {m.pk: (m.memory or {}) for m in rows if m.role == Role.ASSISTANT}
+    line_only = _one_line_notes(owner_id, reports.values())
     change_ids = {s["change_id"] for r in reports.values() for s in r.get("saved", []) if s.get("change_id")}
     proposal_ids = {p["proposal_id"] for r in reports.values() for p in r.get("proposed", []) if p.get("proposal_id")}
     undone = set()
@@ -172,7 +185,7 @@ def message_views(owner_id: int, rows: list[Message]) -> list[MessageView]:
         view = MessageView(row)
         report = reports.get(row.pk)
         if report:
-            view.used = _used(report)
+            view.used = _used(report, line_only)
             degraded = (report.get("recall") or {}).get("degraded")
             view.recall_degraded = RECALL_DEGRADED.get(degraded, "") if degraded else ""
             for saved in report.get("saved", []):
