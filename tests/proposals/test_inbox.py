@@ -528,3 +528,26 @@ def test_a_note_handed_to_a_memory_addon_for_an_agent_names_the_agent_in_the_aud
     [entry] = api.get("/api/chats/changes/audit").json()["changes"]
     assert entry["summary"] == ("Handed to the memory add-on “Sample memory add-on” (sample) (agent “Chef”): "
                                 "recipe: knows risotto")
+
+
+def test_an_addon_note_confirmed_from_the_inbox_without_script_says_it_was_handed_to_the_addon(owner, monkeypatch):
+    """Its card says so; the page's message said "Saved to memory", where the host keeps nothing of it."""
+    import sample_memory_provider
+    from django.test import Client
+
+    from localai_memory.memory.services import provider_pick
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {})
+    provider_pick(user_id=owner.pk, provider="sample")
+    waiting = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="kite",
+                                              summary="flies a red kite")
+    browser = Client()
+    browser.force_login(owner)
+
+    page = browser.post(f"/inbox/{waiting.pk}/confirm/", follow=True).content.decode()
+
+    assert "Handed to the memory add-on “Sample memory add-on”: kite." in page
+    assert "Saved to memory" not in page
+    assert sample_memory_provider.NOTES[owner.pk] == {"kite": "flies a red kite"}

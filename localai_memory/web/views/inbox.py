@@ -193,7 +193,11 @@ def _answer(request: AuthenticatedHttpRequest, proposal_id: int, answer, done: t
         return back(request, "/inbox/")
     if is_htmx(request):
         return _card(request, proposal.pk)
-    messages.success(request, f"{done[1] if proposal.is_delete else done[0]}: {proposal.topic}.")
+    said = done[1] if proposal.is_delete else done[0]
+    if proposal.provider and answer is proposal_services.proposal_confirm:
+        # an add-on's suggestion goes to the add-on, which keeps it (or forgets): as its card and the audit say
+        said = f"Handed to the memory add-on “{addon_label(proposal.provider)}”"
+    messages.success(request, f"{said}: {proposal.topic}.")
     return back(request, "/inbox/")
 
 
