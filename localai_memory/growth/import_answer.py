@@ -49,14 +49,21 @@ def import_upload(*, owner_id: int, data: bytes, name: str = "", actor: str = "y
     ``invalid_import``) for a file named .zip that is not one, or one that is not UTF-8 text."""
     if importing.is_zip(data):
         return importing.import_zip(owner_id=owner_id, data=data, actor=actor)
-    if name.lower().endswith(".zip"):  # a damaged download, or another program's archive: not a list of facts
+    return importing.import_facts(owner_id=owner_id, text=facts_text(data, name=name), actor=actor)
+
+
+def facts_text(data: bytes, *, name: str = "") -> str:
+    """A file that is no zip read as a list of facts (``name`` as it was given, "" when unknown): its text.
+    InvalidInput (400 ``invalid_import``) for a file named .zip (a damaged download, another program's archive:
+    not a list of facts) and for one that is not UTF-8 text, in the words the API, the Memory tab and the
+    terminal all say (``memory import --facts`` reads a file with it too)."""
+    if name.lower().endswith(".zip"):
         raise InvalidInput(f"“{name[-100:]}” is named .zip but is not a zip file. Import the zip that Export "
                            "makes, or a list of facts as plain text, one fact a line.", code="invalid_import")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(NOT_TEXT, code="invalid_import") from None
-    return importing.import_facts(owner_id=owner_id, text=text, actor=actor)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from localai_memory.growth.services import memory_leftovers
 from localai_memory.memory.models import Proposal
@@ -37,6 +38,12 @@ def memory(*args: str, stdin: str | None = None, **options: Any) -> str:
     extra = {"stdin": io.StringIO(stdin)} if stdin is not None else {}
     call_command("memory", *args, stdout=out, **options, **extra)
     return out.getvalue()
+
+
+def named(data: bytes, name: str) -> io.BytesIO:
+    stream = io.BytesIO(data)
+    stream.name = name
+    return stream
 
 
 def index(owner, scope: Scope | None = None) -> str:
@@ -620,6 +627,33 @@ def test_import_counts_notes_and_names_a_zip_given_as_facts(owner, outsider, not
     assert not NoteFile.objects.filter(owner=outsider, path__startswith="Memory/agents/").exists()
     with pytest.raises(CommandError, match="is a zip"):
         memory("import", "--user", "mallory", "--facts", str(export))
+
+
+#: What the API and the Memory tab say of a file that is no zip but named one, and of one that is not text.
+FACTS_REFUSED = ("is named .zip but is not a zip file. Import the zip that Export makes, or a list of facts as plain "
+                 "text, one fact a line.")
+NOT_TEXT = ("The file is neither a zip nor UTF-8 text. Import the zip that Export makes, or a list of facts as "
+            "plain text, one fact a line.")
+
+
+@pytest.mark.parametrize(("content", "name", "words"), [
+    (b"Lives in Porto\n", "notes.zip", f"“notes.zip” {FACTS_REFUSED}"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "photo.png", NOT_TEXT),
+])
+def test_import_of_facts_refuses_a_file_the_api_and_the_tab_refuse_in_their_words(owner, tmp_path, content, name,
+                                                                                 words):
+    given = tmp_path / name
+    given.write_bytes(content)
+    uploaded = APIClient()
+    uploaded.force_authenticate(owner)
+    said = uploaded.post("/api/chats/memory/import", {"file": named(content, name)}, format="multipart")
+    assert said.status_code == 400 and said.json()["error"]["message"] == words
+
+    with pytest.raises(CommandError) as refused:
+        memory("import", "--user", "alice", "--facts", str(given))
+
+    assert str(refused.value) == words  # one line, the API's and the Memory tab's
+    assert not Proposal.objects.filter(owner=owner).exists() and not NoteFile.objects.filter(owner=owner).exists()
 
 
 def test_import_says_which_agent_a_folder_went_to(owner, outsider, tmp_path):

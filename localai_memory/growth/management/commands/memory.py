@@ -25,7 +25,7 @@ from django.db import transaction
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput
 from localai_memory.growth import importing
 from localai_memory.growth.consolidation import consolidate_user
-from localai_memory.growth.import_answer import import_answer, import_upload
+from localai_memory.growth.import_answer import facts_text, import_answer, import_upload
 from localai_memory.growth.selectors import (
     last_pass,
     line_writers,
@@ -504,17 +504,16 @@ class Command(BaseCommand):
                 data = Path(path).read_bytes()
             except OSError as exc:
                 raise CommandError(f"Cannot read {path}: {exc.strerror}") from None
+        name = "" if path == "-" else Path(path).name
         if facts:
             if importing.is_zip(data):
                 raise CommandError(f"{path} is a zip (an export): leave out --facts to import it.")
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise CommandError(f"{path} is neither a zip nor UTF-8 text.") from None
+            # read as the API and the Memory tab read a file that is no zip: one named .zip, or one that is not
+            # text, is refused in their words rather than imported line by line
+            text = facts_text(data, name=name)
             result = importing.import_facts(owner_id=self.user.pk, text=text, actor=ACTOR)
         else:  # as the API and the Memory tab read an upload: a zip, else a list of facts as plain text
-            result = import_upload(owner_id=self.user.pk, data=data, name="" if path == "-" else Path(path).name,
-                                   actor=ACTOR)
+            result = import_upload(owner_id=self.user.pk, data=data, name=name, actor=ACTOR)
         answer = import_answer(owner_id=self.user.pk, result=result)
         self.emit(answer.as_dict(), "\n".join(answer.lines))
 
