@@ -572,7 +572,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
                 imported |= {(parsed.scope, entry.topic) for entry in parse_index(text)}
         kept: set[tuple[Scope, str]] = set()
     else:
-        result = _merge(owner_id=owner_id, files=files, actor=actor)
+        result = _merge(owner_id=owner_id, files=files, weights=weights, actor=actor)
 
         def notes(named: list[str]) -> set[tuple[Scope, str]]:
             return {(parse_path(f"{note}.md").scope, note.rsplit("/", 1)[1]) for note in named
@@ -591,7 +591,10 @@ TRASHED_FILE = ("Not imported: you deleted this file, and it is in your Trash. R
                 "you want it back.")
 
 
-def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
+def _merge(*, owner_id: int, files: dict[str, str], weights: dict[tuple[Scope, str], float], actor: str
+           ) -> ImportResult:
+    """Merge ``files`` into the owner's notes topic by topic (see the module docstring); a note that waits as a
+    suggestion carries the importance the export gave it (``weights``), which it takes when confirmed."""
     result = ImportResult(kind="zip", mode="merged")
     existing = {f.path: f.content for f in NoteFile.objects.filter(owner_id=owner_id, path__in=list(files))}
     # deleted by the owner (in the Trash): not brought back without their answer
@@ -655,7 +658,7 @@ def _merge(*, owner_id: int, files: dict[str, str], actor: str) -> ImportResult:
             proposal = proposal_create(
                 owner_id=owner_id, scope=scope, topic=entry.topic, summary=entry.summary, details=details,
                 reason="import_differs" if mine is not None else "import_deleted", origin="web",
-                source=Proposal.Source.IMPORT,
+                source=Proposal.Source.IMPORT, importance=weights.get((scope, entry.topic)),
                 correction=mine is not None
                 and note_author(owner_id=owner_id, scope=scope, topic=entry.topic) != "model",
             )

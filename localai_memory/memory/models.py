@@ -99,6 +99,10 @@ class Proposal(models.Model):
         null=True, blank=True, default=None,
         help_text="A delete suggested to make room in a full index: the note that did not fit ({topic, summary, "
                   "details}), suggested in its turn once this delete is confirmed.")
+    importance = models.FloatField(
+        null=True, blank=True, default=None,
+        help_text="The importance (0..1) an export gave the note it suggests (an import's): the note takes it when "
+                  "the suggestion is confirmed; empty: the one its writer gives it.")
     origin = models.CharField(max_length=20, default="web")
     chat_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
@@ -124,6 +128,9 @@ class Proposal(models.Model):
                                     name="one_pending_proposal_per_change"),
             models.CheckConstraint(condition=models.Q(status__in=["pending", "confirmed", "rejected", "expired"]),
                                    name="proposal_status_valid"),
+            models.CheckConstraint(condition=models.Q(importance__isnull=True)
+                                   | models.Q(importance__gte=0) & models.Q(importance__lte=1),
+                                   name="proposal_importance_between_0_and_1"),
         ]
 
     def __str__(self) -> str:

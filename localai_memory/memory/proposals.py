@@ -47,7 +47,9 @@ from localai_memory.notes.paths import (
 from localai_memory.notes.services import (
     CapExceeded,
     cap_error,
+    check_importance,
     check_not_forgotten,
+    importance_change,
     lock_owner,
     note_upsert,
     topic_too_large,
@@ -166,12 +168,15 @@ def proposal_create(
     correction: bool = False,
     makes_room_for: dict[str, str] | None = None,
     read_after: datetime | None = None,
+    importance: float | None = None,
 ) -> Proposal:
     """Propose a change of one topic; it waits 24 hours (``policy.PROPOSAL_TTL``) for an answer.
 
     ``makes_room_for`` (a delete only): the note, ``{topic, summary, details}``, that did not fit the full
     index this delete makes room in; a ``confirm_listeners`` listener suggests it once the delete is confirmed.
     ``read_after``: the change is made of what a chat turn read after that time (``chats.tools.ToolContext``).
+    ``importance`` (a note, not a delete): the importance (0..1) the note takes when confirmed, as an export
+    gave it (an import's suggestion); None leaves the note's as it is.
 
     Not made twice: while an identical proposal waits, that one is returned (with ``duplicate = True`` on
     the instance). Raises AlreadySaved (409) when the index line (and topic file) already say exactly this,
@@ -184,6 +189,7 @@ def proposal_create(
     text = "" if delete else clean_summary(summary)
     body = _checked_details(details, delete)
     _check_details_size(owner_id, scope, topic, body)
+    weight = None if delete else check_importance(importance)
     now = timezone.now()
     lock_owner(owner_id)  # the index cannot change between this check and the insert
     _check_chat_there(owner_id, chat_id)
@@ -218,6 +224,9 @@ def proposal_create(
         if as_now != waiting.shown_before:
             waiting.seen = {"summary": as_now[0], "details": as_now[1]}
             waiting.save(update_fields=["seen"])
+        if weight is not None and waiting.importance != weight:  # the same note, weighed by the export anew
+            waiting.importance = weight
+            waiting.save(update_fields=["importance"])
         return waiting
     proposal = Proposal.objects.create(
         owner_id=owner_id, status=Proposal.Status.PENDING, source=source, kind="memory", scope_kind=scope.kind,
@@ -226,7 +235,7 @@ def proposal_create(
         locked=locked, requester_only=requester_only or locked, reason=reason[:40], origin=origin,
         chat_id=chat_id, conversation_id=conversation_id, requested_by_sender_id=requested_by_sender_id,
         fingerprint=fingerprint, created_at=now, expires_at=now + policy.PROPOSAL_TTL,
-        makes_room_for=makes_room_for if delete else None,
+        makes_room_for=makes_room_for if delete else None, importance=weight,
     )
     proposal.duplicate = False  # type: ignore[attr-defined]
     return proposal
@@ -653,6 +662,13 @@ def _confirm(*, owner_id: int, proposal_id: object, actor: str, sender: Sender |
         if exc.code != "unknown_topic":
             raise
         change = None  # forgetting a note that is gone already: nothing left to do
+    if proposal.importance is not None and not proposal.is_delete:
+        # the importance the export gave the note (an import's suggestion), in the confirm's change set so
+        # that its Undo takes it back with the text (one of its own when the text was there already)
+        _, weighed = importance_change(owner_id=owner_id, scope=proposal_scope(proposal), topic=proposal.topic,
+                                       importance=proposal.importance, change=change,
+                                       source=ChangeSet.Source.PROPOSAL, actor=actor)
+        change = change or weighed
     proposal.status, proposal.decided_at, proposal.decided_by = Proposal.Status.CONFIRMED, now, actor[:200]
     proposal.change_set = change
     proposal.save(update_fields=["status", "decided_at", "decided_by", "change_set"])

@@ -76,6 +76,8 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
         # A delete that makes room in a full index: the note ({topic, summary, details}) suggested once it is
         # confirmed; else null.
         "makes_room_for": _room_for(proposal),
+        # The importance (0..1) the note takes when confirmed, as an export gave it (an import's); else null.
+        "importance": proposal.importance,
     }
 
 

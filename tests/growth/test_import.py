@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.test import Client
 
 from bridges.models import Binding
 from localai_memory.agents.models import Agent
@@ -168,6 +169,42 @@ def test_the_importances_you_gave_travel_with_the_export(owner, make_user, clien
     notes_services.change_undo(owner_id=newcomer.pk, change_id=response.json()["change_id"])
     assert notes_selectors.note_importances(owner_id=newcomer.pk) == {}
     assert not NoteFile.objects.filter(owner=newcomer).exists()
+
+
+def test_a_note_that_waits_as_a_suggestion_takes_the_importance_of_the_export_when_confirmed(owner, api):
+    user = Scope.user()
+    for topic, summary, weight in (("home", "lives in Rome", 0.95), ("diet", "vegetarian", 0.3)):
+        notes_services.note_upsert(owner_id=owner.pk, scope=user, topic=topic, summary=summary, source="files",
+                                   actor="you")
+        notes_services.note_importance_set(owner_id=owner.pk, scope=user, topic=topic, importance=weight)
+    exported = notes_services.memory_export(owner_id=owner.pk)
+    # since the export: "home" says something else and weighs less, "diet" was weighed anew and deleted
+    notes_services.note_upsert(owner_id=owner.pk, scope=user, topic="home", summary="lives in Lisbon",
+                               source="files", actor="you")
+    notes_services.note_importance_set(owner_id=owner.pk, scope=user, topic="home", importance=0.5)
+    notes_services.note_importance_set(owner_id=owner.pk, scope=user, topic="diet", importance=0.6)
+    notes_services.note_upsert(owner_id=owner.pk, scope=user, topic="diet", delete=True, source="files",
+                               actor="you")
+
+    body = upload(api, exported).json()
+
+    assert body["importances"] == 0 and len(body["proposals"]) == 2, body
+    listed = {p["topic"]: p for p in api.get("/api/chats/memory/proposals").json()["proposals"]}
+    assert (listed["home"]["importance"], listed["diet"]["importance"]) == (0.95, 0.3)  # the inbox shows it
+    browser = Client()
+    browser.force_login(owner)
+    assert "Saved, the note has the importance 0.95 that the export gave it." in browser.get("/inbox/").content.decode()
+    assert notes_selectors.note_importances(owner_id=owner.pk)[("user", "", "home")] == 0.5  # nothing yet
+    for topic in ("home", "diet"):
+        confirmed = api.post(f"/api/chats/memory/proposals/{listed[topic]['id']}/confirm")
+        assert confirmed.status_code == 200, confirmed.content
+    assert notes_selectors.note_importances(owner_id=owner.pk) == {("user", "", "home"): 0.95,
+                                                                 ("user", "", "diet"): 0.3}
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=user) == "- home: lives in Rome\n- diet: vegetarian\n"
+    # the confirm's Undo takes the importance back with the text
+    home = Proposal.objects.get(pk=listed["home"]["id"])
+    notes_services.change_undo(owner_id=owner.pk, change_id=home.change_set_id)
+    assert notes_selectors.note_importances(owner_id=owner.pk)[("user", "", "home")] == 0.5
 
 
 def test_your_own_export_goes_to_the_agent_and_the_bot_you_made_again_after_deleting_them(owner, api, alices_memory):
