@@ -92,7 +92,8 @@ class ImportApi(ApiView):
         agent's or a conversation's folder of an export made in your account goes back to your agent (bot) of
         its id, renamed since or not (``renamed``); of any other export, to your agent (bot) of the name the
         export records (``moved``), never to an id of another account. The notes of an agent deleted since go
-        to the notes kept from it (``deleted_agents``); a folder with no such place is listed under
+        to the notes kept from it (``deleted_agents``), a conversation of a bot you removed to the notes left from
+        it (``removed_bots``); a folder with no such place is listed under
         ``skipped`` with the reason, and not written. Each suggestion left in the inbox is listed under
         ``inbox`` with its ``expires_at`` (unanswered by then, it is not saved); ``message`` says it all in words.
         """

@@ -12,6 +12,7 @@ saved, so an import that only listed the suggestions' ids let them lapse unseen.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -128,18 +129,38 @@ class ImportAnswer:
         lines = [self.summary]
         if self.inbox:
             lines.append(self.waiting_sentence)
-        # where an agent's or a conversation's folder went, and why one was not imported
-        lines += [f"{move['from']} → {move['to']} (“{move['name']}”)" for move in self.result.moved]
-        lines += [f"{back['folder']} back to “{back['now']}”, renamed since (“{back['name']}” in the export)"
-                  for back in self.result.renamed]
-        lines += [f"{kept['folder']} to the notes kept from the deleted agent “{kept['name']}” (Deleted agents on "
-                  "the Memory tab; no chat reads them)" for kept in self.result.deleted_agents]
-        lines += [f"Skipped {skip['path']}: {skip['reason']}" for skip in self.result.skipped]
-        return lines
+        return lines + folder_lines(self.result.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.result.as_dict(), "inbox": [item.as_dict() for item in self.inbox],
                 "message": "\n".join(self.lines)}
+
+
+def folder_lines(result: Mapping[str, Any]) -> list[str]:
+    """Where each agent's or conversation's folder of a zip went, where it did not simply go back to its agent
+    or bot, and why one was not imported: a line each, from an import's result as ``ImportResult.as_dict``
+    gives it (the Memory tab shows the lines of the answer it kept)."""
+    lines = [f"{move['from']} → {move['to']} (“{move['name']}”)" for move in result.get("moved", [])]
+    lines += [f"{back['folder']} back to “{back['now']}”, renamed since (“{back['name']}” in the export)"
+              for back in result.get("renamed", [])]
+    lines += [f"{kept['folder']} to the notes kept from the deleted agent “{kept['name']}” (Deleted agents on "
+              "the Memory tab; no chat reads them)" for kept in result.get("deleted_agents", [])]
+    lines += [f"{kept['folder']} back to the notes left from {_bot_words(kept)}, which you removed (Files; no chat "
+              "reads them)" for kept in result.get("removed_bots", [])]
+    lines += [f"Skipped {skip['path']}: {skip['reason']}" for skip in result.get("skipped", [])]
+    return lines
+
+
+def _bot_words(bot: Mapping[str, str]) -> str:
+    """A removed bot as the answer names it: "the Telegram bot “Home”", or "a bot of yours" when the export names
+    none."""
+    if not bot.get("name"):
+        return "a bot of yours"
+    from bridges.models import Platform
+
+    platform = bot.get("platform", "")
+    label = dict(Platform.choices).get(platform, platform)
+    return f"the {label + ' ' if label else ''}bot “{bot['name']}”"
 
 
 def import_answer(*, owner_id: int, result: importing.ImportResult) -> ImportAnswer:

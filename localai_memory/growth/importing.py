@@ -17,9 +17,10 @@ the ids, which stay with an agent or a bot through a rename: a folder whose agen
 back to it, and is listed under ``renamed``. Ids differ between accounts and servers, so any other export goes
 by the names it records to this account's agent of that name (the bot of that name and platform), and is
 listed under ``moved``. The notes of an agent deleted since (or before the export) go back to the notes kept
-from it (the Memory tab's Deleted agents), listed under ``deleted_agents``. A folder with no such place is not
-imported (no chat would read it): it is listed under ``skipped`` with the reason and what to do; the zip
-still holds it. So every folder of the zip is in the answer where it did not simply go back to its agent.
+from it (the Memory tab's Deleted agents), listed under ``deleted_agents``; a conversation of a bot the owner
+removed, to the notes left from it (they stay when a bot is removed), listed under ``removed_bots``: no chat
+reads either. A folder with no such place is not imported (no chat would read it): it is listed under
+``skipped`` with the reason and what to do; the zip still holds it. So every folder of the zip is in the answer where it did not simply go back to its agent.
 
 Both are refused while memory is off (``check_memory_on``); only facts follow the save level (a zip is the
 person's own notes written back: Never stops the assistant, not them).
@@ -49,7 +50,7 @@ from localai_memory.memory.proposals import AlreadySaved, proposal_create, propo
 from localai_memory.memory.providers import ADDON_EXPORT_FOLDER
 from localai_memory.memory.selectors import topics_in_use
 from localai_memory.notes import selectors as notes_selectors
-from localai_memory.notes.models import ChangeSet, NoteFile
+from localai_memory.notes.models import ChangeSet, NoteFile, TrashFile
 from localai_memory.notes.paths import (
     INDEX_MAX_BYTES,
     INDEX_MAX_LINES,
@@ -109,6 +110,9 @@ class ImportResult:
     renamed: list[dict[str, str]] = field(default_factory=list)
     # {"folder", "name"}: a folder to the notes kept from a deleted agent (``name``: as Deleted agents shows it)
     deleted_agents: list[dict[str, str]] = field(default_factory=list)
+    # {"folder", "name", "platform"}: a conversation's folder back to the notes left from a bot the owner removed
+    # (its name and platform as the export records them; "" when it names none)
+    removed_bots: list[dict[str, str]] = field(default_factory=list)
     change_id: int | None = None
     importances: int = 0  # notes given the importance the export recorded
 
@@ -116,7 +120,8 @@ class ImportResult:
         return {"kind": self.kind, "mode": self.mode, "written": self.written, "added": self.added,
                 "proposals": self.proposals, "unchanged": self.unchanged, "waiting": self.waiting,
                 "skipped": self.skipped, "moved": self.moved, "renamed": self.renamed,
-                "deleted_agents": self.deleted_agents, "change_id": self.change_id, "importances": self.importances}
+                "deleted_agents": self.deleted_agents, "removed_bots": self.removed_bots, "change_id": self.change_id,
+                "importances": self.importances}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -314,6 +319,7 @@ class _Placement:
     moved: list[dict[str, str]] = field(default_factory=list)
     renamed: list[dict[str, str]] = field(default_factory=list)
     deleted_agents: list[dict[str, str]] = field(default_factory=list)
+    removed_bots: list[dict[str, str]] = field(default_factory=list)
 
     def path(self, path: str) -> str | None:
         """Where the zip's file ``path`` goes; None when its folder is not imported."""
@@ -371,6 +377,8 @@ def _place_folders(*, owner_id: int, scopes: set[Scope], folders: ExportFolders)
         now = names.get(target)
         if target != scope:
             placement.moved.append({"from": f"{scope.root}/", "to": f"{target.root}/", "name": holders[scope].name})
+        elif now is not None and now.deleted and scope.kind == "channel":  # no chat reads them: said, as below
+            placement.removed_bots.append({"folder": f"{target.root}/", "name": now.name, "platform": now.platform})
         elif now is not None and now.deleted:
             placement.deleted_agents.append({"folder": f"{target.root}/", "name": now.name})
         elif now is not None and holder is not None and now.name != holder.name:
@@ -380,10 +388,12 @@ def _place_folders(*, owner_id: int, scopes: set[Scope], folders: ExportFolders)
 
 @dataclass(frozen=True)
 class _Names:
-    """What the owner's agent (bot) of a folder is called now; ``deleted``: the name a deleted agent had."""
+    """What the owner's agent (bot) of a folder is called now; ``deleted``: the name a deleted agent had, or a
+    bot the owner removed (its ``platform``; both "" when the export does not name it)."""
 
     name: str
     deleted: bool = False
+    platform: str = ""
 
 
 def _not_this_account(what: str, now: str, holder: Holder) -> str:
@@ -458,15 +468,25 @@ def _place_channels(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, 
     live = {str(pk) for pk in Binding.objects.filter(
         pk__in=[int(s.key.split("-", 1)[0]) for s in scopes]).values_list("pk", flat=True)}
     labels = dict(Platform.choices)
+    # the owner's conversations whose notes they deleted (in their Trash): theirs, whatever the export says
+    trashed = {path.split("/")[2] for path in TrashFile.objects.filter(
+        entry__owner_id=owner_id, entry__restored_at__isnull=True, path__startswith=f"{ROOT}/channels/")
+        .values_list("path", flat=True)}
     places: dict[Scope, Scope | str] = {}
     for scope in scopes:
         bot, digest = scope.key.split("-", 1)
         holder = holders.get(scope)
         kept = scope.key in held and bot not in live  # a conversation of a bot the owner removed
+        # ... whose notes they deleted since: its bot was theirs (their own export says so, or their Trash)
+        removed = bot not in bots and (ours or scope.key in trashed and bot not in live)
         if bot in bots:
             names[scope] = _Names(bots[bot][1])
+        elif kept:  # its notes stay where they were (``bridges.services.binding_delete``); no chat reads them
+            names[scope] = _Names(holder.name, deleted=True, platform=holder.platform) if holder else _Names(
+                "", deleted=True)
         if holder is None:
-            places[scope] = scope if bot in bots or kept else (
+            places[scope] = scope if bot in bots or kept else _removed_bot(
+                bot, None, trashed=scope.key in trashed) if removed else (
                 f"the bot of this conversation ({bot}) is not one of your bots, and the export does not say "
                 "which bot it was.")
             continue
@@ -484,11 +504,25 @@ def _place_channels(*, owner_id: int, scopes: list[Scope], holders: dict[Scope, 
                              "conversation is of. Rename all but one of them, then import the zip again.")
         elif kept:
             places[scope] = scope
+        elif removed:
+            places[scope] = _removed_bot(bot, what, trashed=scope.key in trashed)
         else:
             places[scope] = (f"none of your bots is the {what}, whose conversation these notes are of. Connect it, "
                              "then import the zip again."
                              + (_not_this_account("bot", bots[bot][1], holder) if bot in bots else ""))
     return places
+
+
+def _removed_bot(bot: str, what: str | None, *, trashed: bool) -> str:
+    """Why a conversation's folder of the owner's is not imported: they removed its bot (``what``: "Telegram bot
+    “Home”", None when the export does not name it), and its notes, which stay when a bot is removed, were
+    deleted since (``trashed``: they are in the owner's Trash). An import does not undo that delete on its own,
+    nor makes notes no chat reads; what to do instead is said."""
+    ways = [way for way, there in (("restore them from Files → Trash", trashed),
+                                   ("connect the bot again and import the zip again", what is not None)) if there]
+    return (f"you removed {f'the {what}' if what else f'the bot of this conversation ({bot})'} from your account, "
+            "and its notes were deleted since, so no chat of yours would read them."
+            + (f" To have them back, {', or '.join(ways)}." if ways else ""))
 
 
 def _skip(scope: Scope, reason: str) -> dict[str, str]:
@@ -582,6 +616,7 @@ def import_zip(*, owner_id: int, data: bytes, actor: str = "you") -> ImportResul
         imported = notes(result.added) | kept
     result.skipped = [*placement.skipped, *result.skipped]
     result.moved, result.renamed, result.deleted_agents = placement.moved, placement.renamed, placement.deleted_agents
+    result.removed_bots = placement.removed_bots
     _give_importances(owner_id, weights, imported, kept, result, actor)
     return result
 

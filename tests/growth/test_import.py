@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.core.management import call_command
 from django.test import Client
 
 from bridges.models import Binding
@@ -377,6 +378,42 @@ def test_your_own_export_brings_the_notes_of_an_agent_deleted_since_back_to_its_
     assert body["proposals"] == [back.pk]
     proposal_confirm(owner_id=owner.pk, proposal_id=back.pk, actor="you")
     assert notes_selectors.index_text(owner_id=owner.pk, scope=cook) == "- tone: short answers\n"
+
+
+def test_a_conversation_of_a_bot_you_removed_that_comes_back_is_said_and_one_whose_notes_you_deleted_is_skipped_with_why(
+        owner, api, alices_memory):
+    from bridges.services import binding_delete
+
+    _, bot = folders(owner)
+    binding_delete(binding=Binding.objects.get(owner=owner))  # its conversation's notes stay where they were
+    # an export of that conversation alone, made since: it names no bot, nor the account
+    removed_since = notes_services.memory_export(owner_id=owner.pk, folder=bot.root)
+    assert notes_services.FOLDERS_FILE not in zipfile.ZipFile(io.BytesIO(removed_since)).namelist()
+    notes_services.note_upsert(owner_id=owner.pk, scope=bot, topic="team", summary="Monday demos", source="files",
+                               actor="you")
+
+    body = upload(api, alices_memory).json()
+
+    assert body["skipped"] == [] and body["moved"] == [] and body["deleted_agents"] == []
+    assert body["removed_bots"] == [{"folder": f"{bot.root}/", "name": "Home bot", "platform": "telegram"}]
+    assert (f"{bot.root}/ back to the notes left from the Telegram bot “Home bot”, which you removed (Files; no chat "
+            "reads them)") in body["message"].splitlines()
+    assert len(body["proposals"]) == 1  # "Friday demos" differs from the kept "Monday demos": it waits
+
+    # its notes deleted since: not brought back, and the answer says why and what to do, in the terminal too
+    notes_services.note_upsert(owner_id=owner.pk, scope=bot, topic="team", delete=True, source="files", actor="you")
+    for zipped, bot_named in ((alices_memory, "the Telegram bot “Home bot”"),
+                              (removed_since, f"the bot of this conversation ({bot.key.split('-')[0]})")):
+        body = upload(api, zipped).json()
+        assert body["removed_bots"] == [] and body["skipped"] == [{"path": f"{bot.root}/", "reason": (
+            f"Not imported: you removed {bot_named} from your account, and its notes were deleted since, so no chat "
+            "of yours would read them. To have them back, restore them from Files → Trash"
+            + (", or connect the bot again and import the zip again." if "Home bot" in bot_named else "."))}]
+        assert f"Skipped {bot.root}/: {body['skipped'][0]['reason']}" in body["message"].splitlines()
+    assert not NoteFile.objects.filter(owner=owner, path__startswith=f"{bot.root}/").exists()
+    printed = io.StringIO()
+    call_command("memory", "import", "--user", "alice", "-", stdin=io.BytesIO(alices_memory), stdout=printed)
+    assert "you removed the Telegram bot “Home bot” from your account" in printed.getvalue()
 
 
 @pytest.mark.parametrize("account", [None, "another"])

@@ -122,6 +122,31 @@ def test_a_zip_into_an_empty_account_is_written_back_and_a_folder_without_its_ag
 
 
 @pytest.mark.django_db
+def test_the_tab_says_where_each_folder_went_that_did_not_simply_go_back_to_its_agent_or_bot(owner):
+    from bridges.models import Binding
+    from bridges.services import binding_delete
+    from localai_memory.agents.services import agent_delete
+
+    cook = Agent.objects.create(owner=owner, name="Cook", tools=["memory"], grants=["memory.write"], memory="own")
+    bot = Binding.objects.create(owner=owner, platform="telegram", name="Home bot", mode="polling")
+    conversation = Scope.channel(bot.pk, "C123")
+    add(owner, "tone", "short answers", Scope.agent(cook.pk))
+    add(owner, "team", "Friday demos", conversation)
+    exported = notes_services.memory_export(owner_id=owner.pk)
+    agent_delete(owner_id=owner.pk, agent_id=cook.pk, memory="keep")
+    binding_delete(binding=bot)
+    client = signed_in(owner)
+
+    part = shown(client, client.post(IMPORT, {"file": named(exported, "alice.zip")}))
+
+    folders = part[part.index('data-testid="import-folders"'):]
+    assert (f"<li>Memory/agents/{cook.pk}/ to the notes kept from the deleted agent “Cook” (Deleted agents on the "
+            "Memory tab; no chat reads them)</li>") in folders
+    assert (f"<li>{conversation.root}/ back to the notes left from the Telegram bot “Home bot”, which you removed "
+            "(Files; no chat reads them)</li>") in folders
+
+
+@pytest.mark.django_db
 def test_a_list_of_facts_from_the_text_area_waits_in_the_inbox_with_its_time(owner):
     client = signed_in(owner)
 

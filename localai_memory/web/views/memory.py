@@ -26,7 +26,14 @@ from localai_memory.agents.selectors import deleted_agent_names
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
 from localai_memory.growth import importing
-from localai_memory.growth.import_answer import DELETED, EXPIRES, import_answer, import_upload, read_upload
+from localai_memory.growth.import_answer import (
+    DELETED,
+    EXPIRES,
+    folder_lines,
+    import_answer,
+    import_upload,
+    read_upload,
+)
 from localai_memory.growth.selectors import line_writers, owner_scopes
 from localai_memory.memory import services as memory_services
 from localai_memory.memory.api import listing_profile, scope_listing
@@ -462,8 +469,7 @@ def _import_shown(request: AuthenticatedHttpRequest) -> dict | None:
     lines = str(answer.get("message", "")).split("\n")
     return {"summary": lines[0], "inbox": inbox, "added": answer.get("added", []),
             "written": answer.get("written", []) if answer.get("mode") == "restored" else [],
-            "unchanged": answer.get("unchanged", []), "moved": answer.get("moved", []),
-            "skipped": answer.get("skipped", []), "expires": EXPIRES}
+            "unchanged": answer.get("unchanged", []), "folders": folder_lines(answer), "expires": EXPIRES}
 
 
 @login_required
