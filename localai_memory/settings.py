@@ -262,6 +262,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # a form posted over the body limit whose page says so itself (Import): back to it, the body never read
+    "localai_memory.web.middleware.FormTooLargeMiddleware",
     # a session that ended moves the whole page to the log-in page, back to the page the form was on
     "localai_memory.web.middleware.LoginRedirectMiddleware",
     "localai_memory.web.middleware.PostOnlyPageMiddleware",

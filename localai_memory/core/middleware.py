@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -58,24 +59,54 @@ class ServiceUnavailableMiddleware:
         return None
 
 
+#: The attribute of a web page's view that answers a body over the limit itself (a form that says so beside
+#: it, on its page: ``web.middleware.FormTooLargeMiddleware``, which runs once the session is read).
+TOO_LARGE_ANSWER = "too_large_answer"
+
+
+def body_over_limit(request: HttpRequest) -> int | None:
+    """The body limit (``DATA_UPLOAD_MAX_MEMORY_SIZE``) when the request says its body is larger, else None;
+    read from the request's headers only, never from its body."""
+    from django.conf import settings
+
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return limit if limit and length > limit else None
+
+
+def too_large(request: HttpRequest, limit: int) -> HttpResponse:
+    """The 413 of a body over ``limit``: JSON for the API, a page or an alert for a browser (``service_error``)."""
+    return service_error(request, 413, "too_large", f"The request body is larger than {limit} bytes; nothing was "
+                         "saved.", "Too large")
+
+
+def answers_too_large(request: HttpRequest) -> Any:
+    """The ``TOO_LARGE_ANSWER`` of the web page's view ``request`` is for, or None (an address of the API, of
+    no view, or of a view that leaves it to ``BodySizeLimitMiddleware``)."""
+    if request.path.startswith(API_PREFIXES):
+        return None
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return None
+    return getattr(match.func, TOO_LARGE_ANSWER, None)
+
+
 class BodySizeLimitMiddleware:
     """Refuse request bodies over DATA_UPLOAD_MAX_MEMORY_SIZE with a 413 before anyone reads them (JSON, or a
-    page for a browser)."""
+    page for a browser). A web page's form that says it itself (``TOO_LARGE_ANSWER``) is left to
+    ``web.middleware.FormTooLargeMiddleware``, which does not read the body either."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from django.conf import settings
-
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if limit and length > limit:
-            return service_error(request, 413, "too_large", f"The request body is larger than {limit} bytes; "
-                                  "nothing was saved.", "Too large")
+        limit = body_over_limit(request)
+        if limit is not None and answers_too_large(request) is None:
+            return too_large(request, limit)
         return self.get_response(request)
 
 

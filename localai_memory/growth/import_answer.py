@@ -40,8 +40,28 @@ DELETED = "you deleted it; it is in your Trash"
 def read_upload(upload: UploadedFile) -> bytes:
     """An uploaded file's bytes; TooLarge (413) past the largest zip, before it is read into memory."""
     if (upload.size or 0) > importing.ZIP_MAX_BYTES:
-        raise TooLarge(f"The file is larger than {importing.ZIP_MAX_BYTES} bytes.", code="import_too_large")
+        raise TooLarge(too_big(importing.ZIP_MAX_BYTES), code="import_too_large")
     return upload.read()
+
+
+def size_words(size: int) -> str:
+    """A number of bytes as the answer says it: "1 MB (1048576 bytes)", "64 KB (65536 bytes)", "900 bytes"."""
+    for unit, name in ((1024 * 1024, "MB"), (1024, "KB")):
+        if size >= unit:
+            return f"{size / unit:.3g} {name} ({size} bytes)"
+    return f"{size} bytes"
+
+
+def too_big(limit: int) -> str:
+    """What an import says of a file past ``limit`` bytes (the largest zip, or the server's body limit)."""
+    return f"The file is too big to import: it may be at most {size_words(limit)}. Nothing was imported."
+
+
+def too_long(limit: int) -> str:
+    """What an import says of facts posted past the server's body limit of ``limit`` bytes (unread: a list is
+    at most ``importing.FACTS_MAX_CHARS`` characters anyway)."""
+    return (f"The facts are too long to import: this server takes at most {size_words(limit)} in one form, "
+            f"and a list at most {importing.FACTS_MAX_CHARS} characters. Nothing was imported.")
 
 
 def import_upload(*, owner_id: int, data: bytes, name: str = "", actor: str = "you") -> importing.ImportResult:

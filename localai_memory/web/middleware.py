@@ -8,7 +8,8 @@ a form's address is its POST-only action, which the browser would GET after logg
 refused htmx request moves the whole page to the log-in page (``HX-Redirect``), and a refused form comes back,
 after logging in, to the page it was on. A POST-only address of the web app opened with GET (such a ``next``
 from before, a bookmark) goes to its page. A form that sends a field more than once is refused before its view
-runs (``RepeatedFieldMiddleware``).
+runs (``RepeatedFieldMiddleware``). A form posted with a body over the server's limit whose page says so
+beside it (the Memory tab's Import) goes back to that page with its own words, not to the generic 413 page.
 
 This middleware only changes those answers: never what a view decided otherwise, never the API's (its clients
 log in with tokens; ``login_required`` is not theirs).
@@ -17,7 +18,8 @@ log in with tokens; ``login_required`` is not theirs).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
@@ -26,6 +28,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.urls import Resolver404, ResolverMatch, resolve
+
+from localai_memory.core.middleware import TOO_LARGE_ANSWER, answers_too_large, body_over_limit, too_large
 
 from .views.common import flash, is_htmx, own_path
 
@@ -158,3 +162,59 @@ class RepeatedFieldMiddleware:
             return HttpResponse(said, status=400, content_type="text/plain; charset=utf-8",
                                 headers={"HX-Redirect": back})
         return HttpResponseRedirect(back)
+
+
+@dataclass(frozen=True)
+class TooLargeAnswer:
+    """How a form's page says that what was posted is over the body limit: the ``page`` (with the fragment of
+    the form's part) the browser goes back to, the part ``at`` which the message is shown (``flash``), and the
+    ``message`` for a request and the limit, which must not read the request's body."""
+
+    page: str
+    at: str
+    message: Callable[[HttpRequest, int], str]
+
+
+View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+def says_too_large(answer: TooLargeAnswer) -> Callable[[View], View]:
+    """Mark a view whose form says itself, on its page, that a body over the limit is too large
+    (``FormTooLargeMiddleware``). The mark outlives decorators that wrap the view with ``functools.wraps``."""
+
+    def mark(view: View) -> View:
+        setattr(view, TOO_LARGE_ANSWER, answer)
+        return view
+
+    return mark
+
+
+class FormTooLargeMiddleware:
+    """A form of a page that says it itself (``says_too_large``), posted with a body over the limit, goes back to
+    its page, where the part of the form says what is wrong and what the limit is, with nothing read or written:
+    the person stays on the page they were on, not on the generic 413 page. Its body is never read (the CSRF
+    check would read it; the message is all that is written, into the poster's own session, and only for a post
+    from this site). Anyone else, and htmx, gets the 413 ``BodySizeLimitMiddleware`` gives every other address.
+    After the session and the user are read, before any view."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = body_over_limit(request)
+        answer = answers_too_large(request) if limit is not None else None
+        if limit is None or not isinstance(answer, TooLargeAnswer):
+            return self.get_response(request)
+        if request.user.is_authenticated and not is_htmx(request) and _from_this_site(request):
+            flash(request, messages.ERROR, answer.message(request, limit), at=answer.at)
+            return HttpResponseRedirect(answer.page)
+        return too_large(request, limit)
+
+
+def _from_this_site(request: HttpRequest) -> bool:
+    """Whether a post came from a page of this site, as its ``Origin`` says (a browser sends it with every
+    form it posts), as Django's CSRF check reads it (this site, or one of ``CSRF_TRUSTED_ORIGINS``); one
+    without (an older client) counts as this site's."""
+    origin = request.headers.get("Origin")
+    return (origin is None or origin == f"{request.scheme}://{request.get_host()}"
+            or origin in settings.CSRF_TRUSTED_ORIGINS)

@@ -635,6 +635,19 @@ def test_a_zip_bigger_than_the_limit_is_refused(owner):
         importing.read_export_zip(b"PK\x03\x04" + b"\0" * (importing.ZIP_MAX_BYTES + 1))
 
 
+@pytest.mark.parametrize("accept", ["application/json", "text/html"])
+def test_a_file_past_the_servers_body_limit_is_a_json_413_naming_the_limit_and_nothing_is_written(
+        owner, api, settings, accept):
+    big = b"PK\x03\x04" + b"\0" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    error = assert_error(api.post(URL, {"file": _named(big, "big.zip")}, format="multipart", HTTP_ACCEPT=accept,
+                                  HTTP_ORIGIN="http://testserver"), 413, "too_large")
+
+    assert error["message"] == (f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes; "
+                                "nothing was saved.")
+    assert not NoteFile.objects.filter(owner=owner).exists() and not Proposal.objects.filter(owner=owner).exists()
+
+
 def test_a_list_of_facts_waits_for_confirmation_by_default(owner, api):
     response = api.post(URL, {"facts": "- Lives in Porto\n* Prefers metric units\n\n1. Drinks no coffee\n"},
                         format="json")

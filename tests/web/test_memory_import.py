@@ -12,6 +12,7 @@ import re
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import time_machine
@@ -208,18 +209,52 @@ def test_refused_facts_are_typed_again_in_their_form(owner):
     assert "likes tea" not in client.get(TAB).content.decode()  # once
 
 
+#: What the Import part says of a file past the largest zip, and past the server's default body limit alike.
+TOO_BIG = "The file is too big to import: it may be at most 1 MB (1048576 bytes). Nothing was imported."
+
+
 @pytest.mark.django_db
-def test_a_file_larger_than_an_export_may_be_is_refused(owner, settings):
+def test_a_file_larger_than_the_server_takes_is_said_beside_the_form_with_the_limit(owner, settings):
+    add(owner, "home", "lives in Rome")
+    before = {f.path: f.content for f in NoteFile.objects.filter(owner=owner)}
     client = signed_in(owner)
     big = b"x" * (importing.ZIP_MAX_BYTES + 1)
+    assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE == importing.ZIP_MAX_BYTES  # the default: both limits at 1 MB
 
-    # past the server's body limit too: its page for a browser (a 413, not the tab), before anything is read
-    response = client.post(IMPORT, {"file": named(big, "big.zip")}, HTTP_ACCEPT="text/html")
-    assert response.status_code == 413 and "nothing was saved" in response.content.decode()
-    # a server that takes larger bodies: the form says what is wrong
+    # past the server's body limit: back on the tab, before anything is read, not on the generic 413 page
+    part = shown(client, client.post(IMPORT, {"file": named(big, "big.zip")}, HTTP_ACCEPT="text/html",
+                                     HTTP_ORIGIN="http://testserver"))
+    assert re.search(r'<p class="notice error">' + re.escape(TOO_BIG), part), part[:1500]
+    # a server that takes larger bodies: the largest zip says the same
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * importing.ZIP_MAX_BYTES
-    part = shown(client, client.post(IMPORT, {"file": named(big, "big.zip")}))
-    assert f"The file is larger than {importing.ZIP_MAX_BYTES} bytes." in part
+    assert TOO_BIG in shown(client, client.post(IMPORT, {"file": named(big, "big.zip")}))
+    # one that takes less: its limit is the one named, for a file and for typed facts
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    part = shown(client, client.post(IMPORT, {"file": named(b"x" * 2000, "export.zip")}))
+    assert "The file is too big to import: it may be at most 1000 bytes. Nothing was imported." in part
+    typed = urlencode({"facts": "Lives in Porto\n" * 200})  # as the facts' form posts: no file, not multipart
+    part = shown(client, client.post(IMPORT, typed, content_type="application/x-www-form-urlencoded"))
+    assert ("The facts are too long to import: this server takes at most 1000 bytes in one form, and a list at "
+            f"most {importing.FACTS_MAX_CHARS} characters. Nothing was imported.") in part
+    assert nothing_written(owner, before)
+
+
+@pytest.mark.django_db
+def test_a_body_past_the_limit_from_another_site_or_nobody_signed_in_gets_the_413_and_no_message(owner, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    client = signed_in(owner)
+
+    def form():
+        return {"file": named(b"x" * 2000, "export.zip")}
+
+    elsewhere = client.post(IMPORT, form(), HTTP_ACCEPT="text/html", HTTP_ORIGIN="https://elsewhere.example")
+    nobody = Client().post(IMPORT, form(), HTTP_ACCEPT="text/html")
+    swapped = client.post(IMPORT, form(), HTTP_HX_REQUEST="true")
+
+    for refused in (elsewhere, nobody):
+        assert refused.status_code == 413 and "larger than 1000 bytes; nothing was saved" in refused.content.decode()
+    assert swapped.status_code == 413 and swapped["HX-Retarget"] == "#main"
+    assert "too big" not in client.get(TAB).content.decode()  # nothing was said into Alice's session
     assert nothing_written(owner)
 
 
@@ -353,3 +388,23 @@ def test_facts_are_imported_without_javascript_and_a_refusal_keeps_them_in_the_f
     expect(page.get_by_label("Facts, one a line")).to_have_value("")
     waiting.get_by_role("link", name=re.compile("“plays-violin”")).click()
     expect(page.get_by_role("heading", name="Save to memory: “plays-violin”")).to_be_visible()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("javascript", [True, False], ids=["with-javascript", "without-javascript"])
+def test_a_zip_too_big_for_the_server_is_said_beside_the_form_and_nothing_is_imported(new_web, javascript):
+    web = new_web(javascript=javascript)
+    web.register("alice")
+    page = web.page
+    web.go("/settings/memory/#import")
+    page.get_by_label("Export zip").set_input_files(files=[{
+        "name": "memory-export.zip", "mimeType": "application/zip", "buffer": b"x" * (importing.ZIP_MAX_BYTES + 10)}])
+
+    page.get_by_role("button", name="Import the zip").click()
+
+    expect(page.locator("#import .notice.error")).to_have_text(TOO_BIG)
+    assert page.url.endswith("/settings/memory/#import")
+    expect(page.get_by_role("button", name="Import the zip")).to_be_visible()  # the form, to try another file
+    if javascript:  # axe runs in the page's JavaScript
+        web.accessible("memory tab, an import too big")
+    web.screenshot("too-big")

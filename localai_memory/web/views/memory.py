@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.messages.storage.base import Message
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.html import format_html
@@ -33,6 +33,8 @@ from localai_memory.growth.import_answer import (
     import_answer,
     import_upload,
     read_upload,
+    too_big,
+    too_long,
 )
 from localai_memory.growth.selectors import line_writers, owner_scopes
 from localai_memory.memory import services as memory_services
@@ -47,6 +49,7 @@ from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import Scope, parse_path
 from localai_memory.recall.service import notes_activity
 
+from ..middleware import TooLargeAnswer, says_too_large
 from .common import AuthenticatedHttpRequest, back, flash, flash_error, flash_places, not_found_as_404, page
 from .files import deleted_agent_label, deleted_while_edited, editor_context, save_file
 
@@ -427,6 +430,16 @@ IMPORT_ANSWER = "memory_import_answer"
 IMPORT_DRAFT = "memory_import_facts"
 
 
+def _import_too_large(request: HttpRequest, limit: int) -> str:
+    """What the Import part says of a form posted past the server's body limit (``limit`` bytes), its body unread:
+    the zip's form sends a file (multipart), the facts' form text. The file's limit is the smaller of the body's
+    and the largest zip an import takes."""
+    if request.content_type == "multipart/form-data":
+        return too_big(min(limit, importing.ZIP_MAX_BYTES))
+    return too_long(limit)
+
+
+@says_too_large(TooLargeAnswer(page=MEMORY_TAB + "#import", at="import", message=_import_too_large))
 @login_required
 @require_POST
 def memory_import(request: AuthenticatedHttpRequest) -> HttpResponse:
