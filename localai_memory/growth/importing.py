@@ -813,7 +813,7 @@ def import_facts(*, owner_id: int, text: str, actor: str = "you") -> ImportResul
             continue
         summary = one_line(fact, SUMMARY_MAX_CHARS)
         details = fact + "\n" if summary != fact else None
-        topic = _free_topic(slugify(None, fact) or "fact", topics)
+        topic = _free_topic(slugify(None, fact) or "note", topics)  # "note", as /remember and chat suggestions
         topics.add(topic)
         known.append(RankCandidate(id=topic, text=fact, updated_at=epoch))
         decision = policy.decide_note(context.facts, policy.NoteFacts.of(

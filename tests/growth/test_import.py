@@ -689,6 +689,12 @@ def test_facts_never_take_the_topic_of_a_waiting_proposal_or_of_a_stray_topic_fi
     assert sorted(summaries) == ["Drinks tea", "Likes green tea", "Likes green tea with lemon"]
 
 
+def test_facts_in_another_script_take_the_free_topic_names_a_chat_suggestion_takes(owner, api):
+    api.post(URL, {"facts": "Живёт в Порту\nПьёт чай"}, format="json")
+
+    assert sorted(Proposal.objects.filter(owner=owner).values_list("topic", flat=True)) == ["note", "note-2"]
+
+
 @pytest.mark.parametrize("sent_as", ["file", "field", "json"])
 def test_a_byte_order_mark_before_the_facts_is_no_part_of_them(owner, api, sent_as):
     text = "\ufeffLives in Porto\nDrinks tea\n"
