@@ -382,8 +382,10 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
                 if bot_scope_gone(owner_id=ctx.chat.owner_id, scope=scope):
                     return refused(ctx, topic, "bot_deleted", BOT_GONE_MESSAGE)
             if decision.outcome == "save_now":
-                return _save_now(ctx, decision, scope, topic, summary, details, delete)
-            return propose(ctx, decision, scope, topic, summary, details, delete)
+                return _beside_users_note(ctx, scope, topic, _save_now(ctx, decision, scope, topic, summary,
+                                                                       details, delete))
+            return _beside_users_note(ctx, scope, topic, propose(ctx, decision, scope, topic, summary, details,
+                                                                 delete))
     except CapExceeded as exc:
         return refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
     except AlreadySaved as exc:
@@ -392,6 +394,24 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         return refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
     except Forgotten as exc:
         return refused(ctx, topic, exc.code, exc.message)
+
+
+def _beside_users_note(ctx: ToolContext, scope: Scope, topic: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The result of a note an agent keeps in its own notes (its choice "Mine and its own": the host decides
+    where a note goes, not the model) under a topic the person's own notes hold too: it says that the person's
+    note stays as it was, so the model does not tell them it changed their note. (This agent's reads find its
+    own note of the topic first; the person's other chats still read theirs.)"""
+    if scope.kind != "agent" or result.get("delete") or result.get("status") not in ("saved", "proposed"):
+        return result
+    user = ctx.scopes.get("user")
+    if user is None or "user" not in ctx.readable:
+        return result
+    if not any(entry.topic == topic for entry in notes_selectors.index_entries(owner_id=ctx.chat.owner_id,
+                                                                               scope=user)):
+        return result
+    said = (f"This is the agent's own note. The person's own note \u201c{topic}\u201d stays as it is (their other "
+            f"chats read that one).")
+    return {**result, "users_note_unchanged": True, "message": f"{result.get('message') or ''} {said}".strip()}
 
 
 def _duplicate(ctx: ToolContext, topic: str, duplicate: recall_service.Duplicate) -> dict[str, Any]:

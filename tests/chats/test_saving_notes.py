@@ -204,6 +204,36 @@ def test_a_note_without_a_scope_goes_where_the_agent_choice_says(api, owner, mod
     assert index_of(owner) == ""
 
 
+@pytest.mark.parametrize("save_mode", ["auto", "ask"])
+def test_an_agents_own_note_of_a_topic_the_person_has_tells_the_model_their_note_stays(api, owner, model, save_mode):
+    """"Mine and its own": the agent's note goes to its own notes (the host decides where, not the model). The
+    model is told the person's note of that topic is left as it is, so it does not say it changed it."""
+    set_memory(owner, save_mode=save_mode)
+    note(owner, "diet", "vegetarian")
+    agent = make_agent(owner, memory="mine_and_own")
+    propose(model, VEGAN)
+
+    send(api, new_chat(api, agent=agent.pk))
+
+    [result] = tool_results(model.last_request)
+    assert result["status"] == ("saved" if save_mode == "auto" else "proposed")
+    assert result["users_note_unchanged"] is True
+    assert "The person's own note \u201cdiet\u201d stays as it is" in result["message"]
+    assert index_of(owner) == "- diet: vegetarian\n"
+
+
+def test_an_agents_own_note_of_a_new_topic_says_nothing_of_the_persons_notes(api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "home", "lives in Porto")
+    agent = make_agent(owner, memory="mine_and_own")
+    propose(model, VEGAN)
+
+    send(api, new_chat(api, agent=agent.pk))
+
+    [result] = tool_results(model.last_request)
+    assert result["status"] == "saved" and "users_note_unchanged" not in result
+
+
 def test_a_note_over_the_index_cap_is_refused_with_the_current_entries(api, owner, model):
     set_memory(owner, save_mode="auto")
     for n in range(40):
