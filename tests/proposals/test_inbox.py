@@ -477,11 +477,10 @@ def test_a_note_added_on_the_memory_tab_takes_its_topic_though_a_suggestion_for_
 
 
 
-def test_a_note_confirmed_for_a_memory_addon_is_in_the_audit_and_says_it_cannot_be_undone(api, owner, monkeypatch):
-    """The audit of changes holds every confirmed change, a note handed to an add-on too: who confirmed it,
-    what went, to which add-on. The add-on keeps it, so its Undo is refused rather than pretending."""
+@pytest.fixture
+def kite_for_the_addon(owner, monkeypatch) -> Proposal:
+    """A suggestion waiting for the sample memory add-on, which serves the owner's memory (running, empty)."""
     import sample_memory_provider
-    from django.test import Client
 
     from localai_memory.memory.services import provider_pick
 
@@ -489,8 +488,17 @@ def test_a_note_confirmed_for_a_memory_addon_is_in_the_audit_and_says_it_cannot_
     monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
     monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {})
     provider_pick(user_id=owner.pk, provider="sample")
-    waiting = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="kite",
-                                              summary="flies a red kite")
+    return proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="kite",
+                                           summary="flies a red kite")
+
+
+def test_a_note_confirmed_for_a_memory_addon_is_in_the_audit_and_says_it_cannot_be_undone(api, owner, kite_for_the_addon):
+    """The audit of changes holds every confirmed change, a note handed to an add-on too: who confirmed it,
+    what went, to which add-on. The add-on keeps it, so its Undo is refused rather than pretending."""
+    import sample_memory_provider
+    from django.test import Client
+
+    waiting = kite_for_the_addon
 
     assert api.post(f"/api/chats/memory/proposals/{waiting.pk}/confirm").status_code == 200
 
@@ -530,19 +538,12 @@ def test_a_note_handed_to_a_memory_addon_for_an_agent_names_the_agent_in_the_aud
                                 "recipe: knows risotto")
 
 
-def test_an_addon_note_confirmed_from_the_inbox_without_script_says_it_was_handed_to_the_addon(owner, monkeypatch):
+def test_an_addon_note_confirmed_from_the_inbox_without_script_says_it_was_handed_to_the_addon(owner, kite_for_the_addon):
     """Its card says so; the page's message said "Saved to memory", where the host keeps nothing of it."""
     import sample_memory_provider
     from django.test import Client
 
-    from localai_memory.memory.services import provider_pick
-
-    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
-    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
-    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {})
-    provider_pick(user_id=owner.pk, provider="sample")
-    waiting = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="kite",
-                                              summary="flies a red kite")
+    waiting = kite_for_the_addon
     browser = Client()
     browser.force_login(owner)
 
