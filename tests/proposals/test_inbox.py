@@ -552,3 +552,26 @@ def test_an_addon_note_confirmed_from_the_inbox_without_script_says_it_was_hande
     assert "Handed to the memory add-on “Sample memory add-on”: kite." in page
     assert "Saved to memory" not in page
     assert sample_memory_provider.NOTES[owner.pk] == {"kite": "flies a red kite"}
+
+
+def test_an_addon_note_to_forget_confirmed_from_the_inbox_without_script_says_it_was_handed_to_be_forgotten(
+        owner, monkeypatch):
+    """Its card says "Handed to the memory add-on to forget"; the page's message said only "Handed to the memory
+    add-on", as for a note given to it to keep."""
+    import sample_memory_provider
+    from django.test import Client
+
+    from localai_memory.memory.services import provider_pick
+
+    monkeypatch.delenv("SAMPLE_PROVIDER_DOWN", raising=False)
+    monkeypatch.delenv("SAMPLE_PROVIDER_BROKEN", raising=False)
+    monkeypatch.setitem(sample_memory_provider.NOTES, owner.pk, {"kite": "flies a red kite"})
+    provider_pick(user_id=owner.pk, provider="sample")
+    waiting = proposals.addon_proposal_create(owner_id=owner.pk, provider="sample", topic="kite", delete=True)
+    browser = Client()
+    browser.force_login(owner)
+
+    page = browser.post(f"/inbox/{waiting.pk}/confirm/", follow=True).content.decode()
+
+    assert "Handed to the memory add-on “Sample memory add-on” to forget: kite." in page
+    assert sample_memory_provider.NOTES[owner.pk] == {}

@@ -196,7 +196,8 @@ def _answer(request: AuthenticatedHttpRequest, proposal_id: int, answer, done: t
     said = done[1] if proposal.is_delete else done[0]
     if proposal.provider and answer is proposal_services.proposal_confirm:
         # an add-on's suggestion goes to the add-on, which keeps it (or forgets): as its card and the audit say
-        said = f"Handed to the memory add-on “{addon_label(proposal.provider)}”"
+        said = (f"Handed to the memory add-on “{addon_label(proposal.provider)}”"
+                + (" to forget" if proposal.is_delete else ""))
     messages.success(request, f"{said}: {proposal.topic}.")
     return back(request, "/inbox/")
 
