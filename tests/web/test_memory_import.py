@@ -408,3 +408,23 @@ def test_a_zip_too_big_for_the_server_is_said_beside_the_form_and_nothing_is_imp
     if javascript:  # axe runs in the page's JavaScript
         web.accessible("memory tab, an import too big")
     web.screenshot("too-big")
+
+
+@pytest.mark.browser
+def test_facts_too_long_for_the_server_are_said_beside_the_form_and_typed_again(web, settings):
+    """The server's body limit refuses the facts before they are read, so the tab cannot type them again
+    itself: the tab's copy of what was typed (``drafts.js``) must come back, not be dropped as sent."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2000
+    web.register("alice")
+    page = web.page
+    web.go("/settings/memory/#import")
+    typed = "\n".join(f"Fact number {n} about the garden" for n in range(100))
+    page.get_by_label("Facts, one a line").fill(typed)
+
+    page.get_by_role("button", name="Import the facts").click()
+
+    expect(page.locator("#import .notice.error")).to_contain_text("The facts are too long to import: this server "
+                                                                   "takes at most 1.95 KB (2000 bytes) in one form")
+    expect(page.get_by_label("Facts, one a line")).to_have_value(typed)
+    page.reload()  # shown again once: from then on what the box holds is the draft, as for any other
+    expect(page.get_by_label("Facts, one a line")).to_have_value(typed)

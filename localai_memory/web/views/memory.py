@@ -245,6 +245,10 @@ def memory_tab(request: AuthenticatedHttpRequest) -> HttpResponse:
         "flash": placed,
         "imported": imported,
         "import_draft": import_draft if isinstance(import_draft, str) else "",
+        # the Import part says its form was refused: what was typed into it comes back (``drafts.js``), also
+        # facts refused unread, over the server's body limit (``FormTooLargeMiddleware``), which the tab cannot
+        # type again itself
+        "import_refused": any(message.level == messages.ERROR for message in placed["import"]),
     }, section="memory")
 
 
