@@ -129,6 +129,20 @@ def refuse_weak_key(name: str, value: str) -> None:
                                    "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
 
 
+def _no_key_with_database_url() -> str:
+    """Why a start with DATABASE_URL and no SECRET_KEY stops, and what to set. A machine that ran so before kept
+    the key it made in its data folder: the sessions and the bots' stored credentials (keyed from it when
+    BRIDGES_SECRET_KEY is unset) are readable with that key only, so that file is named, not a new key."""
+    said = ("SECRET_KEY is not set: with DATABASE_URL every machine would make a key of its own; set SECRET_KEY "
+            "(or SECRET_KEY_FILE) to the same random one on each")
+    made = Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or BASE_DIR / ".localai" / "data").resolve() / "secret_key"
+    if made.is_file():
+        return (f"{said}: this machine's key so far is in {made}; give SECRET_KEY_FILE={made} (or its content as "
+                "SECRET_KEY) to this machine and every other, so that sessions and the bots' stored credentials "
+                "stay readable (a new key logs everyone out and the bots' credentials must be entered again)")
+    return f"{said}, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+
+
 def parse_database_url(url: str) -> dict:
     """``postgresql://user:pass@host:port/name`` or the Unix-socket form ``postgresql://u:@/name?host=/dir``."""
     parsed = urlparse(url)
@@ -193,9 +207,7 @@ if not SECRET_KEY:
             # A database of its own is how several machines (web replicas, a worker, the bridges) share one
             # installation: a key made by each would log people out as their requests moved between them,
             # and leave the bots' credentials, encrypted on one, unreadable on the others.
-            raise ImproperlyConfigured("SECRET_KEY is not set: with DATABASE_URL every machine would make a key of "
-                                       "its own; set SECRET_KEY (or SECRET_KEY_FILE) to the same random one on "
-                                       "each, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+            raise ImproperlyConfigured(_no_key_with_database_url())
         # A development default (the embedded database, one machine): a key made once and kept in the data
         # folder.
         from localai_memory.services.embedded import data_dir

@@ -176,3 +176,23 @@ def test_gunicorn_and_celery_started_directly_refuse_a_setting_in_the_same_one_l
                          env=env, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 1
     assert out.stderr == said
+
+
+def test_a_machine_that_made_its_key_is_told_to_keep_it_when_database_url_now_needs_one(tmp_path: Path) -> None:
+    """A machine that ran with DATABASE_URL and no SECRET_KEY made a key in its data folder, which signs its
+    sessions and keys the bots' stored credentials. Now that the start stops, a new random key (all the line
+    said) logged everyone out and left every bot's credentials unreadable: the line names the key it has."""
+    made = tmp_path / "secret_key"
+    made.write_text("a-key-this-machine-made-" + "m" * 40)
+
+    out = manage_py_check(SECRET_KEY="", LOCALAI_MEMORY_DATA_DIR=str(tmp_path))
+
+    assert out.returncode == 1
+    assert out.stderr == (f"ImproperlyConfigured: SECRET_KEY is not set: with DATABASE_URL every machine would make a "
+                          f"key of its own; set SECRET_KEY (or SECRET_KEY_FILE) to the same random one on each: this "
+                          f"machine's key so far is in {made}; give SECRET_KEY_FILE={made} (or its content as "
+                          "SECRET_KEY) to this machine and every other, so that sessions and the bots' stored "
+                          "credentials stay readable (a new key logs everyone out and the bots' credentials must be "
+                          "entered again)\n")
+    assert manage_py_check(SECRET_KEY="", SECRET_KEY_FILE=str(made), LOCALAI_MEMORY_DATA_DIR=str(tmp_path)
+                           ).returncode == 0
