@@ -125,8 +125,13 @@ def refuse_weak_key(name: str, value: str) -> None:
     weak = ("the README's example" if value == README_EXAMPLE_KEY
             else "too short" if len(value) < MIN_SECRET_KEY_LENGTH else "")
     if weak:
+        # What a new key costs, said before it is changed: sessions end; the bots' stored credentials are
+        # readable with their old key only (a SECRET_KEY also keys them while BRIDGES_SECRET_KEY is unset).
+        cost = ("everyone logs in again, and without BRIDGES_SECRET_KEY each bot's credentials are entered again"
+                if name == "SECRET_KEY" else "each bot's credentials are entered again")
         raise ImproperlyConfigured(f"{name} is {weak}: give a random one of at least {MIN_SECRET_KEY_LENGTH} "
-                                   "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+                                   "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))' "
+                                   f"(with a new key {cost})")
 
 
 def _no_key_with_database_url() -> str:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,12 @@ def outside_the_tests() -> dict[str, str]:
 
 
 def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
-    """``manage.py check`` with throwaway server URLs (never connected to) and ``variables``."""
-    env = {**outside_the_tests(), **THROWAWAY, **variables}
-    return subprocess.run([sys.executable, "manage.py", "check"], cwd=PROJECT_ROOT, env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    """``manage.py check`` with throwaway server URLs (never connected to) and ``variables``, on a data folder of
+    its own (empty unless given: what a start says can depend on a key made there before)."""
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = {**outside_the_tests(), **THROWAWAY, "LOCALAI_MEMORY_DATA_DIR": data_dir, **variables}
+        return subprocess.run([sys.executable, "manage.py", "check"], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
 
 
 @pytest.mark.parametrize(("variable", "value", "said"), [
@@ -57,17 +60,17 @@ def manage_py_check(**variables: str) -> subprocess.CompletedProcess[str]:
                                          "the most)")),
     ("SECRET_KEY", "change-me-to-a-long-random-string", ("SECRET_KEY is the README's example: give a random one of "
                                                         "at least 32 characters, e.g. python -c 'import secrets; "
-                                                        "print(secrets.token_urlsafe(50))'")),
+                                                        "print(secrets.token_urlsafe(50))' (with a new key everyone logs in again, and without BRIDGES_SECRET_KEY each bot's credentials are entered again)")),
     ("SECRET_KEY", "hunter2", ("SECRET_KEY is too short: give a random one of at least 32 characters, e.g. python "
-                               "-c 'import secrets; print(secrets.token_urlsafe(50))'")),
+                               "-c 'import secrets; print(secrets.token_urlsafe(50))' (with a new key everyone logs in again, and without BRIDGES_SECRET_KEY each bot's credentials are entered again)")),
     # the bots' key keys every stored bot token: the same rule as SECRET_KEY's
     ("BRIDGES_SECRET_KEY", "change-me-to-a-long-random-string", ("BRIDGES_SECRET_KEY is the README's example: give "
                                                                 "a random one of at least 32 characters, e.g. "
                                                                 "python -c 'import secrets; "
-                                                                "print(secrets.token_urlsafe(50))'")),
+                                                                "print(secrets.token_urlsafe(50))' (with a new key each bot's credentials are entered again)")),
     ("BRIDGES_SECRET_KEY", "hunter2", ("BRIDGES_SECRET_KEY is too short: give a random one of at least 32 "
                                        "characters, e.g. python -c 'import secrets; "
-                                       "print(secrets.token_urlsafe(50))'")),
+                                       "print(secrets.token_urlsafe(50))' (with a new key each bot's credentials are entered again)")),
     # with a database of its own (several machines), a key made by each machine would not carry between them
     ("SECRET_KEY", "", ("SECRET_KEY is not set: with DATABASE_URL every machine would make a key of its own; set "
                         "SECRET_KEY (or SECRET_KEY_FILE) to the same random one on each, e.g. python -c 'import "
