@@ -711,8 +711,10 @@ def _propose_candidates(work: _ChatWork, candidates: list[Candidate], result: Pa
             result.refused.append({"topic": candidate.topic, "reason": exc.code})
             if not room_asked:
                 room_asked = True
+                # A topic the pass named itself is free now, maybe not once the room is made: named anew then.
                 _propose_room(work, result, now=now, fact={"topic": candidate.topic, "summary": candidate.summary,
-                                                           "details": candidate.details})
+                                                           "details": candidate.details,
+                                                           **({"unnamed": True} if unnamed else {})})
             continue
         except (NotFound, InvalidInput) as exc:
             result.refused.append({"topic": candidate.topic, "reason": exc.code})
@@ -1020,6 +1022,8 @@ def consolidation_room_made(proposal: Proposal) -> None:
                                   details=str(fact.get("details") or ""), current=_episodes_entry(owner_id, scope),
                                   result=result, now=now, added=added)
     else:
-        _propose_candidates(work, [Candidate(action="add", topic=str(fact["topic"]),
+        # A fact the pass named itself (``unnamed``) takes a topic free now: its name then may be taken since.
+        topic = UNNAMED if fact.get("unnamed") else str(fact["topic"])
+        _propose_candidates(work, [Candidate(action="add", topic=topic,
                                              summary=str(fact.get("summary") or ""),
                                              details=str(fact.get("details") or ""))], result, now=now)

@@ -271,6 +271,30 @@ def test_confirming_the_room_suggests_the_note_that_did_not_fit_and_saves_nothin
     assert "- home: lives in Lisbon" in index(owner)
 
 
+def test_a_fact_in_another_script_that_did_not_fit_takes_a_free_topic_once_the_room_is_made(owner, model,
+                                                                                             make_chat):
+    """A fact no topic can be made of (Russian) was to be "note", free when the pass ran; meanwhile the person
+    named a note of their own "note" on the Files page. The fact comes under a topic free now, never as a
+    change of the person's note."""
+    fill(owner, {"old-guess": 45})
+    make_chat(owner, "Я переехал в Рим.")
+    model.script(reply(facts_reply(fact("дом", "Живёт в Риме"))))
+    consolidate_user(owner_id=owner.pk)
+    [room] = suggestions(owner)
+    assert room.makes_room_for["topic"] == "note"
+    index_file = NoteFile.objects.get(owner=owner, path=Scope.user().index_path)
+    notes_services.file_write(owner_id=owner.pk, path=index_file.path, version=index_file.version,
+                              content=index_file.content.replace("- typed-00: something I typed, number 0",
+                                                                 "- note: likes jazz"))
+
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=room.pk, actor="you")
+
+    [rome] = suggestions(owner)
+    assert (rome.topic, rome.summary, rome.old_summary, rome.is_delete) == ("note-2", "Живёт в Риме", "", False)
+    proposals.proposal_confirm(owner_id=owner.pk, proposal_id=rome.pk, actor="you")
+    assert "- note: likes jazz" in index(owner) and "- note-2: Живёт в Риме" in index(owner)
+
+
 def test_under_save_it_and_tell_me_the_note_still_waits(owner, model, make_chat):
     settings_update(user_id=owner.pk, save_mode="auto")
     room = room_for_lisbon(owner, model, make_chat)
