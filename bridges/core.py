@@ -813,10 +813,19 @@ _DROPPED_UNTOLD = frozenset({proposals_services.AGENT_DELETED, proposals_service
 _DROPPED_BY_CODE = {dropped.code: dropped for dropped in proposals_services.DROPPED.values()}
 
 
-def _still_waiting_text(conversation: Conversation, answered: list[Notice]) -> str | None:
-    """A line saying how many other questions wait here, if any (``answered``: the ones this answer was for,
-    which are not counted even when they stay open, as after a "changed since" refusal)."""
-    waiting = _open_questions(conversation).exclude(pk__in=[notice.pk for notice in answered]).count()
+def _still_waiting(binding: Binding, conversation: Conversation, answered: list[Notice]) -> QuerySet[Notice]:
+    """The other questions here whose note still waits (``answered``: the ones this answer was for, which are
+    not counted even when they stay open, as after a "changed since" refusal). One decided meanwhile in the
+    web inbox, or dropped, is not: its question is open until a yes or no here closes it, and a plain yes
+    would then go to the model."""
+    pending = Proposal.objects.filter(owner_id=binding.owner_id, status=Proposal.Status.PENDING).values("pk")
+    return (_open_questions(conversation).exclude(pk__in=[notice.pk for notice in answered])
+            .filter(proposal_id__in=pending))
+
+
+def _still_waiting_text(binding: Binding, conversation: Conversation, answered: list[Notice]) -> str | None:
+    """A line saying how many other questions wait here, if any (``_still_waiting``)."""
+    waiting = _still_waiting(binding, conversation, answered).count()
     if not waiting:
         return None
     notes = "1 more note waits" if waiting == 1 else f"{waiting} more notes wait"
@@ -885,10 +894,10 @@ def _answer(binding: Binding, conversation: Conversation, sender: Sender, answer
             lines.append(f"It could not be saved: {exc.message}")
             outcomes.append("Not saved.")
     if not tapped and not refused:
-        waiting = _still_waiting_text(conversation, notices)
+        waiting = _still_waiting_text(binding, conversation, notices)
         if waiting:
             lines.append(waiting)  # "reply yes or no again": the bot's last word asks for the others again
-            _asked_again(_open_questions(conversation).exclude(pk__in=[notice.pk for notice in notices]))
+            _asked_again(_still_waiting(binding, conversation, notices))
     unique = list(dict.fromkeys(lines))
     settled = not Notice.objects.filter(pk__in=[n.pk for n in notices], closed_at__isnull=True).exists()
     return Reply([Outbound("\n".join(unique))], answered=" ".join(dict.fromkeys(outcomes)) if tapped else None,

@@ -547,3 +547,21 @@ def test_in_a_group_a_yes_after_the_asker_talked_on_with_the_bot_goes_to_the_mod
     assert model.requests[-1]["messages"][-1]["content"].endswith(": yes")
     assert Proposal.objects.get().status == "pending"
     assert notes_of(owner, group_scope(bot)) == ""
+
+
+def test_a_reply_to_a_question_does_not_say_one_answered_in_the_inbox_still_waits(bot, api, owner, model, alice):
+    """Answered in the web inbox meanwhile, the tea's question is no longer one to say yes or no to: the
+    answer to the bike's names no other note as waiting (a yes to it would go to the model)."""
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    bot.dm(alice, "I drink green tea.", expect=2)
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    bot.dm(alice, "I ride a blue bike.", expect=2)
+    tea = Proposal.objects.get(topic="drink")
+    assert api.post(f"/api/chats/memory/proposals/{tea.pk}/confirm").status_code == 200
+
+    answered = bot.reply(alice, "yes", Proposal.objects.get(topic="bike").pk)
+
+    assert "Saved: \u201ca blue bike\u201d (bike)." in answered.text
+    assert "waits" not in answered.text
+    assert notes_of(owner, dm_scope(bot, alice)) == "- drink: green tea\n- bike: a blue bike\n"
