@@ -200,7 +200,8 @@ def _optional_str(arguments: dict[str, Any], name: str) -> str | None:
 
 #: Why a topic is refused, for the model and for the person who reads the refusal in the chat.
 TOPIC_RULE = ("topic must be 1-40 of the ASCII letters a-z, digits 0-9 or dashes, such as home or diet, whatever the "
-              "language of the note; the summary and details can be in any language.")
+              "language of the note, and not index (the list of notes itself); the summary and details can be in "
+              "any language.")
 
 
 def _topic(arguments: dict[str, Any]) -> str:

@@ -186,6 +186,19 @@ def test_a_topic_in_another_script_is_refused_saying_a_topic_is_a_z_and_the_note
     assert "whatever the language of the note" in page
 
 
+def test_the_topic_index_is_refused_saying_that_name_is_not_a_topic(api, owner, model):
+    """"index" is a-z letters, but it is the name of the list of notes itself: the refusal says so, or the
+    model could not tell what was wrong with it."""
+    set_memory(owner, save_mode="auto")
+    propose(model, {"kind": "memory", "topic": "index", "summary": "vegan"})
+
+    send(api, new_chat(api), "I am vegan.")
+
+    [result] = tool_results(model.last_request)
+    assert result["reason"] == "invalid_topic" and "not index" in result["message"]
+    assert index_of(owner) == ""
+
+
 def test_a_scope_the_agent_may_not_save_to_is_refused(api, owner, model):
     set_memory(owner, save_mode="auto")
     agent = make_agent(owner, memory="own")
