@@ -236,16 +236,24 @@ def question_text(*, summary: str, topic: str, scope: str, requester_can_answer:
     (a key of ``policy.MESSAGES``: ``answer_requester_only`` under Always confirm, ``confirm_other_scope``),
     said where others could answer it too (a group). ``before``: the note the proposal changes, (line, topic
     file) as the person would see it beside the suggestion in the web inbox (``Proposal.shown_before``); its
-    line is quoted, short, so nobody says yes to replacing or forgetting a note they cannot see."""
+    line is quoted, short, so nobody says yes to replacing or forgetting a note they cannot see. Only a note of
+    the conversation's own (``channel``) is quoted: the owner's own and the agent's are not shown in a chat
+    others may read (as ``/memory`` lists only the conversation's); the owner sees them on the web."""
     where = _SCOPE_WORDS.get(scope, "memory")
     line, details = before
+    hidden = scope != "channel" and bool(line or details)
+    if hidden:
+        line = details = ""
     if delete:
         now = f" ({_quoted_before(line)})" if line else ""
         text = (f"I can forget the note \u201c{topic}\u201d{now} in {where}. Reply yes to forget it or no to keep "
                 "it.")
     else:
         replaces = ""
-        if line and line != summary:
+        if hidden:
+            replaces = (f" It would replace the note \u201c{topic}\u201d as it is now (the owner sees it on the "
+                        "web).")
+        elif line and line != summary:
             replaces = f" It would replace {_quoted_before(line)}."
         elif line or details:
             replaces = " It would replace the note's details."

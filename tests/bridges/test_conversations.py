@@ -72,6 +72,30 @@ def test_the_question_quotes_the_line_a_change_would_replace_or_forget(bot, owne
     assert "vegetarian, eats fish on Fridays" in notes_of(owner, scope)
 
 
+def test_a_question_never_quotes_the_owners_own_note_in_the_chat(bot, owner, model, alice):
+    """The owner's own notes (and the agent's) are not shown in a chat others may read, as /memory lists only
+    the conversation's: a question to change or forget one names its topic, not what it says; the owner sees
+    that beside the suggestion on the web."""
+    pair(bot, alice, can_confirm=True)
+    note_upsert(owner_id=owner.pk, scope=Scope.user(), topic="health", summary="takes insulin twice a day",
+                source="files", actor="you")
+    propose(model, {"kind": "memory", "topic": "health", "summary": "runs every morning", "scope": "user"})
+
+    asked = bot.group(alice, "remember that I run every morning", expect=2)
+
+    assert Proposal.objects.get().scope_kind == "user"
+    assert "I can save a note to the owner's notes: \u201cruns every morning\u201d (health)." in asked.text
+    assert "insulin" not in asked.text
+    assert "It would replace the note \u201chealth\u201d as it is now" in asked.text
+    bot.group(alice, "no")
+
+    propose(model, {"kind": "memory", "topic": "health", "delete": True, "scope": "user"})
+    asked = bot.group(alice, "forget my health note", expect=2)
+
+    assert "I can forget the note \u201chealth\u201d in the owner's notes." in asked.text
+    assert "insulin" not in asked.text
+
+
 def test_a_tap_on_yes_saves_the_note(bot, owner, model, alice):
     pair(bot, alice, can_confirm=True)
     propose(model, VEGAN)
