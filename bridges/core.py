@@ -31,6 +31,7 @@ from typing import Literal
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -736,7 +737,8 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
 
     A reply to a question's message (``reply_to``) answers that question and no other: one decided, expired
     or dropped meanwhile is answered with what became of it, and one this sender may not answer with why
-    (``_answer``). Otherwise it is the conversation's most recent open question this sender may answer
+    (``_answer``). Otherwise it is the open question the bot asked for last (asked, or named as still
+    waiting; of those at once the most recent) that this sender may answer
     (``proposal_may_answer``, the memory app's rule) while it is still the bot's last word to them: once the
     model answered a message of theirs since the bot asked ("Want a recipe?"), their plain yes answers that,
     not a question that may wait 24 hours, and it goes to the model; the question waits in the web inbox, and
@@ -748,7 +750,10 @@ def _question_to_answer(binding: Binding, conversation: Conversation, sender: Se
         replied = _question_replied_to(binding, conversation, reply_to)
         if replied is not None:
             return replied
-    notices = list(_open_questions(conversation).order_by("-created_at", "-id"))
+    # The one the bot asked for last first: a "still waits" line after a turn that asked about another note
+    # names the earlier one last ("reply yes to save it"); among those asked at once, the most recent.
+    notices = list(_open_questions(conversation).order_by(Coalesce("asked_at", "created_at").desc(), "-created_at",
+                                                          "-id"))
     proposals = Proposal.objects.in_bulk([notice.proposal_id for notice in notices])
     turn_sender = _turn_sender(sender)
     spoke_at = sender_spoke_at(owner_id=binding.owner_id, binding_id=binding.pk,

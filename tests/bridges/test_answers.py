@@ -565,3 +565,19 @@ def test_a_reply_to_a_question_does_not_say_one_answered_in_the_inbox_still_wait
     assert "Saved: \u201ca blue bike\u201d (bike)." in answered.text
     assert "waits" not in answered.text
     assert notes_of(owner, dm_scope(bot, alice)) == "- drink: green tea\n- bike: a blue bike\n"
+
+
+def test_a_plain_yes_answers_the_question_the_bot_named_last_not_one_asked_just_before_it(bot, owner, model, alice):
+    """A "yes but…" whose turn asks about another note ends with the line naming the earlier question as still
+    waiting ("reply yes to save it"): a plain yes then answers that one, as the bot's last words said."""
+    pair(bot, alice, can_confirm=True)
+    model.script(tool_calls(("propose_change", BIKE)), reply("Noted bike."))
+    bot.dm(alice, "I ride a blue bike.", expect=2)
+    model.script(tool_calls(("propose_change", TEA)), reply("Noted tea."))
+    leaning = bot.dm(alice, "yes but I also drink green tea", expect=3)
+    assert leaning.texts[-1].startswith("The note \u201ca blue bike\u201d (bike) still waits")
+
+    answered = bot.dm(alice, "yes")
+
+    assert "Saved: \u201ca blue bike\u201d (bike)." in answered.text and "1 more note waits" in answered.text
+    assert {p.topic: p.status for p in Proposal.objects.all()} == {"bike": "confirmed", "drink": "pending"}
