@@ -256,8 +256,10 @@ def question_text(*, summary: str, topic: str, scope: str, requester_can_answer:
                         "web).")
         elif line and line != summary:
             replaces = f" It would replace {_quoted_before(line)}."
-        elif line or details:
+        elif details:
             replaces = " It would replace the note's details."
+        elif line:  # the same line and no details yet: the proposal brings them
+            replaces = " It would add details to the note."
         text = (f"I can save a note to {where}: \u201c{summary}\u201d ({topic}).{replaces} Reply yes to save it or no "
                 "to drop it.")
     if not requester_can_answer:

@@ -72,6 +72,26 @@ def test_the_question_quotes_the_line_a_change_would_replace_or_forget(bot, owne
     assert "vegetarian, eats fish on Fridays" in notes_of(owner, scope)
 
 
+def test_the_question_says_whether_a_change_replaces_the_notes_details_or_adds_some(bot, owner, model, alice):
+    pair(bot, alice, can_confirm=True)
+    scope = dm_scope(bot, alice)
+    settings_update(user_id=owner.pk, save_mode="ask")
+    note_upsert(owner_id=owner.pk, scope=scope, topic="diet", summary="vegan, no honey", source="files", actor="you")
+    propose(model, {**VEGAN, "details": "No eggs either."})
+
+    asked = bot.dm(alice, "No eggs either.", expect=2)
+
+    assert "(diet). It would add details to the note. Reply yes" in asked.text
+    bot.dm(alice, "no")
+    note_upsert(owner_id=owner.pk, scope=scope, topic="diet", summary="vegan, no honey", details="Since 2020.",
+                source="files", actor="you")
+    propose(model, {**VEGAN, "details": "Since 2020. No eggs either."})
+
+    asked = bot.dm(alice, "No eggs either, since 2020.", expect=2)
+
+    assert "(diet). It would replace the note's details. Reply yes" in asked.text
+
+
 def test_a_question_never_quotes_the_owners_own_note_in_the_chat(bot, owner, model, alice):
     """The owner's own notes (and the agent's) are not shown in a chat others may read, as /memory lists only
     the conversation's: a question to change or forget one names its topic, not what it says; the owner sees
