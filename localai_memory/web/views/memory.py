@@ -21,8 +21,7 @@ from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from bridges import selectors as bridge_selectors
-from localai_memory.agents.models import Agent
-from localai_memory.agents.selectors import deleted_agent_names
+from localai_memory.agents.selectors import agent_scope_gone, deleted_agent_names
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.numbers import whole_number
 from localai_memory.growth import importing
@@ -721,7 +720,7 @@ def memory_folder_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
         scope = Scope("agent" if parts[1] == "agents" else "channel", parts[2])
     except ApplicationError:
         raise Http404("not a notes folder") from None
-    if scope.kind == "agent" and Agent.objects.filter(owner_id=request.user.pk, pk=scope.key).exists():
+    if scope.kind == "agent" and not agent_scope_gone(owner_id=request.user.pk, scope=scope):
         # Offered for a deleted agent's notes only: a live agent's are forgotten on its own page (or one by one),
         # and a Trash entry would name it deleted.
         raise Http404("not a deleted agent's notes")
