@@ -117,6 +117,8 @@ def env_choice(name: str, default: str, choices: set[str]) -> str:
 #: The README's example key: copied as it is, it is a key everyone knows.
 README_EXAMPLE_KEY = "change-me-to-a-long-random-string"
 MIN_SECRET_KEY_LENGTH = 32
+#: How a refusal of a missing or weak key says to make one.
+MAKE_A_KEY = "e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
 
 
 def refuse_weak_key(name: str, value: str) -> None:
@@ -130,8 +132,7 @@ def refuse_weak_key(name: str, value: str) -> None:
         cost = ("everyone logs in again, and without BRIDGES_SECRET_KEY each bot's credentials are entered again"
                 if name == "SECRET_KEY" else "each bot's credentials are entered again")
         raise ImproperlyConfigured(f"{name} is {weak}: give a random one of at least {MIN_SECRET_KEY_LENGTH} "
-                                   "characters, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))' "
-                                   f"(with a new key {cost})")
+                                   f"characters, {MAKE_A_KEY} (with a new key {cost})")
 
 
 def _no_key_with_database_url() -> str:
@@ -140,12 +141,15 @@ def _no_key_with_database_url() -> str:
     BRIDGES_SECRET_KEY is unset) are readable with that key only, so that file is named, not a new key."""
     said = ("SECRET_KEY is not set: with DATABASE_URL every machine would make a key of its own; set SECRET_KEY "
             "(or SECRET_KEY_FILE) to the same random one on each")
-    made = Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or BASE_DIR / ".localai" / "data").resolve() / "secret_key"
+    # data_dir_path, not data_dir: a refused start makes no folder
+    from localai_memory.services.embedded import data_dir_path
+
+    made = data_dir_path() / "secret_key"
     if made.is_file():
         return (f"{said}: this machine's key so far is in {made}; give SECRET_KEY_FILE={made} (or its content as "
                 "SECRET_KEY) to this machine and every other, so that sessions and the bots' stored credentials "
                 "stay readable (a new key logs everyone out and the bots' credentials must be entered again)")
-    return f"{said}, e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    return f"{said}, {MAKE_A_KEY}"
 
 
 def parse_database_url(url: str) -> dict:

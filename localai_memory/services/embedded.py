@@ -23,10 +23,14 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+def data_dir_path() -> Path:
+    """Where the folder that holds the embedded servers' data is (``LOCALAI_MEMORY_DATA_DIR``), made or not."""
+    return Path(os.environ.get("LOCALAI_MEMORY_DATA_DIR") or str(PROJECT_ROOT / ".localai" / "data")).resolve()
+
+
 def data_dir() -> Path:
     """The folder that holds the embedded servers' data (created on demand)."""
-    raw = os.environ.get("LOCALAI_MEMORY_DATA_DIR") or str(PROJECT_ROOT / ".localai" / "data")
-    path = Path(raw).resolve()
+    path = data_dir_path()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
