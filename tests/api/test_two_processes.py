@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 
 from localai_memory.accounts.services import token_create
+from tests.support.processes import stop
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 READY_WITHIN_SECONDS = 60.0
@@ -78,12 +79,7 @@ def web_process(log_dir: Path, name: str) -> Iterator[str]:
                                  + (log_dir / f"{name}.log").read_text(errors="replace")[-3000:])
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
         log.close()
 
 

@@ -19,6 +19,7 @@ from django.conf import settings
 from localai_memory.accounts.services import token_create
 from localai_memory.chats.models import Message
 from tests.api.test_two_processes import PROJECT_ROOT, free_port, test_database_url
+from tests.support.processes import stop
 
 
 def test_the_web_app_hides_what_it_loaded_at_start_from_the_garbage_collector():
@@ -104,12 +105,7 @@ def running_app(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Po
             yield url, process, log_path
         finally:
             if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=10)
+                stop(process, grace=30)
 
 
 def _answers(url: str) -> bool:

@@ -22,6 +22,8 @@ from urllib.parse import urlparse, urlunparse
 from django.conf import settings
 from django.db import connection
 
+from tests.support.processes import stop
+
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_SECONDS = 60
 
@@ -107,9 +109,4 @@ def celery_worker(*, name: str, extra_env: dict[str, str] | None = None, queue: 
         worker.wait_for_line("ready.")
         yield worker
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
