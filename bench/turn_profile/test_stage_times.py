@@ -62,7 +62,7 @@ def test_stage_times(setup, monkeypatch, model):  # noqa: F811
         from localai_memory.memory.services import settings_update
 
         model.default_reply = decide
-        settings_update(user_id=chat.owner_id, save_mode="auto")
+        settings_update(user_id=chat.owner_id, save_mode=os.environ.get("SAVE_MODE", "auto"))
         stages = STAGES + PROPOSE_STAGES
     spent: dict[str, list[float]] = defaultdict(list)
     for module_name, name in stages:

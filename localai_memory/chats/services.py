@@ -35,7 +35,7 @@ from localai_memory.notes.paths import Scope
 from . import context, llm, remember
 from .models import Chat, Message, Origin, Role
 from .selectors import TurnRead, access_chat, chat_scopes, read_memory_state, read_turn_memory, turn_facts
-from .tools import ToolContext, new_report, run_tool
+from .tools import ToolContext, new_report, run_deferred, run_tool
 
 log = logging.getLogger(__name__)
 
@@ -844,9 +844,15 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
             return reply
         for_client = tuple(call for call in reply.tool_calls if call.name in names)
         calls = [call for call in reply.tool_calls if call.name not in names]
+        # A reply's one call proposing a note: the model is asked with the result its write gives when nothing
+        # stands in the way, and the note is written while the model thinks (``ToolContext.speculate``).
+        ctx.speculate = ctx.addon is None and not for_client and [call.name for call in calls] == ["propose_change"]
         try:
             with _while_the_model_thinks(ctx, calls):
-                ran = _run_calls(ctx, calls)
+                try:
+                    ran = _run_calls(ctx, calls)
+                finally:
+                    ctx.speculate = False
                 if for_client:  # the client runs these, and comes back with their results
                     return handed_back(reply, for_client)
                 messages.append(reply.as_message())
@@ -856,7 +862,14 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
                 last = round_ == MAX_TOOL_ROUNDS - 1
                 ahead = (begin(theirs, required, kept_only=True) if last
                          else begin(definitions + theirs, kept_only=True))
+                if ctx.deferred is not None:
+                    told = ran[0]["content"]
+                    ran[0]["content"] = json.dumps(run_deferred(ctx), ensure_ascii=False)
+                    if ran[0]["content"] != told and ahead is not None:  # asked with another result: ask again
+                        ahead[0].abandon()
+                        ahead = None
         except BaseException:
+            ctx.deferred = None
             if ahead is not None:  # the notes did not commit: the model's answer to them is not read
                 ahead[0].abandon()
             raise

@@ -16,13 +16,15 @@ duplicate of that line (``recall.service.find_duplicate``), in the tool result a
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db import connection, transaction
+from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
 from bridges.selectors import BOT_GONE_MESSAGE, bot_scope_gone
@@ -36,11 +38,23 @@ from localai_memory.memory.proposals import (
     ProviderChanged,
     addon_proposal_create,
     proposal_create,
+    proposal_fingerprint,
 )
 from localai_memory.memory.providers import AddonTurn
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
-from localai_memory.notes.paths import TOPIC_RE, Scope, clean_summary
+from localai_memory.notes.paths import (
+    INDEX_MAX_BYTES,
+    INDEX_MAX_LINES,
+    TOPIC_MAX_BYTES,
+    TOPIC_RE,
+    IndexEntry,
+    Scope,
+    clean_summary,
+    closed_details,
+    index_size,
+    render_index,
+)
 from localai_memory.notes.services import (
     CapExceeded,
     Forgotten,
@@ -87,6 +101,13 @@ class ToolContext:
     #: What the turn's first round trip read (``chats.services.turn_read_hooks``, by name): recall's notes of
     #: every scope the chat can name, which the duplicate check compares instead of reading them again.
     prefetched: dict[str, Any] = field(default_factory=dict)
+    #: Set by the turn's loop for a reply whose one call is ``propose_change``: a note the policy lets through
+    #: is not written yet. Its call answers the result its write gives when nothing stands in the way (with
+    #: the id its change or proposal will take), and leaves the write in ``deferred``: the loop asks the model
+    #: with that result, then writes (``run_deferred``), and reads the model's answer only if the write gave
+    #: exactly that result (otherwise it asks again with the real one).
+    speculate: bool = False
+    deferred: Deferred | None = None
 
     def notes_read(self) -> list[Any] | None:
         """The owner's notes as the turn read them, while that read still holds: not once this turn saved or
@@ -98,6 +119,17 @@ class ToolContext:
     @property
     def readable(self) -> list[str]:
         return [kind for kind in SCOPE_ORDER if kind in self.decision.read_scopes and kind in self.scopes]
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """The write of a ``propose_change`` call whose result the model was told before it ran
+    (``ToolContext.speculate``): ``expected`` is that result, ``write`` makes the note and answers the real
+    one."""
+
+    arguments: dict[str, Any]
+    expected: dict[str, Any]
+    write: Callable[[], dict[str, Any]]
 
 
 def new_report(decision: policy.TurnDecision) -> dict[str, Any]:
@@ -131,19 +163,37 @@ def run_tool(ctx: ToolContext, name: str, raw_arguments: str) -> dict[str, Any]:
         result = _not_offered(ctx, name)
     else:
         arguments = _arguments(raw_arguments)
-        try:
-            if isinstance(arguments, str):
-                raise InvalidInput(arguments, code="invalid_arguments")
-            result = handlers[name](ctx, arguments)
-        except InvalidInput as exc:
-            if name in ("propose_change", "revert_change"):  # their contract: saved, proposed, reverted or refused
-                topic = arguments.get("topic") if isinstance(arguments, dict) else None
-                topic = topic if isinstance(topic, str) and TOPIC_RE.match(topic) else None
-                result = refused(ctx, topic, exc.code, exc.message, **_shown(exc))
-            else:
-                result = {"status": "error", "error": exc.code, "message": exc.message}
+        result = _guarded(ctx, name, arguments, functools.partial(handlers[name], ctx))
+        if ctx.deferred is not None:  # its write, and its entry in the calls, come with run_deferred
+            return result
     ctx.calls.append({"tool": name, "status": result.get("status")})
     return result
+
+
+def run_deferred(ctx: ToolContext) -> dict[str, Any]:
+    """Write the note of the ``propose_change`` call that answered before its write (``ToolContext.deferred``);
+    its real result, which is the one it answered unless something stood in the way meanwhile (a duplicate,
+    the index's cap, an identical proposal waiting, a Forget everything, …)."""
+    deferred, ctx.deferred = ctx.deferred, None
+    assert deferred is not None
+    result = _guarded(ctx, "propose_change", deferred.arguments, lambda _arguments: deferred.write())
+    ctx.calls.append({"tool": "propose_change", "status": result.get("status")})
+    return result
+
+
+def _guarded(ctx: ToolContext, name: str, arguments: dict[str, Any] | str,
+             run: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """A tool's result, its InvalidInput (the model's mistake) included as a result."""
+    try:
+        if isinstance(arguments, str):
+            raise InvalidInput(arguments, code="invalid_arguments")
+        return run(arguments)
+    except InvalidInput as exc:
+        if name in ("propose_change", "revert_change"):  # their contract: saved, proposed, reverted or refused
+            topic = arguments.get("topic") if isinstance(arguments, dict) else None
+            topic = topic if isinstance(topic, str) and TOPIC_RE.match(topic) else None
+            return refused(ctx, topic, exc.code, exc.message, **_shown(exc))
+        return {"status": "error", "error": exc.code, "message": exc.message}
 
 
 def _not_offered(ctx: ToolContext, name: str) -> dict[str, Any]:
@@ -371,6 +421,76 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
                                                   summary=summary, details=details, notes=ctx.notes_read())
         if duplicate is not None:
             return _duplicate(ctx, topic, duplicate)
+    at = timezone.now()
+    if not (ctx.speculate and _likely_written(ctx, decision, scope, topic, summary, details, delete)):
+        return _propose_write(ctx, decision, scope, topic, summary, details, delete, at=at)
+    # What the write answers when nothing stands in the way, with the id it will give its change or proposal.
+    if decision.outcome == "save_now":
+        change_id = _next_id(ChangeSet)
+        expected = _saved(change_id, topic, scope.kind, at + policy.UNDO_WINDOW, decision.message)
+        write = functools.partial(_propose_write, ctx, decision, scope, topic, summary, details, delete, at=at,
+                                  change_id=change_id)
+    else:
+        proposal_id = _next_id(Proposal)
+        expected = _proposed(proposal_id, topic, "" if delete else summary, scope.kind, at + policy.PROPOSAL_TTL,
+                             decision, delete, locked=decision.outcome == "locked", already_waiting=False)
+        write = functools.partial(_propose_write, ctx, decision, scope, topic, summary, details, delete, at=at,
+                                  proposal_id=proposal_id)
+    expected = _beside_users_note(ctx, scope, topic, expected)
+    ctx.deferred = Deferred(arguments, expected, write)
+    return expected
+
+
+def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
+                    details: str | None, delete: bool) -> bool:
+    """Whether the note's write will give the result it gives when nothing stands in the way, as far as the
+    turn's read of the notes tells (no round trip) and one look for an identical proposal waiting: otherwise
+    the model is asked only once the write answered, so a model server is not kept busy with an answer that
+    would be thrown away (a note memory already holds, a forget of a topic that is not there, an index full)."""
+    notes = ctx.notes_read()
+    if notes is None:
+        return False
+    if delete:
+        return any(note.scope == scope and note.topic == topic for note in notes)
+    mine = [note for note in notes if note.scope == scope and note.summary]
+    current = next((note for note in mine if note.topic == topic), None)
+    body = closed_details(details) if details and details.strip() else ""
+    if current is not None and current.summary == summary and (not body or body == (current.details or "")):
+        return False  # memory already says this
+    entries = [IndexEntry(note.topic, note.summary or "", note.topic if note.details else None) for note in mine
+               if note.topic != topic]
+    entries.append(IndexEntry(topic, summary, topic if body or (current and current.details) else None))
+    lines, size = index_size(render_index(entries))
+    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES or len(body.encode()) > TOPIC_MAX_BYTES:
+        return False  # past a cap
+    if decision.outcome == "save_now":
+        return True
+    twin = proposal_fingerprint(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary,
+                                details=body, delete=False)
+    return not Proposal.objects.filter(owner_id=ctx.chat.owner_id, fingerprint=twin,
+                                       status=Proposal.Status.PENDING).exists()
+
+
+@functools.cache
+def _id_sequence(table: str, column: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [table, column])
+        return str(cursor.fetchone()[0])
+
+
+def _next_id(model: type[Model]) -> int:
+    """An id of ``model``'s table, taken from its sequence now for a row written later."""
+    sequence = _id_sequence(model._meta.db_table, model._meta.pk.column)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(%s)", [sequence])
+        return int(cursor.fetchone()[0])
+
+
+def _propose_write(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
+                   details: str | None, delete: bool, *, at: datetime, change_id: int | None = None,
+                   proposal_id: int | None = None) -> dict[str, Any]:
+    """The note the policy let through, saved or proposed (``at``: when the call was decided; ``change_id``,
+    ``proposal_id``: the ids taken for it), or why it was not."""
     try:
         # For an agent's or a bot's conversation's notes, the owner's lock is held from the check to the write,
         # so an agent or bot deleted meanwhile is seen as gone; the user's notes write in the store's own
@@ -384,13 +504,13 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
                     return refused(ctx, topic, "bot_deleted", BOT_GONE_MESSAGE)
             if decision.outcome == "save_now":
                 return _beside_users_note(ctx, scope, topic, _save_now(ctx, decision, scope, topic, summary,
-                                                                       details, delete))
+                                                                       details, delete, at=at, pk=change_id))
             return _beside_users_note(ctx, scope, topic, propose(ctx, decision, scope, topic, summary, details,
-                                                                 delete))
+                                                                 delete, at=at, pk=proposal_id))
     except CapExceeded as exc:
         return refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
     except AlreadySaved as exc:
-        return already_saved(ctx, decision.scope, topic, summary, exc.message)
+        return already_saved(ctx, decision.scope or scope.kind, topic, summary, exc.message)
     except NotFound as exc:
         return refused(ctx, topic, exc.code, exc.message, entries=(exc.details or {}).get("entries", []))
     except Forgotten as exc:
@@ -434,13 +554,13 @@ def already_saved(ctx: ToolContext, kind: str, topic: str, summary: str, message
 
 
 def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
-              details: str | None, delete: bool) -> dict[str, Any]:
-    undo_until = timezone.now() + policy.UNDO_WINDOW
+              details: str | None, delete: bool, *, at: datetime, pk: int | None = None) -> dict[str, Any]:
+    undo_until = at + policy.UNDO_WINDOW
     try:
         change = note_upsert(
             owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=None if delete else summary,
             details=details, delete=delete, source=ChangeSet.Source.MODEL, actor=MODEL_ACTOR, automatic=True,
-            undo_until=undo_until, chat_id=ctx.chat.pk, read_after=ctx.read_after,
+            undo_until=undo_until, chat_id=ctx.chat.pk, read_after=ctx.read_after, change_id=pk,
         )
     except Conflict as exc:
         if exc.code != "no_change":
@@ -452,8 +572,13 @@ def _save_now(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, top
     before = notes_selectors.note_before(change=change, scope=scope, topic=topic)
     ctx.report["saved"].append({"change_id": change.pk, "topic": topic, "scope": scope.kind, "summary": summary,
                                 "undo_until": undo_until.isoformat(), "before": before})
-    return {"status": "saved", "change_id": change.pk, "topic": topic, "scope": scope.kind,
-            "undo_until": undo_until.isoformat(), "message": decision.message}
+    return _saved(change.pk, topic, scope.kind, undo_until, decision.message)
+
+
+def _saved(change_id: int, topic: str, kind: str, undo_until: datetime, message: str) -> dict[str, Any]:
+    """The result of a note saved at once."""
+    return {"status": "saved", "change_id": change_id, "topic": topic, "scope": kind,
+            "undo_until": undo_until.isoformat(), "message": message}
 
 
 def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | None, delete: bool, text: str,
@@ -499,22 +624,32 @@ def _addon_propose(ctx: ToolContext, topic: str, summary: str, details: str | No
 
 
 def propose(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
-            details: str | None, delete: bool, source: str = Proposal.Source.MODEL) -> dict[str, Any]:
+            details: str | None, delete: bool, source: str = Proposal.Source.MODEL, *, at: datetime | None = None,
+            pk: int | None = None) -> dict[str, Any]:
     """A proposal of the turn's note, recorded in its report (``source``: who wrote it; ``chat``: typed with
-    ``/remember``). Raises ``Forgotten`` when the owner forgot everything after the turn read
-    (``ToolContext.read_after``)."""
+    ``/remember``; ``at``, ``pk``: when it was made and its id, when decided before). Raises ``Forgotten`` when
+    the owner forgot everything after the turn read (``ToolContext.read_after``)."""
     proposal = proposal_create(
         owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary, details=details, delete=delete,
         reason=decision.reason, locked=decision.outcome == "locked", requester_only=decision.requester_only,
         origin=ctx.chat.origin, source=source, chat_id=ctx.chat.pk,
         requested_by_sender_id=ctx.sender.sender_id if ctx.sender else None, read_after=ctx.read_after,
+        at=at, pk=pk,
     )
-    entry = {"proposal_id": proposal.pk, "topic": topic, "summary": proposal.summary, "scope": scope.kind,
-             "expires_at": proposal.expires_at.isoformat(), "locked": proposal.locked, "reason": decision.reason,
-             "delete": delete}
-    ctx.report["proposed"].append(entry)
-    return {"status": "proposed", **entry, "message": decision.message,
-            "already_waiting": bool(getattr(proposal, "duplicate", False))}
+    result = _proposed(proposal.pk, topic, proposal.summary, scope.kind, proposal.expires_at, decision, delete,
+                       locked=proposal.locked, already_waiting=bool(getattr(proposal, "duplicate", False)))
+    ctx.report["proposed"].append({key: value for key, value in result.items()
+                                   if key not in ("status", "message", "already_waiting")})
+    return result
+
+
+def _proposed(proposal_id: int, topic: str, summary: str, kind: str, expires_at: datetime,
+              decision: policy.NoteDecision, delete: bool, *, locked: bool, already_waiting: bool) -> dict[str, Any]:
+    """The result of a note proposed (the keys but status, message and already_waiting: its report entry)."""
+    return {"status": "proposed", "proposal_id": proposal_id, "topic": topic, "summary": summary, "scope": kind,
+            "expires_at": expires_at.isoformat(), "locked": locked,
+            "reason": decision.reason, "delete": delete, "message": decision.message,
+            "already_waiting": already_waiting}
 
 
 # --------------------------------------------------------------------------------------------------------

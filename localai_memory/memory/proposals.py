@@ -169,6 +169,8 @@ def proposal_create(
     makes_room_for: dict[str, str] | None = None,
     read_after: datetime | None = None,
     importance: float | None = None,
+    at: datetime | None = None,
+    pk: int | None = None,
 ) -> Proposal:
     """Propose a change of one topic; it waits 24 hours (``policy.PROPOSAL_TTL``) for an answer.
 
@@ -176,7 +178,8 @@ def proposal_create(
     index this delete makes room in; a ``confirm_listeners`` listener suggests it once the delete is confirmed.
     ``read_after``: the change is made of what a chat turn read after that time (``chats.tools.ToolContext``).
     ``importance`` (a note, not a delete): the importance (0..1) the note takes when confirmed, as an export
-    gave it (an import's suggestion); None leaves the note's as it is.
+    gave it (an import's suggestion); None leaves the note's as it is. ``at``: when it was proposed (now when
+    None); ``pk``: the id taken for it beforehand (``chats.tools.ToolContext.speculate``), None for a new one.
 
     Not made twice: while an identical proposal waits, that one is returned (with ``duplicate = True`` on
     the instance). Raises AlreadySaved (409) when the index line (and topic file) already say exactly this,
@@ -190,7 +193,7 @@ def proposal_create(
     body = _checked_details(details, delete)
     _check_details_size(owner_id, scope, topic, body)
     weight = None if delete else check_importance(importance)
-    now = timezone.now()
+    now = at or timezone.now()
     lock_owner(owner_id)  # the index cannot change between this check and the insert
     _check_chat_there(owner_id, chat_id)
     check_not_forgotten(owner_id, read_after)
@@ -229,7 +232,7 @@ def proposal_create(
             waiting.save(update_fields=["importance"])
         return waiting
     proposal = Proposal.objects.create(
-        owner_id=owner_id, status=Proposal.Status.PENDING, source=source, kind="memory", scope_kind=scope.kind,
+        pk=pk, owner_id=owner_id, status=Proposal.Status.PENDING, source=source, kind="memory", scope_kind=scope.kind,
         scope_key=scope.key, topic=topic, summary=text, details=body, is_delete=delete,
         old_summary=current.summary if current else "", old_details=current_details or "", correction=correction,
         locked=locked, requester_only=requester_only or locked, reason=reason[:40], origin=origin,

@@ -177,8 +177,10 @@ def apply_changes(
     reverts: ChangeSet | None = None,
     expected_versions: Mapping[str, int | None] | None = None,
     validate: bool = True,
+    change_id: int | None = None,
 ) -> ChangeSet:
-    """Write several files as one change set. ``None`` deletes a file.
+    """Write several files as one change set (``change_id``: its id, taken beforehand; None for a new one).
+    ``None`` deletes a file.
 
     The one place a note's text changes: callers hold the owner lock (``lock_owner``) and an open transaction.
     Raises Conflict when nothing would change or an expected version is stale, and CapExceeded / InvalidInput
@@ -215,7 +217,7 @@ def apply_changes(
             if content is not None:
                 _check_content(path, content, current=current[path].content if path in current else None)
     change_set = ChangeSet.objects.create(
-        owner_id=owner_id, created_at=now, source=source, summary=summary[:300], actor=actor[:200],
+        pk=change_id, owner_id=owner_id, created_at=now, source=source, summary=summary[:300], actor=actor[:200],
         automatic=automatic, undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id, reverts=reverts,
     )
     last_versions = _last_versions(owner_id, list(effective))
@@ -913,6 +915,7 @@ def note_upsert(
     create_only: bool = False,
     read_after: datetime | None = None,
     note_version: object = UNCHECKED,
+    change_id: int | None = None,
 ) -> ChangeSet:
     """Add, replace or remove one topic: its index line and (optionally) its topic file, as one change set.
     Blank ``details`` keep the topic file as it is, unless ``clear_details`` (the person emptied them): then
@@ -925,6 +928,7 @@ def note_upsert(
     ``stale_version`` (``check_note_version``), and a delete of a note deleted meanwhile the 404.
 
     A new line past the index caps raises CapExceeded listing the current entries, and writes nothing.
+    ``change_id``: the id taken beforehand for its change set (``apply_changes``).
     """
     from .selectors import scope_label
 
@@ -998,7 +1002,7 @@ def note_upsert(
         raise Conflict(f"Memory already holds exactly this note ({topic}).", code="no_change")
     change = apply_changes(owner_id=owner_id, writes=writes, source=source,
                            summary=f"{verb} {topic} in {label}", actor=actor, automatic=automatic,
-                           undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id)
+                           undo_until=undo_until, chat_id=chat_id, proposal_id=proposal_id, change_id=change_id)
     if verb == "Saved":  # a new note starts from its writer's importance, not one an older note of its topic had
         old = _importance_of(owner_id, scope, topic)
         if old is not None:  # recorded, so that the Undo of this save gives it back
