@@ -64,9 +64,16 @@ class ServiceUnavailableMiddleware:
 TOO_LARGE_ANSWER = "too_large_answer"
 
 
+#: What a form that sends a file adds around it (``multipart/form-data``): its boundaries, each part's
+#: headers, the CSRF token and the form's other fields. A file of the body limit's size is taken whole: the
+#: body may pass the limit by this much, and the view checks the file's own size against the limit.
+MULTIPART_ROOM = 16 * 1024
+
+
 def body_over_limit(request: HttpRequest) -> int | None:
     """The body limit (``DATA_UPLOAD_MAX_MEMORY_SIZE``) when the request says its body is larger, else None;
-    read from the request's headers only, never from its body."""
+    read from the request's headers only, never from its body. A form sending a file has ``MULTIPART_ROOM``
+    more for what goes around the file."""
     from django.conf import settings
 
     try:
@@ -74,7 +81,8 @@ def body_over_limit(request: HttpRequest) -> int | None:
     except ValueError:
         length = 0
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    return limit if limit and length > limit else None
+    multipart = (request.META.get("CONTENT_TYPE") or "").lower().startswith("multipart/form-data")
+    return limit if limit and length > limit + (MULTIPART_ROOM if multipart else 0) else None
 
 
 def too_large(request: HttpRequest, limit: int) -> HttpResponse:

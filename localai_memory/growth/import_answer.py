@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from localai_memory.core.errors import InvalidInput, TooLarge
@@ -38,9 +39,12 @@ DELETED = "you deleted it; it is in your Trash"
 
 
 def read_upload(upload: UploadedFile) -> bytes:
-    """An uploaded file's bytes; TooLarge (413) past the largest zip, before it is read into memory."""
-    if (upload.size or 0) > importing.ZIP_MAX_BYTES:
-        raise TooLarge(too_big(importing.ZIP_MAX_BYTES), code="import_too_large")
+    """An uploaded file's bytes; TooLarge (413) past the largest zip or the server's body limit, whichever is
+    smaller (the body may pass that limit by a form's framing: ``core.middleware.MULTIPART_ROOM``), before it
+    is read into memory."""
+    limit = min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or importing.ZIP_MAX_BYTES, importing.ZIP_MAX_BYTES)
+    if (upload.size or 0) > limit:
+        raise TooLarge(too_big(limit), code="import_too_large")
     return upload.read()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import zipfile
 from datetime import UTC, datetime, timedelta
 
@@ -15,9 +16,11 @@ from django.test import Client
 from bridges.models import Binding
 from localai_memory.agents.models import Agent
 from localai_memory.core.invariants import check_invariants
+from localai_memory.core.middleware import MULTIPART_ROOM
 from localai_memory.growth import importing
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.proposals import proposal_confirm
+from localai_memory.memory.providers import ADDON_EXPORT_FOLDER
 from localai_memory.memory.services import settings_update
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
@@ -638,7 +641,7 @@ def test_a_zip_bigger_than_the_limit_is_refused(owner):
 @pytest.mark.parametrize("accept", ["application/json", "text/html"])
 def test_a_file_past_the_servers_body_limit_is_a_json_413_naming_the_limit_and_nothing_is_written(
         owner, api, settings, accept):
-    big = b"PK\x03\x04" + b"\0" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    big = b"PK\x03\x04" + b"\0" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + MULTIPART_ROOM)
 
     error = assert_error(api.post(URL, {"file": _named(big, "big.zip")}, format="multipart", HTTP_ACCEPT=accept,
                                   HTTP_ORIGIN="http://testserver"), 413, "too_large")
@@ -646,6 +649,34 @@ def test_a_file_past_the_servers_body_limit_is_a_json_413_naming_the_limit_and_n
     assert error["message"] == (f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes; "
                                 "nothing was saved.")
     assert not NoteFile.objects.filter(owner=owner).exists() and not Proposal.objects.filter(owner=owner).exists()
+
+
+def a_zip_of_exactly(size: int, members: dict[str, str]) -> bytes:
+    """An export zip of ``size`` bytes: ``members`` and, filling it up, what a memory add-on exported beside
+    the notes (random bytes, stored: they do not shrink)."""
+    filler = f"{ADDON_EXPORT_FOLDER}/sample/notes.bin"
+    data = a_zip({**members, filler: b""})
+    data = a_zip({**members, filler: random.Random(7).randbytes(size - len(data))})
+    assert len(data) == size
+    return data
+
+
+@pytest.mark.parametrize(("server_limit", "said"), [(None, "1 MB (1048576 bytes)"),
+                                                     (256 * 1024, "256 KB (262144 bytes)")])
+def test_a_zip_as_large_as_an_import_takes_is_imported_whole_and_a_byte_more_is_refused_naming_the_limit(
+        owner, api, settings, server_limit, said):
+    if server_limit is not None:  # a server that takes smaller bodies: its limit is the file's
+        settings.DATA_UPLOAD_MAX_MEMORY_SIZE = server_limit
+    largest = min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, importing.ZIP_MAX_BYTES)
+    notes = {"Memory/index.md": "- home: lives in Rome\n"}
+
+    error = assert_error(upload(api, a_zip_of_exactly(largest + 1, notes)), 413, "import_too_large")
+    assert error["message"] == f"The file is too big to import: it may be at most {said}. Nothing was imported."
+    assert not NoteFile.objects.filter(owner=owner).exists()
+
+    response = upload(api, a_zip_of_exactly(largest, notes))
+    assert response.status_code == 200, response.content
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
 
 
 def test_a_list_of_facts_waits_for_confirmation_by_default(owner, api):

@@ -21,6 +21,7 @@ from playwright.sync_api import expect
 
 from localai_memory.agents.models import Agent
 from localai_memory.core.invariants import check_invariants
+from localai_memory.core.middleware import MULTIPART_ROOM
 from localai_memory.growth import importing
 from localai_memory.memory.models import Proposal
 from localai_memory.memory.services import settings_update
@@ -28,6 +29,7 @@ from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes import services as notes_services
 from localai_memory.notes.models import ChangeSet, NoteFile
 from localai_memory.notes.paths import INDEX_MAX_LINES, Scope
+from tests.growth.test_import import a_zip_of_exactly
 
 from .conftest import signed_in
 
@@ -240,12 +242,23 @@ def test_a_file_larger_than_the_server_takes_is_said_beside_the_form_with_the_li
 
 
 @pytest.mark.django_db
+def test_a_zip_as_large_as_an_import_takes_is_imported_from_the_tab(owner):
+    client = signed_in(owner)
+    largest = a_zip_of_exactly(importing.ZIP_MAX_BYTES, {"Memory/index.md": "- home: lives in Rome\n"})
+
+    part = shown(client, client.post(IMPORT, {"file": named(largest, "export.zip")}))
+
+    assert "too big" not in part and "notice error" not in part
+    assert notes_selectors.index_text(owner_id=owner.pk, scope=Scope.user()) == "- home: lives in Rome\n"
+
+
+@pytest.mark.django_db
 def test_a_body_past_the_limit_from_another_site_or_nobody_signed_in_gets_the_413_and_no_message(owner, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     client = signed_in(owner)
 
-    def form():
-        return {"file": named(b"x" * 2000, "export.zip")}
+    def form():  # past the limit and the room a form's framing has beside it
+        return {"file": named(b"x" * (1000 + MULTIPART_ROOM + 1), "export.zip")}
 
     elsewhere = client.post(IMPORT, form(), HTTP_ACCEPT="text/html", HTTP_ORIGIN="https://elsewhere.example")
     nobody = Client().post(IMPORT, form(), HTTP_ACCEPT="text/html")
