@@ -305,10 +305,13 @@ def closed_details(details: str) -> str:
 
 
 def clean_summary(summary: object) -> str:
-    """One printable line (``printable_line``), no arrow that would confuse the parser."""
+    """One printable line (``printable_line``), no arrow that would confuse the parser. A summary cleaned is
+    its own cleaning (arrows side by side, ``a -> -> b``, share a space: one pass leaves the second)."""
     if not isinstance(summary, str):
         raise InvalidInput("summary must be text", code="invalid_summary")
-    text = printable_line(summary).replace(" -> ", " → ")
+    text = printable_line(summary)
+    while " -> " in text:
+        text = text.replace(" -> ", " → ")
     if not text:
         raise InvalidInput("summary is empty", code="invalid_summary")
     if len(text) > SUMMARY_MAX_CHARS:

@@ -157,3 +157,20 @@ def test_forgetting_a_note_that_is_not_there_is_answered_once(api, owner, model)
     [result] = tool_results(model.last_request)
     assert result["status"] == "refused" and result["reason"] == "unknown_topic"
     assert body["reply"] == "The note is refused." and len(model.requests) == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("save_mode", ["auto", "ask"])
+def test_a_line_with_arrows_side_by_side_is_answered_once_and_named_as_stored(api, owner, model, save_mode):
+    set_memory(owner, save_mode=save_mode)
+    proposes(model, {"kind": "memory", "topic": "drinks", "summary": "tea -> -> coffee"})
+
+    body = send(api, new_chat(api), "Remember: tea, then coffee.")
+
+    assert len(model.requests) == 2 and body["reply"] == f"The note is {'saved' if save_mode == 'auto' else 'proposed'}."
+    [made] = body["memory"]["saved" if save_mode == "auto" else "proposed"]
+    assert made["summary"] == tool_results(model.last_request)[0].get("summary", made["summary"]) == "tea → → coffee"
+    if save_mode == "auto":
+        assert index_of(owner) == "- drinks: tea → → coffee\n"
+    else:
+        assert Proposal.objects.get().summary == "tea → → coffee"
