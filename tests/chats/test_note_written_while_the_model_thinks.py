@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from localai_memory.memory.models import Proposal
 from localai_memory.notes.models import ChangeSet
-from tests.chats.helpers import index_of, new_chat, note, send, set_memory, tool_results
+from tests.chats.helpers import index_of, make_agent, new_chat, note, send, set_memory, tool_results
 from tests.fakes.openai_server import reply, tool_calls
 from tests.support.meanwhile import meanwhile
 
@@ -174,3 +174,44 @@ def test_a_line_with_arrows_side_by_side_is_answered_once_and_named_as_stored(ap
         assert index_of(owner) == "- drinks: tea → → coffee\n"
     else:
         assert Proposal.objects.get().summary == "tea → → coffee"
+
+
+#: Notes the write takes as proposed: (what the person's notes hold, what the model proposes).
+TAKEN = {
+    "a new note with details": ({}, {**VEGAN, "details": "No eggs either.\nNo gelatine."}),
+    "an update of a note with a topic file": ({"diet": ("vegetarian", "No meat.\n")},
+                                              {**VEGAN, "summary": "vegan, no honey, no meat"}),
+    "a forget": ({"diet": ("vegetarian", None)}, {"kind": "memory", "topic": "diet", "delete": True}),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("save_mode", ["auto", "ask", "always"])
+@pytest.mark.parametrize("case", list(TAKEN))
+def test_a_note_the_write_takes_as_proposed_is_answered_once(api, owner, model, save_mode, case):
+    holds, proposed = TAKEN[case]
+    set_memory(owner, save_mode=save_mode)
+    for topic, (summary, details) in holds.items():
+        note(owner, topic, summary, details=details)
+    proposes(model, proposed)
+
+    body = send(api, new_chat(api), "Please remember.")
+
+    [result] = tool_results(model.last_request)
+    assert result["status"] in ("saved", "proposed") and len(model.requests) == 2
+    assert body["reply"] == f"The note is {result['status']}."
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("save_mode", ["auto", "ask"])
+def test_an_agents_own_note_beside_the_persons_is_answered_once_saying_theirs_stays(api, owner, model, save_mode):
+    set_memory(owner, save_mode=save_mode)
+    note(owner, "diet", "vegetarian")
+    agent = make_agent(owner, memory="mine_and_own")
+    proposes(model, VEGAN)
+
+    send(api, new_chat(api, agent=agent.pk), "Remember that I am vegan.")
+
+    [result] = tool_results(model.last_request)
+    assert result["users_note_unchanged"] is True and len(model.requests) == 2
+    assert index_of(owner) == "- diet: vegetarian\n"
