@@ -65,15 +65,26 @@ TOO_LARGE_ANSWER = "too_large_answer"
 
 
 #: What a form that sends a file adds around it (``multipart/form-data``): its boundaries, each part's
-#: headers, the CSRF token and the form's other fields. A file of the body limit's size is taken whole: the
-#: body may pass the limit by this much, and the view checks the file's own size against the limit.
+#: headers, the CSRF token and the form's other fields. A file of the body limit's size is taken whole by a
+#: view that takes one (``takes_a_file``): its body may pass the limit by this much, and the view checks the
+#: file's own size against the limit.
 MULTIPART_ROOM = 16 * 1024
+#: The attribute of a view (a function, or an API view's class) that takes a file up to the body limit.
+TAKES_A_FILE = "takes_a_file"
+
+
+def takes_a_file(view: Any) -> Any:
+    """Mark ``view`` (a function view, outermost, or an API view class) as one that takes an uploaded file as
+    large as the body limit (``MULTIPART_ROOM``)."""
+    setattr(view, TAKES_A_FILE, True)
+    return view
 
 
 def body_over_limit(request: HttpRequest) -> int | None:
     """The body limit (``DATA_UPLOAD_MAX_MEMORY_SIZE``) when the request says its body is larger, else None;
-    read from the request's headers only, never from its body. A form sending a file has ``MULTIPART_ROOM``
-    more for what goes around the file."""
+    read from the request's headers only, never from its body. A file sent to a view that takes one has
+    ``MULTIPART_ROOM`` more for what goes around it (Django itself counts a multipart body's fields but not
+    its files against the limit)."""
     from django.conf import settings
 
     try:
@@ -81,8 +92,20 @@ def body_over_limit(request: HttpRequest) -> int | None:
     except ValueError:
         length = 0
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if not limit or length <= limit:
+        return None
     multipart = (request.META.get("CONTENT_TYPE") or "").lower().startswith("multipart/form-data")
-    return limit if limit and length > limit + (MULTIPART_ROOM if multipart else 0) else None
+    if multipart and length <= limit + MULTIPART_ROOM and _takes_a_file(request):
+        return None
+    return limit
+
+
+def _takes_a_file(request: HttpRequest) -> bool:
+    try:
+        view = resolve(request.path_info).func
+    except Resolver404:
+        return False
+    return bool(getattr(view, TAKES_A_FILE, False) or getattr(getattr(view, "view_class", None), TAKES_A_FILE, False))
 
 
 def too_large(request: HttpRequest, limit: int) -> HttpResponse:

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from localai_memory.core.api import ApiView, StrictBooleanField, validated
 from localai_memory.core.errors import InvalidInput
+from localai_memory.core.middleware import takes_a_file
 from localai_memory.core.parsers import JSONParser
 from localai_memory.memory.selectors import MemoryState, memory_state
 from localai_memory.memory.services import settings_update
@@ -74,6 +75,7 @@ class StatsApi(ApiView):
         return Response(memory_stats(owner_id=request.user.pk))
 
 
+@takes_a_file
 class ImportApi(ApiView):
     parser_classes = [JSONParser, MultiPartParser]
 

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from bridges import selectors as bridge_selectors
 from localai_memory.agents.selectors import agent_scope_gone, deleted_agent_names
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
+from localai_memory.core.middleware import takes_a_file
 from localai_memory.core.numbers import whole_number
 from localai_memory.growth import importing
 from localai_memory.growth.import_answer import (
@@ -442,6 +443,7 @@ def _import_too_large(request: HttpRequest, limit: int) -> str:
     return too_long(limit)
 
 
+@takes_a_file
 @says_too_large(TooLargeAnswer(page=MEMORY_TAB + "#import", at="import", message=_import_too_large))
 @login_required
 @require_POST
