@@ -58,6 +58,12 @@ class BenchModelServer(OpenAIServer):
     def __init__(self, *, latency_ms: int = 50) -> None:
         super().__init__(default_reply=decide, latency_ms=latency_ms)  # type: ignore[arg-type]
         self.served = 0
+        #: Requests answering a tool call (their last message a tool result), and those among them whose call
+        #: had been answered before: the app asked again because a note's write answered otherwise than the
+        #: result it first sent (``chats.tools.ToolContext.speculate``), its first answer dropped unread.
+        self.after_tools = 0
+        self.asked_again = 0
+        self._answered: set[str] = set()
         self._count_lock = threading.Lock()
 
     def start(self) -> BenchModelServer:
@@ -79,8 +85,17 @@ class BenchModelServer(OpenAIServer):
         with self._cond:  # forget what was asked: a ten-minute run must not keep every body
             self.log.clear()
             self.requests.clear()
+        body = request.json if request.path.rstrip("/").endswith("/chat/completions") else None
+        messages = body.get("messages") if isinstance(body, dict) else None
+        last = messages[-1] if isinstance(messages, list) and messages and isinstance(messages[-1], dict) else {}
         with self._count_lock:
             self.served += 1
+            if last.get("role") == "tool":
+                self.after_tools += 1
+                call = str(last.get("tool_call_id"))
+                if call in self._answered:
+                    self.asked_again += 1
+                self._answered.add(call)
         return response
 
 

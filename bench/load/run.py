@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[{harness.elapsed()}] driver done; checking the database")
         verification, violations = harness.check(results)
         size = harness.database_size()
-        status = print_report(args, results, verification, violations, size, log)
+        model = harness.model
+        asked = (model.after_tools, model.asked_again) if model is not None else None
+        status = print_report(args, results, verification, violations, size, log, asked)
     except Deadline as exc:
         log(f"STOPPED: {exc}")
     finally:
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_report(args: argparse.Namespace, results: dict, verification: dict, violations: list, size: dict,
-                 log) -> int:
+                 log, asked: tuple[int, int] | None = None) -> int:
     mix_start, mix_end = results["phases"].get("mix", [0, 0])
     rows = report.route_table(results["requests"], start=mix_start, end=mix_end)
     total = sum(row["count"] for row in rows)
@@ -149,6 +151,9 @@ def print_report(args: argparse.Namespace, results: dict, verification: dict, vi
     log(f"  invariants: {len(violations)} violation(s) (checked in {verification['invariants_seconds']:.1f} s)")
     for violation in violations[:20]:
         log(f"    - {violation}")
+    if asked is not None:
+        log(f"  the model asked again with a note's real result (its first answer dropped unread): {asked[1]} of "
+            f"{asked[0]} requests answering a tool call")
     five = sum(v for k, v in outcomes.items() if k.startswith("5") or k == "503")
     overall = table.get("all", {})
     log("")
