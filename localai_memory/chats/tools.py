@@ -467,8 +467,8 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
         return True
     twin = proposal_fingerprint(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary,
                                 details=body, delete=False)
-    return not Proposal.objects.filter(owner_id=ctx.chat.owner_id, fingerprint=twin,
-                                       status=Proposal.Status.PENDING).exists()
+    return not Proposal.objects.filter(owner_id=ctx.chat.owner_id, fingerprint=twin, status=Proposal.Status.PENDING,
+                                       expires_at__gt=timezone.now()).exists()  # one past its time is replaced
 
 
 @functools.cache

@@ -8,9 +8,11 @@ kept busy with an answer that would be thrown away)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import time_machine
 from django.utils import timezone
 
 from localai_memory.memory.models import Proposal
@@ -145,6 +147,22 @@ def test_a_proposal_already_waiting_is_answered_once_and_waits_once(api, owner, 
     assert body["reply"] == "The note is already." and len(model.requests) == 2
     assert Proposal.objects.filter(owner=owner, status="pending").count() == 1
     assert Proposal.objects.get().expires_at > timezone.now()
+
+
+@pytest.mark.django_db
+def test_the_same_proposal_after_the_first_expired_waits_anew_and_is_answered_once(api, owner, model):
+    chat = new_chat(api)
+    model.script(tool_calls(("propose_change", VEGAN)), reply("I will ask you."))
+    send(api, chat, "Remember that I am vegan.")
+    model.requests.clear()
+    proposes(model, VEGAN)
+
+    with time_machine.travel(timezone.now() + timedelta(hours=25)):
+        body = send(api, chat, "I am vegan, remember?")
+
+    assert body["reply"] == "The note is proposed." and len(model.requests) == 2
+    assert sorted(Proposal.objects.values_list("status", flat=True)) == ["expired", "pending"]
+    assert Proposal.objects.get(status="pending").pk == body["memory"]["proposed"][0]["proposal_id"]
 
 
 @pytest.mark.django_db
