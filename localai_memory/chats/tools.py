@@ -451,22 +451,25 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
     if notes is None:
         return False
     if delete:
-        return any(note.scope == scope and note.topic == topic for note in notes)
-    mine = [note for note in notes if note.scope == scope and note.summary]
-    current = next((note for note in mine if note.topic == topic), None)
-    body = closed_details(details) if details and details.strip() else ""
-    if current is not None and current.summary == summary and (not body or body == (current.details or "")):
-        return False  # memory already says this
-    entries = [IndexEntry(note.topic, note.summary or "", note.topic if note.details else None) for note in mine
-               if note.topic != topic]
-    entries.append(IndexEntry(topic, summary, topic if body or (current and current.details) else None))
-    lines, size = index_size(render_index(entries))
-    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES or len(body.encode()) > TOPIC_MAX_BYTES:
-        return False  # past a cap
+        if not any(note.scope == scope and note.topic == topic for note in notes):
+            return False  # nothing to forget
+        line, body = "", ""
+    else:
+        mine = [note for note in notes if note.scope == scope and note.summary]
+        current = next((note for note in mine if note.topic == topic), None)
+        line, body = summary, closed_details(details) if details and details.strip() else ""
+        if current is not None and current.summary == summary and (not body or body == (current.details or "")):
+            return False  # memory already says this
+        entries = [IndexEntry(note.topic, note.summary or "", note.topic if note.details else None)
+                   for note in mine if note.topic != topic]
+        entries.append(IndexEntry(topic, summary, topic if body or (current and current.details) else None))
+        lines, size = index_size(render_index(entries))
+        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES or len(body.encode()) > TOPIC_MAX_BYTES:
+            return False  # past a cap
     if decision.outcome == "save_now":
         return True
-    twin = proposal_fingerprint(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary,
-                                details=body, delete=False)
+    twin = proposal_fingerprint(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=line, details=body,
+                                delete=delete)
     return not Proposal.objects.filter(owner_id=ctx.chat.owner_id, fingerprint=twin, status=Proposal.Status.PENDING,
                                        expires_at__gt=timezone.now()).exists()  # one past its time is replaced
 

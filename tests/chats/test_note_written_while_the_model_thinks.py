@@ -135,12 +135,15 @@ def test_a_note_the_full_index_refuses_is_answered_once(api, owner, model):
 
 
 @pytest.mark.django_db
-def test_a_proposal_already_waiting_is_answered_once_and_waits_once(api, owner, model):
+@pytest.mark.parametrize("proposed", [VEGAN, {"kind": "memory", "topic": "diet", "delete": True}],
+                         ids=["a note", "a forget"])
+def test_a_proposal_already_waiting_is_answered_once_and_waits_once(api, owner, model, proposed):
+    note(owner, "diet", "vegetarian")
     chat = new_chat(api)
-    model.script(tool_calls(("propose_change", VEGAN)), reply("I will ask you."))
+    model.script(tool_calls(("propose_change", proposed)), reply("I will ask you."))
     send(api, chat, "Remember that I am vegan.")
     model.requests.clear()
-    proposes(model, VEGAN)
+    proposes(model, proposed)
 
     body = send(api, chat, "Did you get that? I am vegan.")
 
