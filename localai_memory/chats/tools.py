@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import connection, transaction
-from django.db.models import Model, Q, QuerySet
+from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from bridges.selectors import BOT_GONE_MESSAGE, bot_scope_gone
 from localai_memory.agents.selectors import AGENT_GONE_MESSAGE, agent_scope_gone
+from localai_memory.core.db import next_id
 from localai_memory.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
 from localai_memory.core.parsers import json_loads
 from localai_memory.memory import policy
@@ -37,8 +38,9 @@ from localai_memory.memory.proposals import (
     AlreadySaved,
     ProviderChanged,
     addon_proposal_create,
+    already_holds,
     proposal_create,
-    proposal_fingerprint,
+    proposal_waiting,
 )
 from localai_memory.memory.providers import AddonTurn
 from localai_memory.notes import selectors as notes_selectors
@@ -426,12 +428,12 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         return _propose_write(ctx, decision, scope, topic, summary, details, delete, at=at)
     # What the write answers when nothing stands in the way, with the id it will give its change or proposal.
     if decision.outcome == "save_now":
-        change_id = _next_id(ChangeSet)
+        change_id = next_id(ChangeSet)
         expected = _saved(change_id, topic, scope.kind, at + policy.UNDO_WINDOW, decision.message)
         write = functools.partial(_propose_write, ctx, decision, scope, topic, summary, details, delete, at=at,
                                   change_id=change_id)
     else:
-        proposal_id = _next_id(Proposal)
+        proposal_id = next_id(Proposal)
         expected = _proposed(proposal_id, topic, "" if delete else summary, scope.kind, at + policy.PROPOSAL_TTL,
                              decision, delete, locked=decision.outcome == "locked", already_waiting=False)
         write = functools.partial(_propose_write, ctx, decision, scope, topic, summary, details, delete, at=at,
@@ -453,12 +455,11 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
     if delete:
         if not any(note.scope == scope and note.topic == topic for note in notes):
             return False  # nothing to forget
-        line, body = "", ""
     else:
         mine = [note for note in notes if note.scope == scope and note.summary]
         current = next((note for note in mine if note.topic == topic), None)
-        line, body = summary, closed_details(details) if details and details.strip() else ""
-        if current is not None and current.summary == summary and (not body or body == (current.details or "")):
+        body = closed_details(details) if details and details.strip() else ""
+        if current is not None and already_holds(current.summary or "", current.details, summary, body):
             return False  # memory already says this
         entries = [IndexEntry(note.topic, note.summary or "", note.topic if note.details else None)
                    for note in mine if note.topic != topic]
@@ -468,25 +469,8 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
             return False  # past a cap
     if decision.outcome == "save_now":
         return True
-    twin = proposal_fingerprint(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=line, details=body,
-                                delete=delete)
-    return not Proposal.objects.filter(owner_id=ctx.chat.owner_id, fingerprint=twin, status=Proposal.Status.PENDING,
-                                       expires_at__gt=timezone.now()).exists()  # one past its time is replaced
-
-
-@functools.cache
-def _id_sequence(table: str, column: str) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [table, column])
-        return str(cursor.fetchone()[0])
-
-
-def _next_id(model: type[Model]) -> int:
-    """An id of ``model``'s table, taken from its sequence now for a row written later."""
-    sequence = _id_sequence(model._meta.db_table, model._meta.pk.column)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT nextval(%s)", [sequence])
-        return int(cursor.fetchone()[0])
+    return not proposal_waiting(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary,
+                                details=details, delete=delete)
 
 
 def _propose_write(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -30,6 +31,21 @@ def unflushed_commit_cte(connection: Any) -> str:
     if connection.in_atomic_block:
         return "settings AS (SELECT 1)"
     return "settings AS (SELECT set_config('synchronous_commit', 'off', true))"
+
+
+@functools.cache
+def _id_sequence(table: str, column: str) -> str:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence(%s, %s)", [table, column])
+        return str(cursor.fetchone()[0])
+
+
+def next_id(model: type[models.Model]) -> int:
+    """An id of ``model``'s table taken from its sequence now, for a row written later with it (``pk=``)."""
+    sequence = _id_sequence(model._meta.db_table, model._meta.pk.column)
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT nextval(%s)", [sequence])
+        return int(cursor.fetchone()[0])
 
 
 @contextmanager

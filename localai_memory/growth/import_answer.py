@@ -38,11 +38,15 @@ EXPIRES = "A suggestion not answered by then expires, and nothing of it is saved
 DELETED = "you deleted it; it is in your Trash"
 
 
+def largest_file() -> int:
+    """The largest file an upload imports: the largest zip, or the server's body limit when that is smaller
+    (the body may pass it by a form's framing: ``core.middleware.MULTIPART_ROOM``)."""
+    return min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or importing.ZIP_MAX_BYTES, importing.ZIP_MAX_BYTES)
+
+
 def read_upload(upload: UploadedFile) -> bytes:
-    """An uploaded file's bytes; TooLarge (413) past the largest zip or the server's body limit, whichever is
-    smaller (the body may pass that limit by a form's framing: ``core.middleware.MULTIPART_ROOM``), before it
-    is read into memory."""
-    limit = min(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or importing.ZIP_MAX_BYTES, importing.ZIP_MAX_BYTES)
+    """An uploaded file's bytes; TooLarge (413) past ``largest_file``, before it is read into memory."""
+    limit = largest_file()
     if (upload.size or 0) > limit:
         raise TooLarge(too_big(limit), code="import_too_large")
     return upload.read()

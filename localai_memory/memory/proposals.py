@@ -205,7 +205,7 @@ def proposal_create(
             raise NotFound(f"There is no note {topic!r} in {scope.label}.", code="unknown_topic",
                            details={"entries": [entry.as_dict() for entry in entries]})
     else:
-        if current is not None and current.summary == text and (not body or body == (current_details or "")):
+        if current is not None and already_holds(current.summary, current_details, text, body):
             raise AlreadySaved(f"Memory already says this: {current.line()}",
                                details={"topic": topic, "summary": text, "scope": scope.kind})
         # The index as the confirmed change would write it (as ``note_upsert`` builds it): a new line, or a
@@ -312,6 +312,24 @@ def _check_details_size(owner_id: int, scope: Scope, topic: str, body: str) -> N
     if len(body.encode()) > TOPIC_MAX_BYTES:
         path = scope.topic_path(topic)
         raise topic_too_large(path, body, notes_selectors.topic_text(owner_id=owner_id, scope=scope, topic=topic))
+
+
+def already_holds(line: str, details: str | None, summary: str, body: str) -> bool:
+    """Whether a note whose index line says ``line`` (and its topic file ``details``) already says what a
+    proposal of ``summary`` and ``body`` (its tidied details; empty keeps the file) would save."""
+    return line == summary and (not body or body == (details or ""))
+
+
+def proposal_waiting(*, owner_id: int, scope: Scope, topic: str, summary: str = "", details: str | None = None,
+                     delete: bool = False) -> bool:
+    """Whether a proposal identical to this one waits within its time (``proposal_create`` would answer with
+    it); one past its time does not count (``proposal_create`` replaces it). Raises InvalidInput as
+    ``proposal_create`` does for details it would refuse."""
+    fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic,
+                                       summary="" if delete else clean_summary(summary),
+                                       details=_checked_details(details, delete), delete=delete)
+    return Proposal.objects.filter(owner_id=owner_id, fingerprint=fingerprint, status=Proposal.Status.PENDING,
+                                   expires_at__gt=timezone.now()).exists()
 
 
 def _waiting_twin(owner_id: int, fingerprint: str, now: datetime) -> Proposal | None:

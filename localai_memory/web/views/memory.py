@@ -32,6 +32,7 @@ from localai_memory.growth.import_answer import (
     folder_lines,
     import_answer,
     import_upload,
+    largest_file,
     read_upload,
     too_big,
     too_long,
@@ -439,7 +440,7 @@ def _import_too_large(request: HttpRequest, limit: int) -> str:
     the zip's form sends a file (multipart), the facts' form text. The file's limit is the smaller of the body's
     and the largest zip an import takes."""
     if request.content_type == "multipart/form-data":
-        return too_big(min(limit, importing.ZIP_MAX_BYTES))
+        return too_big(largest_file())
     return too_long(limit)
 
 
