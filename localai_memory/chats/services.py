@@ -148,6 +148,22 @@ recall_hooks: list[Callable[[RecallRequest], RecallContribution | None]] = []
 turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] = {}
 
 
+@dataclass(frozen=True)
+class TurnAhead:
+    """What a ``turn_ahead_hooks`` hook is given as a turn starts: its new message, the earlier messages the
+    request brought (None: the chat's own, not read yet), and whether the person typed the message."""
+
+    content: str
+    history: list[dict[str, Any]] | None
+    typed_by_user: bool
+
+
+#: Work other apps start on their own threads as a turn starts, before its first round trip, for what the
+#: turn will need later (recall embeds the turn's query while the turn reads the database). Run only where
+#: the turn's reads run (``_turn_reads``); a hook must return at once and never raise.
+turn_ahead_hooks: list[Callable[[TurnAhead], None]] = []
+
+
 def client_tools_check(client_tools: ClientTools, *, owner_id: int) -> None:
     """Refuse (400 ``tool_name_taken``) a client's tool named as one of the memory add-on's the user picked,
     before anything is written; the turn checks again against what it offers."""
@@ -474,15 +490,23 @@ def _column_type(field: Any, connection: Any) -> str:
     return field.cast_db_type(connection)
 
 
-def _turn_reads(chat: Chat, scopes: dict[str, Scope], sender: Sender | None) -> dict[str, TurnRead]:
+def _turn_reads(chat: Chat, scopes: dict[str, Scope], sender: Sender | None,
+                ahead: TurnAhead | None = None) -> dict[str, TurnRead]:
     """The reads the ``turn_read_hooks`` add to the turn's first round trip; a hook that fails adds none
     (recall then reads for itself, or degrades). They go out before the policy has decided with the owner's
     settings, so they are skipped only where the policy keeps memory off whatever the settings say (a
     private chat, a sub-agent, an agent whose Tools leave memory out); when the settings turn it off (the
-    switch), what they read is dropped unused, and nothing of it reaches the model."""
+    switch), what they read is dropped unused, and nothing of it reaches the model. Under the same rule the
+    ``turn_ahead_hooks`` are handed ``ahead`` first, to start their work on other threads."""
     # The settings are not read yet: the defaults stand in, and the policy sets them to their most open.
     if not policy.could_read(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id))):
         return {}
+    if ahead is not None:
+        for start in turn_ahead_hooks:
+            try:
+                start(ahead)
+            except Exception:
+                log.exception("turn ahead hook %r failed", start)
     reads: dict[str, TurnRead] = {}
     for name, hook in turn_read_hooks.items():
         try:
@@ -597,7 +621,9 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
                            sender_id=sender.sender_id if sender else None, created_at=timezone.now())
     arrived_clock = time.monotonic()
     scopes = chat_scopes(chat=chat)
-    reads = _turn_reads(chat, scopes, sender)
+    fact = remember.parse(content) if typed_by_user and not continues else None
+    reads = _turn_reads(chat, scopes, sender,
+                        ahead=TurnAhead(content, history, typed_by_user) if fact is None else None)
     state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
                                                                arrived=arrived_clock)
     facts = turn_facts(chat=chat, sender=sender, state=state)
@@ -610,7 +636,6 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     # Stored with the message, for consolidation to compare with a later forget on that same clock (its
     # ``created_at``, this host's clock, orders the chat).
     user_message.arrived_at = arrived
-    fact = remember.parse(content) if typed_by_user and not continues else None
     if fact is not None:  # "/remember <fact>": the person's own note, no model call
         return _remember_turn(chat=chat, user_message=user_message, fact=fact, facts=facts, decision=decision,
                               scopes=scopes, sender=sender, store_after_response=store_after_response,

@@ -23,6 +23,8 @@ class RecallConfig(AppConfig):
         if service.turn_recall not in chat_services.recall_hooks:
             chat_services.recall_hooks.append(service.turn_recall)
         chat_services.turn_read_hooks[service.TURN_READ] = service.turn_notes_read
+        if service.turn_query_ahead not in chat_services.turn_ahead_hooks:
+            chat_services.turn_ahead_hooks.append(service.turn_query_ahead)
         schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
         if isinstance(schedule, dict):
             for name, entry in tasks.BEAT_SCHEDULE.items():

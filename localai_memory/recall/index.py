@@ -17,10 +17,12 @@ This module never decides what a turn may read (that is ``memory.policy``) and n
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -130,6 +132,9 @@ def embed_query_texts(texts: Sequence[str], *, embedder: Embedder) -> tuple[np.n
         return None, embedder
     rows = _remembered(texts, embedder)
     missing = list(dict.fromkeys(text for text in texts if text not in rows))
+    if missing and _wait_ahead(missing):  # embedded ahead on another thread (``embed_ahead``): its vectors
+        rows.update(_remembered(missing, embedder))
+        missing = [text for text in missing if text not in rows]
     if missing:
         fresh = _embed_and_remember(missing, embedder)
         if fresh is None:
@@ -184,6 +189,84 @@ def _embed_and_remember(texts: list[str], embedder: OnDeviceEmbedder) -> dict[st
             while len(cache) > QUERY_CACHE_MAX:
                 cache.popitem(last=False)
     return fresh
+
+
+# --- query vectors embedded ahead of their need ---------------------------------------------------------
+
+#: Texts being embedded ahead (``embed_ahead``), each with the event its thread sets once they are remembered
+#: (or failed).
+_ahead: dict[str, threading.Event] = {}
+_ahead_pool: tuple[int, ThreadPoolExecutor] | None = None
+#: Threads per process that embed ahead: a web worker's request threads each start at most one job a turn.
+AHEAD_THREADS = 8
+#: The longest a turn waits for a text embedded ahead before it embeds the text itself (seconds).
+AHEAD_WAIT_SECONDS = 5.0
+
+
+def embed_ahead(texts: Sequence[str]) -> None:
+    """Start embedding ``texts`` with the on-device model on another thread of this process, so that a turn's
+    query is embedded while the turn reads the database, and a proposed note's line while the turn does the
+    rest of its checks: ``embed_query_texts`` then waits for that thread instead of embedding the texts again.
+    A text remembered already, or on its way, is not embedded twice. Nothing happens with an embedder on a
+    server (asked when it is needed, as before), or one resting after a failure. Never raises: a job that
+    fails leaves its texts to be embedded where they are needed (and the failure to decide, as there)."""
+    try:
+        embedder = current_embedder()
+        if not isinstance(embedder, OnDeviceEmbedder) or not texts or embedder_resting(embedder):
+            return
+        remembered = _remembered(texts, embedder)
+        event = threading.Event()
+        with _query_lock:
+            wanted = [text for text in dict.fromkeys(texts) if text not in remembered and text not in _ahead]
+            for text in wanted:
+                _ahead[text] = event
+        if not wanted:
+            return
+        try:
+            _pool().submit(_embed_ahead, wanted, embedder, event)
+        except RuntimeError:  # the pool was shut down: the process is ending
+            _done_ahead(wanted, event)
+    except Exception:  # a help, never a reason to fail the turn
+        log.exception("embedding ahead failed")
+
+
+def _pool() -> ThreadPoolExecutor:
+    """This process's threads that embed ahead (a forked child makes its own)."""
+    global _ahead_pool
+    pid = os.getpid()
+    with _query_lock:
+        if _ahead_pool is None or _ahead_pool[0] != pid:
+            if _ahead_pool is not None:  # the parent's: its threads did not come along with the fork
+                _ahead.clear()
+            _ahead_pool = (pid, ThreadPoolExecutor(max_workers=AHEAD_THREADS, thread_name_prefix="embed-ahead"))
+        return _ahead_pool[1]
+
+
+def _embed_ahead(texts: list[str], embedder: OnDeviceEmbedder, event: threading.Event) -> None:
+    try:
+        _embed_and_remember(texts, embedder)
+    except Exception:
+        log.exception("embedding %d text(s) ahead failed", len(texts))
+    finally:
+        _done_ahead(texts, event)
+
+
+def _done_ahead(texts: list[str], event: threading.Event) -> None:
+    with _query_lock:
+        for text in texts:
+            if _ahead.get(text) is event:
+                del _ahead[text]
+    event.set()
+
+
+def _wait_ahead(texts: Sequence[str]) -> bool:
+    """Wait (``AHEAD_WAIT_SECONDS`` at most) for the jobs embedding any of ``texts`` ahead; whether any did."""
+    with _query_lock:
+        events = {id(event): event for text in texts if (event := _ahead.get(text)) is not None}
+    deadline = time.monotonic() + AHEAD_WAIT_SECONDS
+    for event in events.values():
+        event.wait(max(0.0, deadline - time.monotonic()))
+    return bool(events)
 
 
 def forget_query_vectors() -> None:

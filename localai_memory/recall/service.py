@@ -59,7 +59,7 @@ from .ranking import (
 
 if TYPE_CHECKING:
     from localai_memory.chats.selectors import TurnRead
-    from localai_memory.chats.services import RecallContribution, RecallRequest
+    from localai_memory.chats.services import RecallContribution, RecallRequest, TurnAhead
 
 log = logging.getLogger(__name__)
 
@@ -470,14 +470,18 @@ def _typed(message: Mapping[str, Any]) -> bool:
 def query_messages(request: RecallRequest) -> list[dict[str, Any]]:
     """The turn's messages as recall sees them: earlier ones keep the client's ``origin`` marks, and the new
     message is marked as not typed when the chat stored it so (a trigger, a job)."""
-    messages = [dict(m) for m in request.history if isinstance(m, Mapping)]
     typed = getattr(request, "typed_by_user", None)
     if typed is None:
         from localai_memory.chats.models import Message, Role
 
         typed = (Message.objects.filter(chat=request.chat, role=Role.USER).order_by("-id")
                  .values_list("typed_by_user", flat=True).first())
-    current: dict[str, Any] = {"role": "user", "content": request.content}
+    return _query_messages(request.history, request.content, typed)
+
+
+def _query_messages(history: Sequence[Any], content: str, typed: bool | None) -> list[dict[str, Any]]:
+    messages = [dict(m) for m in history if isinstance(m, Mapping)]
+    current: dict[str, Any] = {"role": "user", "content": content}
     if typed is False:
         current["origin"] = "host"
     messages.append(current)
@@ -489,6 +493,15 @@ def readable_scopes(request: RecallRequest) -> list[Scope]:
 
     return [request.scopes[kind] for kind in SCOPE_ORDER
             if kind in request.decision.read_scopes and kind in request.scopes]
+
+
+def turn_query_ahead(ahead: TurnAhead) -> None:
+    """The turn's recall query, embedded while the turn reads the database (``chats.services.turn_ahead_hooks``,
+    ``index.embed_ahead``): the query ``turn_recall`` will build, from the request's earlier messages (a chat
+    whose messages are not read yet gives the new message alone; its earlier ones were embedded in their turns)."""
+    query = build_recall_query(_query_messages(ahead.history or [], ahead.content, ahead.typed_by_user))
+    if query is not None:
+        index.embed_ahead(query.texts_to_embed())
 
 
 #: The name recall's read goes by in ``chats.services.turn_read_hooks`` and ``RecallRequest.prefetched``.
@@ -767,6 +780,26 @@ class Duplicate:
     def as_dict(self) -> dict[str, Any]:
         return {"scope": self.scope.kind, "topic": self.topic, "summary": self.summary, "line": self.line,
                 "similarity": round(self.similarity, 4), "by": self.by}
+
+
+def line_ahead(topic: str, summary: str) -> None:
+    """Embed a proposed note's line passage on another thread (``index.embed_ahead``): the duplicate check and
+    the note's write ask for this same text."""
+    index.embed_ahead([index.passage(topic, LINE, summary)])
+
+
+#: Content words a proposed line shares with another (Jaccard) from which it may be that line's duplicate
+#: by words alone: such a line is checked before a turn tells the model anything (``chats.tools``).
+REPEAT_JACCARD = 0.25
+
+
+def may_repeat(summary: str, lines: Sequence[str]) -> bool:
+    """Whether one of ``lines`` is close enough in words to ``summary`` that the duplicate check may name it:
+    the same words, or content words in common by ``REPEAT_JACCARD`` (a changed number or a negation is never
+    a duplicate, as in the check). A look without the embedder, in microseconds."""
+    now = timezone.now()
+    candidates = [Candidate(id=number, text=line, updated_at=now) for number, line in enumerate(lines) if line]
+    return is_duplicate(summary, candidates, jaccard_threshold=REPEAT_JACCARD) is not None
 
 
 def find_duplicate(*, owner_id: int, scope: Scope, topic: str, summary: str,
