@@ -410,6 +410,8 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         return _addon_propose(ctx, topic, summary, details, delete, text, scope_name)
     if not delete:
         summary = clean_summary(summary)  # the line as stored: what the policy, the report and the model see
+        # Its passage, for the duplicate check and the write, embedded while the policy looks.
+        recall_service.line_ahead(topic, summary)
     cuts = delete or _drops_lines(ctx, scope_name, topic, summary, details)
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts,  # type: ignore[arg-type]
@@ -418,25 +420,21 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
         return refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
     scope = ctx.scopes[decision.scope]
-    if not delete:
-        duplicate = recall_service.find_duplicate(owner_id=ctx.chat.owner_id, scope=scope, topic=topic,
-                                                  summary=summary, details=details, notes=ctx.notes_read())
-        if duplicate is not None:
-            return _duplicate(ctx, topic, duplicate)
     at = timezone.now()
     if not (ctx.speculate and _likely_written(ctx, decision, scope, topic, summary, details, delete)):
-        return _propose_write(ctx, decision, scope, topic, summary, details, delete, at=at)
+        return _checked_write(ctx, decision, scope, topic, summary, details, delete, at=at)
     # What the write answers when nothing stands in the way, with the id it will give its change or proposal.
+    # The duplicate check runs with the write, while the model thinks.
     if decision.outcome == "save_now":
         change_id = next_id(ChangeSet)
         expected = _saved(change_id, topic, scope.kind, at + policy.UNDO_WINDOW, decision.message)
-        write = functools.partial(_propose_write, ctx, decision, scope, topic, summary, details, delete, at=at,
+        write = functools.partial(_checked_write, ctx, decision, scope, topic, summary, details, delete, at=at,
                                   change_id=change_id)
     else:
         proposal_id = next_id(Proposal)
         expected = _proposed(proposal_id, topic, "" if delete else summary, scope.kind, at + policy.PROPOSAL_TTL,
                              decision, delete, locked=decision.outcome == "locked", already_waiting=False)
-        write = functools.partial(_propose_write, ctx, decision, scope, topic, summary, details, delete, at=at,
+        write = functools.partial(_checked_write, ctx, decision, scope, topic, summary, details, delete, at=at,
                                   proposal_id=proposal_id)
     expected = _beside_users_note(ctx, scope, topic, expected)
     ctx.deferred = Deferred(arguments, expected, write)
@@ -448,7 +446,9 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
     """Whether the note's write will give the result it gives when nothing stands in the way, as far as the
     turn's read of the notes tells (no round trip) and one look for an identical proposal waiting: otherwise
     the model is asked only once the write answered, so a model server is not kept busy with an answer that
-    would be thrown away (a note memory already holds, a forget of a topic that is not there, an index full)."""
+    would be thrown away (a note memory already holds, a forget of a topic that is not there, an index full,
+    a line sharing most of its words with another topic's). A duplicate only by meaning is not foreseen: the
+    write finds it, and the model is asked again."""
     notes = ctx.notes_read()
     if notes is None:
         return False
@@ -461,6 +461,8 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
         body = closed_details(details) if details and details.strip() else ""
         if current is not None and already_holds(current.summary or "", current.details, summary, body):
             return False  # memory already says this
+        if recall_service.may_repeat(summary, [note.summary or "" for note in mine if note.topic != topic]):
+            return False  # another topic's line may say it: the duplicate check answers before the model is asked
         entries = [IndexEntry(note.topic, note.summary or "", note.topic if note.details else None)
                    for note in mine if note.topic != topic]
         entries.append(IndexEntry(topic, summary, topic if body or (current and current.details) else None))
@@ -471,6 +473,20 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
         return True
     return not proposal_waiting(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary,
                                 details=details, delete=delete)
+
+
+def _checked_write(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
+                   details: str | None, delete: bool, *, at: datetime, change_id: int | None = None,
+                   proposal_id: int | None = None) -> dict[str, Any]:
+    """The note, unless another topic's line says it already (``recall.service.find_duplicate``, against the
+    notes the turn read): then nothing is written and the model is told which line."""
+    if not delete:
+        duplicate = recall_service.find_duplicate(owner_id=ctx.chat.owner_id, scope=scope, topic=topic,
+                                                  summary=summary, details=details, notes=ctx.notes_read())
+        if duplicate is not None:
+            return _duplicate(ctx, topic, duplicate)
+    return _propose_write(ctx, decision, scope, topic, summary, details, delete, at=at, change_id=change_id,
+                          proposal_id=proposal_id)
 
 
 def _propose_write(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,

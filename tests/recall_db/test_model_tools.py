@@ -106,6 +106,50 @@ def test_a_note_that_repeats_another_topics_line_is_reported_as_its_duplicate(ap
     assert body["memory"]["saved"] == [] and index_of(owner) == "- diet: vegetarian\n"
 
 
+def says_its_result(request: dict) -> dict:
+    [result] = tool_results(request)
+    return reply(f"The note is {result['status']}{' as a duplicate' if result.get('reason') == 'duplicate' else ''}.")
+
+
+@pytest.mark.parametrize("save_mode", ["auto", "ask"])
+def test_a_line_that_repeats_another_in_other_words_is_refused_and_the_answer_to_a_save_is_never_shown(
+        api, owner, model, save_mode):
+    # No word in common, the same meaning: the model was asked with the note saved (or proposed) while the
+    # duplicate check ran beside the write; the check's refusal is what it is asked about again, and answers.
+    set_memory(owner, save_mode=save_mode)
+    note(owner, "peanut-allergy", "severe")
+    call = tool_calls(("propose_change", {"kind": "memory", "topic": "peanut-allergy-note",
+                                          "summary": "serious reaction"}))
+    model.script(call, says_its_result, says_its_result)
+
+    body = send(api, new_chat(api), "My peanut allergy gives me a serious reaction.")
+
+    assert body["reply"] == "The note is refused as a duplicate."
+    [refused] = body["memory"]["refused"]
+    assert refused["reason"] == "duplicate" and refused["duplicate_of"]["topic"] == "peanut-allergy"
+    assert body["memory"]["saved"] == [] and body["memory"]["proposed"] == []
+    assert index_of(owner) == "- peanut-allergy: severe\n"
+    assert not Proposal.objects.filter(owner=owner).exists()
+    told_first, told_again = (tool_results(request)[0] for request in model.requests[1:])
+    assert told_first["status"] == ("saved" if save_mode == "auto" else "proposed") and len(model.requests) == 3
+    assert told_again["reason"] == "duplicate"
+
+
+@pytest.mark.parametrize("save_mode", ["auto", "ask"])
+def test_a_line_sharing_words_with_another_topics_is_checked_before_the_model_is_asked_again(
+        api, owner, model, save_mode):
+    set_memory(owner, save_mode=save_mode)
+    note(owner, "diet", "vegetarian")
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "meals",
+                                                "summary": "eats a vegetarian diet"})), says_its_result)
+
+    body = send(api, new_chat(api), "I eat a vegetarian diet.")
+
+    assert body["reply"] == "The note is refused as a duplicate." and len(model.requests) == 2
+    assert body["memory"]["refused"][0]["duplicate_of"]["topic"] == "diet"
+    assert index_of(owner) == "- diet: vegetarian\n"
+
+
 def test_a_note_saved_earlier_in_the_same_reply_is_a_later_calls_duplicate(api, owner, model):
     set_memory(owner, save_mode="auto")
     note(owner, "home", "lives in Rome")
