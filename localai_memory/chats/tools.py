@@ -410,8 +410,6 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         return _addon_propose(ctx, topic, summary, details, delete, text, scope_name)
     if not delete:
         summary = clean_summary(summary)  # the line as stored: what the policy, the report and the model see
-        # Its passage, for the duplicate check and the write, embedded while the policy looks.
-        recall_service.line_ahead(topic, summary)
     cuts = delete or _drops_lines(ctx, scope_name, topic, summary, details)
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
         text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts,  # type: ignore[arg-type]

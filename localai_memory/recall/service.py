@@ -782,12 +782,6 @@ class Duplicate:
                 "similarity": round(self.similarity, 4), "by": self.by}
 
 
-def line_ahead(topic: str, summary: str) -> None:
-    """Embed a proposed note's line passage on another thread (``index.embed_ahead``): the duplicate check and
-    the note's write ask for this same text."""
-    index.embed_ahead([index.passage(topic, LINE, summary)])
-
-
 #: Content words a proposed line shares with another (Jaccard) from which it may be that line's duplicate
 #: by words alone: such a line is checked before a turn tells the model anything (``chats.tools``).
 REPEAT_JACCARD = 0.25
