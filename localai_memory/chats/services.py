@@ -150,11 +150,11 @@ turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] =
 
 @dataclass(frozen=True)
 class TurnAhead:
-    """What a ``turn_ahead_hooks`` hook is given as a turn starts: its new message, the earlier messages the
-    request brought (None: the chat's own, not read yet), and whether the person typed the message."""
+    """What a ``turn_ahead_hooks`` hook is given as a turn starts: its new message, the earlier messages (the
+    request's, or the chat's), and whether the person typed the message."""
 
     content: str
-    history: list[dict[str, Any]] | None
+    history: list[dict[str, Any]]
     typed_by_user: bool
 
 
@@ -622,8 +622,11 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     arrived_clock = time.monotonic()
     scopes = chat_scopes(chat=chat)
     fact = remember.parse(content) if typed_by_user and not continues else None
+    # The chat's earlier messages are read before the turn's memory, so recall can embed what its query needs
+    # of them while that read runs (a "/remember" needs neither).
+    earlier = (history if history is not None else _history(chat)) if fact is None else []
     reads = _turn_reads(chat, scopes, sender,
-                        ahead=TurnAhead(content, history, typed_by_user) if fact is None else None)
+                        ahead=TurnAhead(content, earlier, typed_by_user) if fact is None else None)
     state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
                                                                arrived=arrived_clock)
     facts = turn_facts(chat=chat, sender=sender, state=state)
@@ -644,7 +647,6 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     if decision.memory_on and decision.served_by == "builtin":
         indexes = [context.IndexShown(kind, scopes[kind], index_files.get(scopes[kind].index_path, ""))
                    for kind in context.SCOPE_ORDER if kind in decision.read_scopes and kind in scopes]
-    earlier = history if history is not None else _history(chat)
     # An OpenAI client's own system messages (its prompt, context it adds along the way) become the
     # instructions of the one system message, in their order: many chat templates refuse a second one, or one
     # that is not first.

@@ -497,9 +497,8 @@ def readable_scopes(request: RecallRequest) -> list[Scope]:
 
 def turn_query_ahead(ahead: TurnAhead) -> None:
     """The turn's recall query, embedded while the turn reads the database (``chats.services.turn_ahead_hooks``,
-    ``index.embed_ahead``): the query ``turn_recall`` will build, from the request's earlier messages (a chat
-    whose messages are not read yet gives the new message alone; its earlier ones were embedded in their turns)."""
-    query = build_recall_query(_query_messages(ahead.history or [], ahead.content, ahead.typed_by_user))
+    ``index.embed_ahead``): the query ``turn_recall`` will build from the same messages."""
+    query = build_recall_query(_query_messages(ahead.history, ahead.content, ahead.typed_by_user))
     if query is not None:
         index.embed_ahead(query.texts_to_embed())
 
