@@ -46,14 +46,13 @@ from localai_memory.memory.providers import AddonTurn
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import (
-    INDEX_MAX_BYTES,
-    INDEX_MAX_LINES,
     TOPIC_MAX_BYTES,
     TOPIC_RE,
     IndexEntry,
     Scope,
     clean_summary,
     closed_details,
+    index_over_caps,
     index_size,
     render_index,
 )
@@ -465,7 +464,7 @@ def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scop
                    for note in mine if note.topic != topic]
         entries.append(IndexEntry(topic, summary, topic if body or (current and current.details) else None))
         lines, size = index_size(render_index(entries))
-        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES or len(body.encode()) > TOPIC_MAX_BYTES:
+        if index_over_caps(lines, size) or len(body.encode()) > TOPIC_MAX_BYTES:
             return False  # past a cap
     if decision.outcome == "save_now":
         return True

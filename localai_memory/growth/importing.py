@@ -52,8 +52,6 @@ from localai_memory.memory.selectors import topics_in_use
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet, NoteFile, TrashFile
 from localai_memory.notes.paths import (
-    INDEX_MAX_BYTES,
-    INDEX_MAX_LINES,
     ROOT,
     SUMMARY_MAX_CHARS,
     TOPIC_MAX_BYTES,
@@ -61,6 +59,7 @@ from localai_memory.notes.paths import (
     Scope,
     check_own_files,
     check_topic,
+    index_over_caps,
     index_size,
     parse_index,
     parse_path,
@@ -668,7 +667,7 @@ def _merge(*, owner_id: int, files: dict[str, str], weights: dict[tuple[Scope, s
         if added:
             grown = [*current, *added]
             lines, size = index_size(render_index(grown))
-            if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+            if index_over_caps(lines, size):
                 raise cap_error(scope.index_path, grown, lines, size, current=current)
             writes[scope.index_path] = render_index(grown)
     for path, text in files.items():
@@ -827,7 +826,7 @@ def import_facts(*, owner_id: int, text: str, actor: str = "you") -> ImportResul
             asks.append((entry, details, decision))
     grown = [*current, *(entry for entry, _ in saves), *(entry for entry, _, _ in asks)]
     lines, size = index_size(render_index(grown))
-    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+    if index_over_caps(lines, size):
         raise cap_error(scope.index_path, grown, lines, size, current=current)
     if saves:
         writes: dict[str, str | None] = {scope.index_path: render_index([*current, *(e for e, _ in saves)])}

@@ -33,14 +33,13 @@ from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Go
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
 from localai_memory.notes.paths import (
-    INDEX_MAX_BYTES,
-    INDEX_MAX_LINES,
     TOPIC_MAX_BYTES,
     IndexEntry,
     Scope,
     check_topic,
     clean_summary,
     closed_details,
+    index_over_caps,
     index_size,
     render_index,
 )
@@ -215,7 +214,7 @@ def proposal_create(
         grown = ([new_entry if entry.topic == topic else entry for entry in entries] if current is not None
                  else [*entries, new_entry])
         lines, size = index_size(render_index(grown))
-        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+        if index_over_caps(lines, size):
             raise cap_error(scope.index_path, grown, lines, size, current=entries)
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic, summary=text, details=body,
                                        delete=delete)

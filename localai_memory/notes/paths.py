@@ -377,3 +377,8 @@ def render_index(entries: list[IndexEntry]) -> str:
 def index_size(text: str) -> tuple[int, int]:
     """(lines, bytes) of an index as the caps count them: non-blank lines, UTF-8 bytes."""
     return sum(1 for line in text.splitlines() if line.strip()), len(text.encode())
+
+
+def index_over_caps(lines: int, size: int) -> bool:
+    """Whether an index of ``lines`` lines and ``size`` bytes (``index_size``) is past one of its caps."""
+    return lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES

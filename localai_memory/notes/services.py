@@ -49,6 +49,7 @@ from .paths import (
     check_topic,
     clean_summary,
     closed_details,
+    index_over_caps,
     index_size,
     parse_index,
     parse_path,
@@ -125,7 +126,7 @@ def _check_content(path: str, content: str, *, current: str | None = None) -> No
                                f"index.md no topic file", code="invalid_index_line")
         check_own_files(content, kept=kept)
         lines, size = index_size(content)
-        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+        if index_over_caps(lines, size):
             raise cap_error(path, entries, lines, size, current=_entries_or_empty(current))
     elif len(content.encode()) > TOPIC_MAX_BYTES:
         raise topic_too_large(path, content, current)
@@ -722,7 +723,7 @@ def _index_within_caps(path: str, entries: list[IndexEntry]) -> str:
     """The index text of ``entries``, or 422 ``restore_over_cap`` when it would pass the caps."""
     text = render_index(entries)
     lines, size = index_size(text)
-    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:  # a 422 as any write past a cap
+    if index_over_caps(lines, size):  # a 422 as any write past a cap
         raise CapExceeded(f"Restoring would give {path} {lines} lines ({size} bytes); an index holds at most "
                           f"{INDEX_MAX_LINES} lines and {INDEX_MAX_BYTES} bytes. Delete some notes there first.",
                           code="restore_over_cap", details={"paths": [path], "lines": lines, "bytes": size})
@@ -787,7 +788,7 @@ def _index_lines_back(path: str, before: str | None, after: str | None, current:
     result = [e for e in result if e.topic in old or new.get(e.topic) != e]
     text = render_index(result)
     lines, size = index_size(text)
-    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+    if index_over_caps(lines, size):
         return _NO_MERGE  # the lines added since leave no room for the one this Undo brings back
     return text or None  # an index whose last line goes is deleted, as a note's delete does
 
@@ -989,7 +990,7 @@ def note_upsert(
             updated.append(new_entry)
         text = render_index(updated)
         lines, size = index_size(text)
-        if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+        if index_over_caps(lines, size):
             raise cap_error(scope.index_path, updated, lines, size, current=entries)
         writes[scope.index_path] = text
         if details is not None and details.strip():
