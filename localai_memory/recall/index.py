@@ -215,6 +215,7 @@ def embed_ahead(texts: Sequence[str]) -> None:
         if not isinstance(embedder, OnDeviceEmbedder) or not texts or embedder_resting(embedder):
             return
         remembered = _remembered(texts, embedder)
+        pool = _pool()  # first: in a forked child it drops the parent's jobs, never this one's
         event = threading.Event()
         with _query_lock:
             wanted = [text for text in dict.fromkeys(texts) if text not in remembered and text not in _ahead]
@@ -223,7 +224,7 @@ def embed_ahead(texts: Sequence[str]) -> None:
         if not wanted:
             return
         try:
-            _pool().submit(_embed_ahead, wanted, embedder, event)
+            pool.submit(_embed_ahead, wanted, embedder, event)
         except RuntimeError:  # the pool was shut down: the process is ending
             _done_ahead(wanted, event)
     except Exception:  # a help, never a reason to fail the turn
