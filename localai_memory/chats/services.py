@@ -14,7 +14,9 @@ import hashlib
 import json
 import logging
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -490,17 +492,43 @@ def _column_type(field: Any, connection: Any) -> str:
     return field.cast_db_type(connection)
 
 
-def _turn_reads(chat: Chat, scopes: dict[str, Scope], sender: Sender | None,
-                ahead: TurnAhead | None = None) -> dict[str, TurnRead]:
-    """The reads the ``turn_read_hooks`` add to the turn's first round trip; a hook that fails adds none
-    (recall then reads for itself, or degrades). They go out before the policy has decided with the owner's
-    settings, so they are skipped only where the policy keeps memory off whatever the settings say (a
-    private chat, a sub-agent, an agent whose Tools leave memory out); when the settings turn it off (the
-    switch), what they read is dropped unused, and nothing of it reaches the model. Under the same rule the
-    ``turn_ahead_hooks`` are handed ``ahead`` first, to start their work on other threads."""
-    # The settings are not read yet: the defaults stand in, and the policy sets them to their most open.
-    if not policy.could_read(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id))):
-        return {}
+def _could_read(chat: Chat, sender: Sender | None) -> bool:
+    """Whether the policy could let this turn read memory, before the owner's settings are read: the defaults
+    stand in, and the policy sets them to their most open. False where memory stays off whatever the settings
+    say (a private chat, a sub-agent, an agent whose Tools leave memory out)."""
+    return policy.could_read(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id)))
+
+
+#: Owners whose last turn in this process had memory off by their settings, or served by an add-on: their
+#: next turn starts no work ahead (``turn_ahead_hooks``), which it would not use. At most this many are kept.
+AHEAD_SKIPPED_MAX = 4096
+_ahead_skipped: OrderedDict[int, None] = OrderedDict()
+_ahead_lock = threading.Lock()
+
+
+def _ahead_for(owner_id: int, ahead: TurnAhead) -> TurnAhead | None:
+    with _ahead_lock:
+        return None if owner_id in _ahead_skipped else ahead
+
+
+def _ahead_used(owner_id: int, used: bool) -> None:
+    """What the policy decided for a turn that could read memory: whether the owner's next turn works ahead."""
+    with _ahead_lock:
+        if used:
+            _ahead_skipped.pop(owner_id, None)
+            return
+        _ahead_skipped[owner_id] = None
+        _ahead_skipped.move_to_end(owner_id)
+        while len(_ahead_skipped) > AHEAD_SKIPPED_MAX:
+            _ahead_skipped.popitem(last=False)
+
+
+def _turn_reads(chat: Chat, scopes: dict[str, Scope], ahead: TurnAhead | None = None) -> dict[str, TurnRead]:
+    """The reads the ``turn_read_hooks`` add to the turn's first round trip, for a turn that could read memory
+    (``_could_read``); a hook that fails adds none (recall then reads for itself, or degrades). They go out
+    before the policy has decided with the owner's settings: when the settings turn memory off (the switch),
+    what they read is dropped unused, and nothing of it reaches the model. The ``turn_ahead_hooks`` are handed
+    ``ahead`` first, to start their work on other threads."""
     if ahead is not None:
         for start in turn_ahead_hooks:
             try:
@@ -625,12 +653,15 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     # The chat's earlier messages are read before the turn's memory, so recall can embed what its query needs
     # of them while that read runs (a "/remember" needs neither).
     earlier = (history if history is not None else _history(chat)) if fact is None else []
-    reads = _turn_reads(chat, scopes, sender,
-                        ahead=TurnAhead(content, earlier, typed_by_user) if fact is None else None)
+    could_read = _could_read(chat, sender)
+    reads = _turn_reads(chat, scopes, _ahead_for(chat.owner_id, TurnAhead(content, earlier, typed_by_user))
+                        if fact is None else None) if could_read else {}
     state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
                                                                arrived=arrived_clock)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
+    if could_read:
+        _ahead_used(chat.owner_id, decision.memory_on and decision.served_by == "builtin")
     # The turn's message was said as it arrived, and the notes it read are from after the last Forget
     # everything that read found (when it found any): a note or a suggestion it makes is refused once the
     # owner forgot everything after the earlier of the two (``ToolContext.read_after``). Both times are the
@@ -862,6 +893,7 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
     required = client.choice if client is not None and theirs else None
     choice = required
     ahead: tuple[llm.Asked, float] | None = None  # the next call, sent while the last calls' notes commit
+    mispredicted = False  # a note's write answered otherwise than the model was told (it was asked again)
     for round_ in range(MAX_TOOL_ROUNDS):
         reply = answer(ahead) if ahead is not None else ask(definitions + theirs, choice)
         ahead = None
@@ -873,7 +905,8 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
         calls = [call for call in reply.tool_calls if call.name not in names]
         # A reply's one call proposing a note: the model is asked with the result its write gives when nothing
         # stands in the way, and the note is written while the model thinks (``ToolContext.speculate``).
-        ctx.speculate = ctx.addon is None and not for_client and [call.name for call in calls] == ["propose_change"]
+        ctx.speculate = (not mispredicted and ctx.addon is None and not for_client
+                         and [call.name for call in calls] == ["propose_change"])
         try:
             with _while_the_model_thinks(ctx, calls):
                 try:
@@ -892,9 +925,11 @@ def _loop_rounds(messages: list[dict[str, Any]], definitions: list[dict[str, Any
                 if ctx.deferred is not None:
                     told = ran[0]["content"]
                     ran[0]["content"] = json.dumps(run_deferred(ctx), ensure_ascii=False)
-                    if ran[0]["content"] != told and ahead is not None:  # asked with another result: ask again
-                        ahead[0].abandon()
-                        ahead = None
+                    if ran[0]["content"] != told:  # asked with another result: ask again
+                        mispredicted = True  # and ask after the write for the rest of the turn
+                        if ahead is not None:
+                            ahead[0].abandon()
+                            ahead = None
         except BaseException:
             ctx.deferred = None
             if ahead is not None:  # the notes did not commit: the model's answer to them is not read

@@ -132,7 +132,8 @@ def embed_query_texts(texts: Sequence[str], *, embedder: Embedder) -> tuple[np.n
         return None, embedder
     rows = _remembered(texts, embedder)
     missing = list(dict.fromkeys(text for text in texts if text not in rows))
-    if missing and _wait_ahead(missing):  # embedded ahead on another thread (``embed_ahead``): its vectors
+    if missing:  # those on their way (``embed_ahead``): waited for, then looked up again
+        _wait_ahead(missing, embedder)
         rows.update(_remembered(missing, embedder))
         missing = [text for text in missing if text not in rows]
     if missing:
@@ -159,14 +160,19 @@ def embed_written(texts: Sequence[str]) -> tuple[np.ndarray | None, Embedder | N
     return vectors, used
 
 
+def _cache_of(embedder: OnDeviceEmbedder) -> OrderedDict[str, np.ndarray]:
+    """The remembered vectors of ``embedder`` (call with ``_query_lock`` held)."""
+    entry = _query_vectors.get(id(embedder))
+    if entry is None or entry[0] is not embedder:
+        _query_vectors.clear()  # never hold on to an embedder the configuration dropped
+        entry = _query_vectors[id(embedder)] = (embedder, OrderedDict())
+    return entry[1]
+
+
 def _remembered(texts: Iterable[str], embedder: OnDeviceEmbedder) -> dict[str, np.ndarray]:
     """The remembered vectors among ``texts`` (most recently used last)."""
     with _query_lock:
-        entry = _query_vectors.get(id(embedder))
-        if entry is None or entry[0] is not embedder:
-            _query_vectors.clear()  # never hold on to an embedder the configuration dropped
-            entry = _query_vectors[id(embedder)] = (embedder, OrderedDict())
-        cache = entry[1]
+        cache = _cache_of(embedder)
         rows = {text: cache[text] for text in texts if text in cache}
         for text in rows:
             cache.move_to_end(text)
@@ -193,10 +199,10 @@ def _embed_and_remember(texts: list[str], embedder: OnDeviceEmbedder) -> dict[st
 
 # --- query vectors embedded ahead of their need ---------------------------------------------------------
 
-#: Texts being embedded ahead (``embed_ahead``), each with the event its thread sets once they are remembered
-#: (or failed).
-_ahead: dict[str, threading.Event] = {}
-_ahead_pool: tuple[int, ThreadPoolExecutor] | None = None
+#: Texts being embedded ahead (``embed_ahead``), each with the embedder its job runs and the event the job
+#: sets once they are remembered (or failed).
+_ahead: dict[str, tuple[Embedder, threading.Event]] = {}
+_ahead_pool: ThreadPoolExecutor | None = None
 #: Threads per process that embed ahead: a web worker's request threads each start at most one job a turn.
 AHEAD_THREADS = 8
 #: The longest a turn waits for a text embedded ahead before it embeds the text itself (seconds).
@@ -205,42 +211,34 @@ AHEAD_WAIT_SECONDS = 5.0
 
 def embed_ahead(texts: Sequence[str]) -> None:
     """Start embedding ``texts`` with the on-device model on another thread of this process, so that a turn's
-    query is embedded while the turn reads the database, and a proposed note's line while the turn does the
-    rest of its checks: ``embed_query_texts`` then waits for that thread instead of embedding the texts again.
-    A text remembered already, or on its way, is not embedded twice. Nothing happens with an embedder on a
-    server (asked when it is needed, as before), or one resting after a failure. Never raises: a job that
-    fails leaves its texts to be embedded where they are needed (and the failure to decide, as there)."""
+    query is embedded while the turn reads the database: ``embed_query_texts`` then waits for that thread
+    instead of embedding the texts again. A text remembered already, or on its way, is not embedded twice.
+    Nothing happens with an embedder on a server (asked when it is needed, as before), or one resting after
+    a failure. Never raises: a job that fails leaves its texts to be embedded where they are needed (and the
+    failure to be seen there)."""
     try:
         embedder = current_embedder()
         if not isinstance(embedder, OnDeviceEmbedder) or not texts or embedder_resting(embedder):
             return
-        remembered = _remembered(texts, embedder)
-        pool = _pool()  # first: in a forked child it drops the parent's jobs, never this one's
+        global _ahead_pool
         event = threading.Event()
-        with _query_lock:
-            wanted = [text for text in dict.fromkeys(texts) if text not in remembered and text not in _ahead]
+        with _query_lock:  # one look at what is remembered and what is on its way
+            cache = _cache_of(embedder)
+            wanted = [text for text in dict.fromkeys(texts) if text not in cache
+                      and (text not in _ahead or _ahead[text][0] is not embedder)]
+            if not wanted:
+                return
             for text in wanted:
-                _ahead[text] = event
-        if not wanted:
-            return
+                _ahead[text] = (embedder, event)
+            if _ahead_pool is None:
+                _ahead_pool = ThreadPoolExecutor(max_workers=AHEAD_THREADS, thread_name_prefix="embed-ahead")
+            pool = _ahead_pool
         try:
             pool.submit(_embed_ahead, wanted, embedder, event)
         except RuntimeError:  # the pool was shut down: the process is ending
             _done_ahead(wanted, event)
     except Exception:  # a help, never a reason to fail the turn
         log.exception("embedding ahead failed")
-
-
-def _pool() -> ThreadPoolExecutor:
-    """This process's threads that embed ahead (a forked child makes its own)."""
-    global _ahead_pool
-    pid = os.getpid()
-    with _query_lock:
-        if _ahead_pool is None or _ahead_pool[0] != pid:
-            if _ahead_pool is not None:  # the parent's: its threads did not come along with the fork
-                _ahead.clear()
-            _ahead_pool = (pid, ThreadPoolExecutor(max_workers=AHEAD_THREADS, thread_name_prefix="embed-ahead"))
-        return _ahead_pool[1]
 
 
 def _embed_ahead(texts: list[str], embedder: OnDeviceEmbedder, event: threading.Event) -> None:
@@ -255,19 +253,31 @@ def _embed_ahead(texts: list[str], embedder: OnDeviceEmbedder, event: threading.
 def _done_ahead(texts: list[str], event: threading.Event) -> None:
     with _query_lock:
         for text in texts:
-            if _ahead.get(text) is event:
+            if text in _ahead and _ahead[text][1] is event:
                 del _ahead[text]
     event.set()
 
 
-def _wait_ahead(texts: Sequence[str]) -> bool:
-    """Wait (``AHEAD_WAIT_SECONDS`` at most) for the jobs embedding any of ``texts`` ahead; whether any did."""
+def _wait_ahead(texts: Sequence[str], embedder: Embedder) -> None:
+    """Wait (``AHEAD_WAIT_SECONDS`` at most) for the jobs embedding any of ``texts`` ahead with ``embedder``."""
     with _query_lock:
-        events = {id(event): event for text in texts if (event := _ahead.get(text)) is not None}
+        events = {id(entry[1]): entry[1] for text in texts
+                  if (entry := _ahead.get(text)) is not None and entry[0] is embedder}
     deadline = time.monotonic() + AHEAD_WAIT_SECONDS
     for event in events.values():
         event.wait(max(0.0, deadline - time.monotonic()))
-    return bool(events)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (gunicorn, Celery prefork) has none of its parent's threads: no job of the parent's will
+    ever end there, and a lock one of them held would stay held."""
+    global _ahead_pool, _query_lock
+    _query_lock = threading.Lock()
+    _ahead.clear()
+    _ahead_pool = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def forget_query_vectors() -> None:

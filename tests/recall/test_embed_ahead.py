@@ -1,10 +1,12 @@
-"""A turn's query and a proposed line are embedded ahead, on another thread, while the turn reads the
-database (``recall.index.embed_ahead``): whoever needs the vectors then waits for that thread, and gets what
-the model itself gives, with each text run through the model once however many ask at the same moment."""
+"""A turn's query is embedded ahead, on another thread, while the turn reads the database
+(``recall.index.embed_ahead``): whoever needs the vectors then waits for that thread, and gets what the model
+itself gives, with each text run through the model once however many ask at the same moment."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -82,3 +84,20 @@ def test_nothing_is_embedded_ahead_for_an_embedder_resting_after_a_failure(embed
     vectors, _ = index.embed_query_texts(["Where did I park?"], embedder=model)
 
     assert vectors is None and runs["Where did I park?"] == 0  # the turn's recall degrades, as before
+
+
+def test_a_forked_child_never_waits_for_a_job_of_its_parents(embedder) -> None:
+    # A gunicorn or Celery child forked while its parent embedded ahead has no thread to finish that job.
+    model, _ = embedder
+    text = "What did I plan for the weekend?"
+    index._ahead[text] = (model, threading.Event())  # the parent's job, still running as the child is forked
+    try:
+        child = os.fork()
+        if child == 0:  # the child: embeds the text itself, at once
+            began = time.monotonic()
+            vectors, _ = index.embed_query_texts([text], embedder=model)
+            os._exit(0 if vectors is not None and time.monotonic() - began < index.AHEAD_WAIT_SECONDS / 2 else 1)
+        _, status = os.waitpid(child, 0)
+    finally:
+        index._ahead.pop(text, None)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -107,7 +107,7 @@ def test_a_note_that_repeats_another_topics_line_is_reported_as_its_duplicate(ap
 
 
 def says_its_result(request: dict) -> dict:
-    [result] = tool_results(request)
+    result = tool_results(request)[-1]  # the last call's
     return reply(f"The note is {result['status']}{' as a duplicate' if result.get('reason') == 'duplicate' else ''}.")
 
 
@@ -133,6 +133,32 @@ def test_a_line_that_repeats_another_in_other_words_is_refused_and_the_answer_to
     told_first, told_again = (tool_results(request)[0] for request in model.requests[1:])
     assert told_first["status"] == ("saved" if save_mode == "auto" else "proposed") and len(model.requests) == 3
     assert told_again["reason"] == "duplicate"
+
+
+def test_after_the_model_was_asked_again_the_rest_of_the_turn_checks_each_note_before_asking(api, owner, model):
+    # The model tries the same note under a third topic: it is not told "saved" a second time and asked again.
+    set_memory(owner, save_mode="auto")
+    note(owner, "peanut-allergy", "severe")
+    again = tool_calls(("propose_change", {"kind": "memory", "topic": "peanut-allergy-info",
+                                           "summary": "serious reaction"}))
+
+    def tries_again_once(request: dict) -> dict:
+        results = tool_results(request)
+        if len(results) == 1 and results[0]["status"] == "refused":
+            return again
+        return says_its_result(request)
+
+    model.script(tool_calls(("propose_change", {"kind": "memory", "topic": "peanut-allergy-note",
+                                                "summary": "serious reaction"})),
+                 says_its_result, tries_again_once, says_its_result)
+
+    body = send(api, new_chat(api), "My peanut allergy gives me a serious reaction.")
+
+    assert body["reply"] == "The note is refused as a duplicate."
+    assert [r["topic"] for r in body["memory"]["refused"]] == ["peanut-allergy-note", "peanut-allergy-info"]
+    assert body["memory"]["saved"] == [] and index_of(owner) == "- peanut-allergy: severe\n"
+    assert len(model.requests) == 4  # the call, the answer dropped, the second call, the answer read
+    assert [r["status"] for r in tool_results(model.last_request)] == ["refused", "refused"]
 
 
 @pytest.mark.parametrize("save_mode", ["auto", "ask"])
