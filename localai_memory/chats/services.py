@@ -654,8 +654,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     # of them while that read runs (a "/remember" needs neither).
     earlier = (history if history is not None else _history(chat)) if fact is None else []
     could_read = _could_read(chat, sender)
-    reads = _turn_reads(chat, scopes, _ahead_for(chat.owner_id, TurnAhead(content, earlier, typed_by_user))
-                        if fact is None else None) if could_read else {}
+    ahead = _ahead_for(chat.owner_id, TurnAhead(content, earlier, typed_by_user)) if fact is None else None
+    reads = _turn_reads(chat, scopes, ahead) if could_read else {}
     state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
                                                                arrived=arrived_clock)
     facts = turn_facts(chat=chat, sender=sender, state=state)
