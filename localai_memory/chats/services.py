@@ -152,9 +152,10 @@ turn_read_hooks: dict[str, Callable[[int, dict[str, Scope]], TurnRead | None]] =
 
 @dataclass(frozen=True)
 class TurnAhead:
-    """What a ``turn_ahead_hooks`` hook is given as a turn starts: its new message, the earlier messages (the
-    request's, or the chat's), and whether the person typed the message."""
+    """What a ``turn_ahead_hooks`` hook is given as a turn starts: the chat's owner, the new message, the earlier
+    messages (the request's, or the chat's), and whether the person typed the message."""
 
+    owner_id: int
     content: str
     history: list[dict[str, Any]]
     typed_by_user: bool
@@ -499,8 +500,8 @@ def _could_read(chat: Chat, sender: Sender | None) -> bool:
     return policy.could_read(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id)))
 
 
-#: Owners whose last turn in this process had memory off by their settings, or served by an add-on: their
-#: next turn starts no work ahead (``turn_ahead_hooks``), which it would not use. At most this many are kept.
+#: Owners whose last turn in this process did not use the work ahead (``ahead_used``): their next turn starts
+#: none. At most this many are kept.
 AHEAD_SKIPPED_MAX = 4096
 _ahead_skipped: OrderedDict[int, None] = OrderedDict()
 _ahead_lock = threading.Lock()
@@ -511,8 +512,12 @@ def _ahead_for(owner_id: int, ahead: TurnAhead) -> TurnAhead | None:
         return None if owner_id in _ahead_skipped else ahead
 
 
-def _ahead_used(owner_id: int, used: bool) -> None:
-    """What the policy decided for a turn that could read memory: whether the owner's next turn works ahead."""
+def ahead_used(owner_id: int, used: bool) -> None:
+    """Whether a turn of the owner's used the work started ahead (``turn_ahead_hooks``), and so whether their
+    next turn in this process starts it: not after a turn with memory off by the settings or served by an
+    add-on, nor after one whose recall had no notes to rank by meaning (said by recall). A turn that did
+    without it (memory back on, a first note written in another process) does the work when it needs it,
+    and tells: the turn after works ahead again."""
     with _ahead_lock:
         if used:
             _ahead_skipped.pop(owner_id, None)
@@ -654,14 +659,14 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     # of them while that read runs (a "/remember" needs neither).
     earlier = (history if history is not None else _history(chat)) if fact is None else []
     could_read = _could_read(chat, sender)
-    ahead = _ahead_for(chat.owner_id, TurnAhead(content, earlier, typed_by_user)) if fact is None else None
+    ahead = _ahead_for(chat.owner_id, TurnAhead(chat.owner_id, content, earlier, typed_by_user)) if fact is None else None
     reads = _turn_reads(chat, scopes, ahead) if could_read else {}
     state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
                                                                arrived=arrived_clock)
     facts = turn_facts(chat=chat, sender=sender, state=state)
     decision = policy.decide_turn(facts)
-    if could_read:
-        _ahead_used(chat.owner_id, decision.memory_on and decision.served_by == "builtin")
+    if could_read and not (decision.memory_on and decision.served_by == "builtin"):
+        ahead_used(chat.owner_id, False)  # with memory on, recall tells
     # The turn's message was said as it arrived, and the notes it read are from after the last Forget
     # everything that read found (when it found any): a note or a suggestion it makes is refused once the
     # owner forgot everything after the earlier of the two (``ToolContext.read_after``). Both times are the

@@ -513,16 +513,19 @@ def turn_recall(request: RecallRequest) -> RecallContribution | None:
     is marked used once the response is sent (``notes_used``): one whose details the block shows, and one
     the block adds nothing for because its index line, with no topic file, is the whole note and already in
     the prompt."""
-    from localai_memory.chats.services import RecallContribution
+    from localai_memory.chats.services import RecallContribution, ahead_used
     from localai_memory.core.after_response import after_response
 
     scopes = readable_scopes(request)
-    if not scopes:
-        return None
     owner_id = request.chat.owner_id
+    if not scopes:
+        ahead_used(owner_id, False)
+        return None
     text, report, outcome = recall_contribution(owner_id=owner_id, scopes=scopes,
                                           query=build_recall_query(query_messages(request)),
                                           notes=request.prefetched.get(TURN_READ))
+    # The query's vectors were wanted when there were notes to rank by meaning: the next turn embeds ahead.
+    ahead_used(owner_id, outcome.candidates > 0 and outcome.degraded is None)
     # A note shown again within USE_RESOLUTION of its last use is not written again (notes_used would
     # write nothing for it): a person chatting on about one thing costs no write per turn.
     recent = timezone.now() - USE_RESOLUTION

@@ -1,0 +1,74 @@
+"""A turn's message is embedded on another thread while the turn reads the database, for recall to rank the
+notes by meaning. A person whose turns need no such ranking (no notes yet, memory switched off) does not have
+every message embedded for nothing: after one such turn, the next ones embed nothing ahead, until a turn
+wants the vectors again."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from localai_memory.recall import index
+from localai_memory.recall.embedders import OnDeviceEmbedder, get_embedder
+from tests.chats.helpers import new_chat, send, set_memory
+from tests.fakes.openai_server import reply
+
+from .conftest import note
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """The texts the configured on-device model was run on, counted."""
+    index.forget_query_vectors()
+    model = get_embedder()
+    assert isinstance(model, OnDeviceEmbedder)
+    counted: Counter[str] = Counter()
+    embed = model.embed
+
+    def counting(texts: Sequence[str]) -> np.ndarray:
+        counted.update(texts)
+        return embed(texts)
+
+    monkeypatch.setattr(model, "embed", counting)
+    yield counted
+    index.forget_query_vectors()
+
+
+def embedded(runs: Counter[str], text: str) -> bool:
+    """Whether ``text`` was run through the model, or is being run ahead right now."""
+    return runs[text] > 0 or text in index._ahead
+
+
+def test_a_person_without_notes_has_their_messages_embedded_only_once_they_have_some(api: Any, owner: Any,
+                                                                                     model: Any, runs) -> None:
+    model.script(*[reply("Sure.")] * 4)
+    chat = new_chat(api)
+    send(api, chat, "Hello there, first message.")
+    send(api, chat, "Nothing to recall yet, second message.")
+    assert not embedded(runs, "Nothing to recall yet, second message.")
+
+    note(owner, "pets", "has a dog named Rex")
+    body = send(api, chat, "How is my dog doing?")  # recall embeds it now, as the turn needs it
+    assert body["memory"]["recall"]["topics"] == ["pets"] and runs["How is my dog doing?"] == 1
+    send(api, chat, "Tell me about Rex again.")
+    assert embedded(runs, "Tell me about Rex again.")
+
+
+def test_turns_with_memory_switched_off_embed_nothing_ahead(api: Any, owner: Any, model: Any, runs) -> None:
+    note(owner, "pets", "has a dog named Rex")
+    set_memory(owner, enabled=False)
+    model.script(*[reply("Sure.")] * 3)
+    chat = new_chat(api)
+    send(api, chat, "First message with memory off.")
+    send(api, chat, "Second message with memory off.")
+    assert not embedded(runs, "Second message with memory off.")
+
+    set_memory(owner, enabled=True)
+    body = send(api, chat, "And my dog?")
+    assert body["memory"]["recall"]["topics"] == ["pets"]
