@@ -8,14 +8,15 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 from localai_memory.recall import index
-from localai_memory.recall.embedders import OnDeviceEmbedder, get_embedder, reset_embedder_cache
+from localai_memory.recall.embedders import OnDeviceEmbedder, reset_embedder_cache
+from tests.support.embedder_runs import counted_model
 
 
 @pytest.fixture
@@ -26,17 +27,7 @@ def embedder(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[O
     reset_embedder_cache()
     index.forget_query_vectors()
     index.reset_breakers()
-    model = get_embedder()
-    assert isinstance(model, OnDeviceEmbedder)
-    runs: Counter[str] = Counter()
-    embed = model.embed
-
-    def counted(texts: Sequence[str]) -> np.ndarray:
-        runs.update(texts)
-        return embed(texts)
-
-    monkeypatch.setattr(model, "embed", counted)
-    yield model, runs
+    yield counted_model(monkeypatch)
     index.forget_query_vectors()
     index.reset_breakers()
     reset_embedder_cache()

@@ -6,16 +6,15 @@ wants the vectors again."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pytest
 
 from localai_memory.recall import index
-from localai_memory.recall.embedders import OnDeviceEmbedder, get_embedder
 from tests.chats.helpers import new_chat, send, set_memory
 from tests.fakes.openai_server import reply
+from tests.support.embedder_runs import counted_model
 
 from .conftest import note
 
@@ -26,17 +25,7 @@ pytestmark = pytest.mark.django_db
 def runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     """The texts the configured on-device model was run on, counted."""
     index.forget_query_vectors()
-    model = get_embedder()
-    assert isinstance(model, OnDeviceEmbedder)
-    counted: Counter[str] = Counter()
-    embed = model.embed
-
-    def counting(texts: Sequence[str]) -> np.ndarray:
-        counted.update(texts)
-        return embed(texts)
-
-    monkeypatch.setattr(model, "embed", counting)
-    yield counted
+    yield counted_model(monkeypatch)[1]
     index.forget_query_vectors()
 
 
