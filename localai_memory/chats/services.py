@@ -507,9 +507,9 @@ _ahead_skipped: OrderedDict[int, None] = OrderedDict()
 _ahead_lock = threading.Lock()
 
 
-def _ahead_for(owner_id: int, ahead: TurnAhead) -> TurnAhead | None:
+def _works_ahead(owner_id: int) -> bool:
     with _ahead_lock:
-        return None if owner_id in _ahead_skipped else ahead
+        return owner_id not in _ahead_skipped
 
 
 def ahead_used(owner_id: int, used: bool) -> None:
@@ -659,7 +659,8 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     # of them while that read runs (a "/remember" needs neither).
     earlier = (history if history is not None else _history(chat)) if fact is None else []
     could_read = _could_read(chat, sender)
-    ahead = _ahead_for(chat.owner_id, TurnAhead(chat.owner_id, content, earlier, typed_by_user)) if fact is None else None
+    ahead = (TurnAhead(chat.owner_id, content, earlier, typed_by_user)
+             if fact is None and _works_ahead(chat.owner_id) else None)
     reads = _turn_reads(chat, scopes, ahead) if could_read else {}
     state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
                                                                arrived=arrived_clock)
