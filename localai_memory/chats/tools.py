@@ -40,7 +40,7 @@ from localai_memory.memory.proposals import (
     addon_proposal_create,
     already_holds,
     proposal_create,
-    proposal_waiting,
+    proposal_id_unless_waiting,
 )
 from localai_memory.memory.providers import AddonTurn
 from localai_memory.notes import selectors as notes_selectors
@@ -374,18 +374,28 @@ def _shortens_line(old: str, new: str) -> bool:
     return len(before - after) > len(after - before)
 
 
-def _drops_lines(ctx: ToolContext, scope_name: str | None, topic: str, summary: str, details: str | None) -> bool:
-    """Whether this note would make what the topic holds now shorter: a line of its file dropped, or an index
-    line that says less. A shorter note for an older one waits for the owner like a forget ("it proposes a
-    shorter file, and you confirm that too")."""
-    scope = ctx.scopes.get(scope_name or ctx.decision.default_scope or "")
-    if scope is None:
-        return False
-    line, old = notes_selectors.note_now(owner_id=ctx.chat.owner_id, scope=scope, topic=topic)
-    if line is not None and summary.strip() and _shortens_line(line.summary, summary):
+def _says_less(line: str | None, old: str | None, summary: str, details: str | None) -> bool:
+    """Whether a note of ``summary`` and ``details`` says less than the one whose index line is ``line`` (None:
+    it has none) and whose topic file is ``old``: a line of the file dropped, or an index line that says less."""
+    if line is not None and summary.strip() and _shortens_line(line, summary):
         return True
     # empty details leave the file as it is
     return bool(details and details.strip() and old) and _drops_words(old or "", details or "")
+
+
+def _drops_lines(ctx: ToolContext, scope_name: str | None, topic: str, summary: str, details: str | None, *,
+                 as_read: bool = False) -> bool:
+    """Whether this note would make what the topic holds now shorter (``_says_less``). A shorter note for an
+    older one waits for the owner like a forget ("it proposes a shorter file, and you confirm that too").
+    ``as_read``: as the turn's read of the notes has the topic (no round trip; ``_foretell``)."""
+    scope = ctx.scopes.get(scope_name or ctx.decision.default_scope or "")
+    if scope is None:
+        return False
+    if as_read:
+        note = next((note for note in ctx.notes_read() or () if note.scope == scope and note.topic == topic), None)
+        return note is not None and _says_less(note.summary, note.details, summary, details)
+    line, old = notes_selectors.note_now(owner_id=ctx.chat.owner_id, scope=scope, topic=topic)
+    return _says_less(line.summary if line is not None else None, old, summary, details)
 
 
 def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -409,67 +419,114 @@ def _propose_change(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, An
         return _addon_propose(ctx, topic, summary, details, delete, text, scope_name)
     if not delete:
         summary = clean_summary(summary)  # the line as stored: what the policy, the report and the model see
-    cuts = delete or _drops_lines(ctx, scope_name, topic, summary, details)
+    call = _NoteCall(arguments, text, scope_name, topic, summary, details, delete)
+    if ctx.speculate and (foretold := _foretell(ctx, call)) is not None:
+        return foretold
+    return _decide_and_write(ctx, call, cuts=delete or _drops_lines(ctx, scope_name, topic, summary, details))
+
+
+@dataclass(frozen=True)
+class _NoteCall:
+    """One ``propose_change`` call of the built-in notes, as checked (``summary`` as it would be stored)."""
+
+    arguments: dict[str, Any]
+    text: str
+    scope_name: str | None
+    topic: str
+    summary: str
+    details: str | None
+    delete: bool
+
+
+def _note_decision(ctx: ToolContext, call: _NoteCall, cuts: bool) -> tuple[policy.NoteDecision, Scope | None]:
+    """The policy's decision on the note (``cuts``: it says less than the note it replaces), and the scope it
+    goes to (None: refused)."""
     decision = policy.decide_note(ctx.facts, policy.NoteFacts.of(
-        text, scope=scope_name, saved_in_this_reply=ctx.saved_now, is_delete=cuts,  # type: ignore[arg-type]
-        outside_text=ctx.outside_text, topic=topic))
+        call.text, scope=call.scope_name, saved_in_this_reply=ctx.saved_now,  # type: ignore[arg-type]
+        is_delete=cuts, outside_text=ctx.outside_text, topic=call.topic))
     if decision.outcome == "refuse" or decision.scope is None or decision.scope not in ctx.scopes:
+        return decision, None
+    return decision, ctx.scopes[decision.scope]
+
+
+def _decide_and_write(ctx: ToolContext, call: _NoteCall, *, cuts: bool) -> dict[str, Any]:
+    decision, scope = _note_decision(ctx, call, cuts)
+    if scope is None:
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
-        return refused(ctx, topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
-    scope = ctx.scopes[decision.scope]
+        return refused(ctx, call.topic, reason, policy.MESSAGES[reason], allowed=list(ctx.decision.propose_scopes))
+    return _checked_write(ctx, decision, scope, call.topic, call.summary, call.details, call.delete,
+                          at=timezone.now())
+
+
+def _foretell(ctx: ToolContext, call: _NoteCall) -> dict[str, Any] | None:
+    """For a reply's one call, when the turn speculates: the result the note's write gives when nothing stands
+    in the way, with the id its change set or proposal takes, as far as the turn's read of the notes tells
+    (``_foretold_id``); the write is left in ``ctx.deferred``, to run while the model thinks. It checks the
+    topic as it is then: a note that says less than it now (or no longer) is decided again, and the model,
+    told otherwise, is asked again. None, and nothing deferred: the call runs as without speculation (a
+    refusal, or a write that would answer otherwise)."""
+    if ctx.notes_read() is None:
+        return None
+    cuts = call.delete or _drops_lines(ctx, call.scope_name, call.topic, call.summary, call.details, as_read=True)
+    decision, scope = _note_decision(ctx, call, cuts)
+    if scope is None:
+        return None  # refused: decided on the topic as it is now
+    taken = _foretold_id(ctx, decision, scope, call)
+    if taken is None:
+        return None
     at = timezone.now()
-    if not (ctx.speculate and _likely_written(ctx, decision, scope, topic, summary, details, delete)):
-        return _checked_write(ctx, decision, scope, topic, summary, details, delete, at=at)
-    # What the write answers when nothing stands in the way, with the id it will give its change or proposal.
-    # The duplicate check runs with the write, while the model thinks.
+    topic, summary, details, delete = call.topic, call.summary, call.details, call.delete
     if decision.outcome == "save_now":
-        change_id = next_id(ChangeSet)
-        expected = _saved(change_id, topic, scope.kind, at + policy.UNDO_WINDOW, decision.message)
-        write = functools.partial(_checked_write, ctx, decision, scope, topic, summary, details, delete, at=at,
-                                  change_id=change_id)
+        expected = _saved(taken, topic, scope.kind, at + policy.UNDO_WINDOW, decision.message)
+        ids = {"change_id": taken}
     else:
-        proposal_id = next_id(Proposal)
-        expected = _proposed(proposal_id, topic, "" if delete else summary, scope.kind, at + policy.PROPOSAL_TTL,
+        expected = _proposed(taken, topic, "" if delete else summary, scope.kind, at + policy.PROPOSAL_TTL,
                              decision, delete, locked=decision.outcome == "locked", already_waiting=False)
-        write = functools.partial(_checked_write, ctx, decision, scope, topic, summary, details, delete, at=at,
-                                  proposal_id=proposal_id)
+        ids = {"proposal_id": taken}
+
+    def write() -> dict[str, Any]:
+        if not delete and _drops_lines(ctx, call.scope_name, topic, summary, details) != cuts:
+            return _decide_and_write(ctx, call, cuts=not cuts)
+        return _checked_write(ctx, decision, scope, topic, summary, details, delete, at=at, **ids)
+
     expected = _beside_users_note(ctx, scope, topic, expected)
-    ctx.deferred = Deferred(arguments, expected, write)
+    ctx.deferred = Deferred(call.arguments, expected, write)
     return expected
 
 
-def _likely_written(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,
-                    details: str | None, delete: bool) -> bool:
-    """Whether the note's write will give the result it gives when nothing stands in the way, as far as the
-    turn's read of the notes tells (no round trip) and one look for an identical proposal waiting: otherwise
-    the model is asked only once the write answered, so a model server is not kept busy with an answer that
-    would be thrown away (a note memory already holds, a forget of a topic that is not there, an index full,
-    a line sharing most of its words with another topic's). A duplicate only by meaning is not foreseen: the
-    write finds it, and the model is asked again."""
+def _foretold_id(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, call: _NoteCall) -> int | None:
+    """The id the note's write will give its change set (saved at once) or its proposal, taken now, when that
+    write will give the result it gives when nothing stands in the way, as far as the turn's read of the
+    notes tells and one look for an identical proposal waiting (one round trip with the id); None otherwise,
+    and the model is asked only once the write answered, so a model server is not kept busy with an answer
+    that would be thrown away (a note memory already holds, a forget of a topic that is not there, an index
+    full, a line sharing most of its words with another topic's). A duplicate only by meaning is not
+    foreseen: the write finds it, and the model is asked again."""
     notes = ctx.notes_read()
     if notes is None:
-        return False
-    if delete:
+        return None
+    topic, summary, details = call.topic, call.summary, call.details
+    if call.delete:
         if not any(note.scope == scope and note.topic == topic for note in notes):
-            return False  # nothing to forget
+            return None  # nothing to forget
     else:
         mine = [note for note in notes if note.scope == scope and note.summary]
         current = next((note for note in mine if note.topic == topic), None)
         body = closed_details(details) if details and details.strip() else ""
         if current is not None and already_holds(current.summary or "", current.details, summary, body):
-            return False  # memory already says this
+            return None  # memory already says this
         if recall_service.may_repeat(summary, [note.summary or "" for note in mine if note.topic != topic]):
-            return False  # another topic's line may say it: the duplicate check answers before the model is asked
+            return None  # another topic's line may say it: the duplicate check answers before the model is asked
         entries = [IndexEntry(note.topic, note.summary or "", note.topic if note.details else None)
                    for note in mine if note.topic != topic]
         entries.append(IndexEntry(topic, summary, topic if body or (current and current.details) else None))
         lines, size = index_size(render_index(entries))
         if index_over_caps(lines, size) or len(body.encode()) > TOPIC_MAX_BYTES:
-            return False  # past a cap
+            return None  # past a cap
     if decision.outcome == "save_now":
-        return True
-    return not proposal_waiting(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary,
-                                details=details, delete=delete)
+        return next_id(ChangeSet)
+    return proposal_id_unless_waiting(owner_id=ctx.chat.owner_id, scope=scope, topic=topic, summary=summary,
+                                      details=details, delete=call.delete)
 
 
 def _checked_write(ctx: ToolContext, decision: policy.NoteDecision, scope: Scope, topic: str, summary: str,

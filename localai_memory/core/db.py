@@ -48,6 +48,16 @@ def next_id(model: type[models.Model]) -> int:
         return int(cursor.fetchone()[0])
 
 
+def next_id_unless(model: type[models.Model], exists: str, params: list[Any]) -> int | None:
+    """``next_id``, unless the query ``exists`` (``SELECT 1 FROM … WHERE …`` with ``params``) finds a row:
+    then None, and no id is taken. One round trip for both."""
+    sequence = _id_sequence(model._meta.db_table, model._meta.pk.column)
+    with connections["default"].cursor() as cursor:
+        cursor.execute(f"SELECT CASE WHEN EXISTS ({exists}) THEN NULL ELSE nextval(%s) END", [*params, sequence])
+        found = cursor.fetchone()[0]
+    return None if found is None else int(found)
+
+
 @contextmanager
 def session_lock(namespace: int, key: int | str) -> Iterator[bool]:
     """A PostgreSQL session-level advisory lock on (``namespace``, ``key``) if no one holds it: yields whether

@@ -28,7 +28,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from localai_memory.core.access import owned_or_404
-from localai_memory.core.db import listed_after
+from localai_memory.core.db import listed_after, next_id_unless
 from localai_memory.core.errors import ApplicationError, Conflict, Forbidden, Gone, InvalidInput, NotFound
 from localai_memory.notes import selectors as notes_selectors
 from localai_memory.notes.models import ChangeSet
@@ -319,16 +319,19 @@ def already_holds(line: str, details: str | None, summary: str, body: str) -> bo
     return line == summary and (not body or body == (details or ""))
 
 
-def proposal_waiting(*, owner_id: int, scope: Scope, topic: str, summary: str = "", details: str | None = None,
-                     delete: bool = False) -> bool:
-    """Whether a proposal identical to this one waits within its time (``proposal_create`` would answer with
-    it); one past its time does not count (``proposal_create`` replaces it). Raises InvalidInput as
+def proposal_id_unless_waiting(*, owner_id: int, scope: Scope, topic: str, summary: str = "",
+                               details: str | None = None, delete: bool = False) -> int | None:
+    """An id for this proposal, taken from the table's sequence now (``proposal_create(pk=…)``), or None when an
+    identical one waits within its time: ``proposal_create`` would answer with that one. One past its time
+    does not count (``proposal_create`` replaces it). One round trip. Raises InvalidInput as
     ``proposal_create`` does for details it would refuse."""
     fingerprint = proposal_fingerprint(owner_id=owner_id, scope=scope, topic=topic,
                                        summary="" if delete else clean_summary(summary),
                                        details=_checked_details(details, delete), delete=delete)
-    return Proposal.objects.filter(owner_id=owner_id, fingerprint=fingerprint, status=Proposal.Status.PENDING,
-                                   expires_at__gt=timezone.now()).exists()
+    waiting = (f"SELECT 1 FROM {Proposal._meta.db_table} WHERE owner_id = %s AND fingerprint = %s "
+               f"AND status = %s AND expires_at > %s")
+    return next_id_unless(Proposal, waiting, [owner_id, fingerprint, Proposal.Status.PENDING.value,
+                                                  timezone.now()])
 
 
 def _waiting_twin(owner_id: int, fingerprint: str, now: datetime) -> Proposal | None:

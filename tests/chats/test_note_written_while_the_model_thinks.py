@@ -203,6 +203,9 @@ TAKEN = {
     "an update of a note with a topic file": ({"diet": ("vegetarian", "No meat.\n")},
                                               {**VEGAN, "summary": "vegan, no honey, no meat"}),
     "a forget": ({"diet": ("vegetarian", None)}, {"kind": "memory", "topic": "diet", "delete": True}),
+    "a line that says less than the note's": ({"diet": ("vegan, no honey, no eggs", None)}, VEGAN),
+    "details that drop a line of the file": ({"diet": ("vegan", "No eggs.\nNo gelatine.\n")},
+                                             {**VEGAN, "details": "No eggs."}),
 }
 
 
@@ -236,3 +239,38 @@ def test_an_agents_own_note_beside_the_persons_is_answered_once_saying_theirs_st
     [result] = tool_results(model.last_request)
     assert result["users_note_unchanged"] is True and len(model.requests) == 2
     assert index_of(owner) == "- diet: vegetarian\n"
+
+
+@pytest.mark.django_db(transaction=True)  # the person edits the note in another tab while the model thinks
+def test_a_note_that_says_less_than_the_one_edited_meanwhile_waits_for_the_owner_and_is_answered_so(
+        api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "diet", "vegan")
+    proposes(model, VEGAN, first=lambda call: meanwhile(
+        lambda: note(owner, "diet", "vegan, no honey, no eggs"), call))
+
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+
+    told, really = (tool_results(request)[0] for request in model.requests[1:])
+    assert told["status"] == "saved"  # the turn read "vegan": an update, saved at once
+    assert really["status"] == "proposed"  # it would drop "no eggs" from the note as it is now: asked first
+    assert body["reply"] == "The note is proposed." and body["memory"]["saved"] == []
+    assert index_of(owner) == "- diet: vegan, no honey, no eggs\n"
+    assert Proposal.objects.get(owner=owner).summary == "vegan, no honey"
+    assert not ChangeSet.objects.filter(owner=owner, automatic=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_note_that_no_longer_says_less_after_an_edit_meanwhile_is_saved_at_once_and_answered_so(
+        api, owner, model):
+    set_memory(owner, save_mode="auto")
+    note(owner, "diet", "vegan, no honey, no eggs")
+    proposes(model, VEGAN, first=lambda call: meanwhile(lambda: note(owner, "diet", "vegan"), call))
+
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+
+    told, really = (tool_results(request)[0] for request in model.requests[1:])
+    assert told["status"] == "proposed" and really["status"] == "saved"
+    assert body["reply"] == "The note is saved." and body["memory"]["proposed"] == []
+    assert index_of(owner) == "- diet: vegan, no honey\n"
+    assert not Proposal.objects.filter(owner=owner).exists()
