@@ -4,9 +4,10 @@
 ``LAT``: the loopback model's latency in ms; 50 makes every stage after the model call start on a core that
 sat idle, as in a live turn; ``KIND=propose``: every turn the model proposes a new note, as the load bench's
 proposing turns do, and the user saves at once; ``WHO=<stage>``, a label as printed, e.g.
-``WHO=index.embed_texts``: print where each call of that stage comes from; ``EXTRA=module:function,…``: time
-more functions, by the name the caller looks them up under). Each stage function is wrapped in a timer for the run (the functions
-themselves are unchanged), and the median per turn is printed with the whole request's.
+``WHO=index.embed_texts``: print where each call of that stage comes from; ``EXTRA=module:function,…``:
+time more functions, by the module the caller looks them up in). Each stage function is wrapped in a timer
+for the run (the functions themselves are unchanged), and the median per turn is printed with the whole
+request's.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def test_stage_times(setup, monkeypatch, model):  # noqa: F811
         settings_update(user_id=chat.owner_id, save_mode=os.environ.get("SAVE_MODE", "auto"))
         stages = STAGES + PROPOSE_STAGES
     # EXTRA=module:function,...: more stages to time (e.g. EXTRA=localai_memory.chats.tools:next_id)
-    stages = stages + [tuple(item.split(":", 1)) for item in os.environ.get("EXTRA", "").split(",") if item]
+    stages = stages + [(item.partition(":")[0], item.partition(":")[2])
+                       for item in os.environ.get("EXTRA", "").split(",") if item]
     spent: dict[str, list[float]] = defaultdict(list)
     for module_name, name in stages:
         module = importlib.import_module(module_name)

@@ -450,6 +450,7 @@ def _note_decision(ctx: ToolContext, call: _NoteCall, cuts: bool) -> tuple[polic
 
 
 def _decide_and_write(ctx: ToolContext, call: _NoteCall, *, cuts: bool) -> dict[str, Any]:
+    """The note decided by the policy and written (or refused), as the call's result."""
     decision, scope = _note_decision(ctx, call, cuts)
     if scope is None:
         reason = decision.reason if decision.outcome == "refuse" else "scope_not_allowed"
@@ -484,9 +485,14 @@ def _foretell(ctx: ToolContext, call: _NoteCall) -> dict[str, Any] | None:
                              decision, delete, locked=decision.outcome == "locked", already_waiting=False)
         ids = {"proposal_id": taken}
 
+    # Whether the topic as it is at the write could decide otherwise (under "Ask me first" it never does).
+    recheck = not delete and _note_decision(ctx, call, not cuts)[0] != decision
+
     def write() -> dict[str, Any]:
-        if not delete and _drops_lines(ctx, call.scope_name, topic, summary, details) != cuts:
-            return _decide_and_write(ctx, call, cuts=not cuts)
+        if recheck:
+            lock_owner(ctx.chat.owner_id)  # the lock the write takes: nobody edits the topic after this look
+            if _drops_lines(ctx, call.scope_name, topic, summary, details) != cuts:
+                return _decide_and_write(ctx, call, cuts=not cuts)
         return _checked_write(ctx, decision, scope, topic, summary, details, delete, at=at, **ids)
 
     expected = _beside_users_note(ctx, scope, topic, expected)

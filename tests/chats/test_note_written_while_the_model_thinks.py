@@ -274,3 +274,17 @@ def test_a_note_that_no_longer_says_less_after_an_edit_meanwhile_is_saved_at_onc
     assert body["reply"] == "The note is saved." and body["memory"]["proposed"] == []
     assert index_of(owner) == "- diet: vegan, no honey\n"
     assert not Proposal.objects.filter(owner=owner).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_ask_me_first_a_note_edited_meanwhile_is_answered_once_with_the_proposal_that_waits(
+        api, owner, model):
+    note(owner, "diet", "vegan")
+    proposes(model, VEGAN, first=lambda call: meanwhile(
+        lambda: note(owner, "diet", "vegan, no honey, no eggs"), call))
+
+    body = send(api, new_chat(api), "Remember that I am vegan.")
+
+    [result] = tool_results(model.last_request)
+    assert len(model.requests) == 2 and body["reply"] == "The note is proposed."
+    assert result["proposal_id"] == Proposal.objects.get(owner=owner).pk
