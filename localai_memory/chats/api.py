@@ -121,6 +121,7 @@ class ChatMessagesApi(ApiView):
         chat = selectors.access_chat(request.user, chat_id)
         services.check_answerable_here(chat)
         data = validated(MessageInput, request.data)
+        services.turn_arriving(owner_id=chat.owner_id, chat_id=chat.pk, content=data["content"])
         result = services.turn_run(chat=chat, content=data["content"])
         return Response({
             "chat_id": chat.pk,
@@ -437,6 +438,8 @@ class ChatCompletionsApi(ApiView):
             agent_id = int(picked.group(1)) if picked else None
         chat_id = _int_or_none(body.get("chat_id", request.headers.get("X-Chat-Id")), "chat")
         sampling = _sampling(body)
+        if sent.typed:
+            services.turn_arriving(owner_id=owner_id, chat_id=chat_id, content=sent.content)
         chat, result = services.completion_turn(
             user=request.user, agent_id=agent_id, chat_id=chat_id, earlier=sent.earlier, content=sent.content,
             typed_by_user=sent.typed, pending=sent.pending, client_tools=client_tools, options=sampling)

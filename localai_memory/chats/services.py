@@ -163,7 +163,8 @@ class TurnAhead:
 
 #: Work other apps start on their own threads as a turn starts, before its first round trip, for what the
 #: turn will need later (recall embeds the turn's query while the turn reads the database). Run only where
-#: the turn's reads run (``_turn_reads``); a hook must return at once and never raise.
+#: the turn's reads run (``_turn_reads``), and as a typed message arrives (``turn_arriving``, without the
+#: earlier messages); a hook must return at once and never raise, and should not do twice what is on its way.
 turn_ahead_hooks: list[Callable[[TurnAhead], None]] = []
 
 
@@ -500,16 +501,17 @@ def _could_read(chat: Chat, sender: Sender | None) -> bool:
     return policy.could_read(turn_facts(chat=chat, sender=sender, state=memory_state_of(None, user_id=chat.owner_id)))
 
 
-#: Owners whose last turn in this process did not use the work ahead (``ahead_used``): their next turn starts
-#: none. At most this many are kept.
+#: Owners (``("owner", id)``) whose last turn in this process did not use the work ahead (``ahead_used``),
+#: and chats (``("chat", id)``) whose last turn here could not read memory (``_could_read``): their next turn
+#: starts none. At most this many are kept.
 AHEAD_SKIPPED_MAX = 4096
-_ahead_skipped: OrderedDict[int, None] = OrderedDict()
+_ahead_skipped: OrderedDict[tuple[str, int], None] = OrderedDict()
 _ahead_lock = threading.Lock()
 
 
-def _works_ahead(owner_id: int) -> bool:
+def _works_ahead(owner_id: int, chat_id: int | None = None) -> bool:
     with _ahead_lock:
-        return owner_id not in _ahead_skipped
+        return ("owner", owner_id) not in _ahead_skipped and ("chat", chat_id) not in _ahead_skipped
 
 
 def ahead_used(owner_id: int, used: bool) -> None:
@@ -518,14 +520,40 @@ def ahead_used(owner_id: int, used: bool) -> None:
     add-on, nor after one whose recall had no notes to rank by meaning (said by recall). A turn that did
     without it (memory back on, a first note written in another process) does the work when it needs it,
     and tells: the turn after works ahead again."""
+    _ahead_mark(("owner", owner_id), used)
+
+
+def _ahead_mark(key: tuple[str, int], used: bool) -> None:
     with _ahead_lock:
         if used:
-            _ahead_skipped.pop(owner_id, None)
+            _ahead_skipped.pop(key, None)
             return
-        _ahead_skipped[owner_id] = None
-        _ahead_skipped.move_to_end(owner_id)
+        _ahead_skipped[key] = None
+        _ahead_skipped.move_to_end(key)
         while len(_ahead_skipped) > AHEAD_SKIPPED_MAX:
             _ahead_skipped.popitem(last=False)
+
+
+def turn_arriving(*, owner_id: int, chat_id: int | None, content: str) -> None:
+    """A message the person typed, as soon as its request is read and checked, before the turn finds its chat
+    (``chat_id``, when the request names it) and reads: the ``turn_ahead_hooks`` start on the message alone,
+    so recall's embedding of it runs while the request is served up to the turn's reads (which hand the hooks
+    the earlier messages too). Not for a ``/remember``, nor where this owner's or this chat's last turn in
+    this process did without that work (``ahead_used``; a chat that cannot read memory, a private one). A
+    help: never raises."""
+    try:
+        if remember.parse(content) is None and _works_ahead(owner_id, chat_id):
+            _start_ahead(TurnAhead(owner_id, content, [], True))
+    except Exception:
+        log.exception("starting a turn's work ahead failed")
+
+
+def _start_ahead(ahead: TurnAhead) -> None:
+    for start in turn_ahead_hooks:
+        try:
+            start(ahead)
+        except Exception:
+            log.exception("turn ahead hook %r failed", start)
 
 
 def _turn_reads(chat: Chat, scopes: dict[str, Scope], ahead: TurnAhead | None = None) -> dict[str, TurnRead]:
@@ -535,11 +563,7 @@ def _turn_reads(chat: Chat, scopes: dict[str, Scope], ahead: TurnAhead | None = 
     what they read is dropped unused, and nothing of it reaches the model. The ``turn_ahead_hooks`` are handed
     ``ahead`` first, to start their work on other threads."""
     if ahead is not None:
-        for start in turn_ahead_hooks:
-            try:
-                start(ahead)
-            except Exception:
-                log.exception("turn ahead hook %r failed", start)
+        _start_ahead(ahead)
     reads: dict[str, TurnRead] = {}
     for name, hook in turn_read_hooks.items():
         try:
@@ -659,6 +683,7 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     # of them while that read runs (a "/remember" needs neither).
     earlier = (history if history is not None else _history(chat)) if fact is None else []
     could_read = _could_read(chat, sender)
+    _ahead_mark(("chat", chat.pk), could_read)
     ahead = (TurnAhead(chat.owner_id, content, earlier, typed_by_user)
              if fact is None and _works_ahead(chat.owner_id) else None)
     reads = _turn_reads(chat, scopes, ahead) if could_read else {}

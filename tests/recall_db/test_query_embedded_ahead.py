@@ -1,7 +1,7 @@
-"""A turn's message is embedded on another thread while the turn reads the database, for recall to rank the
-notes by meaning. A person whose turns need no such ranking (no notes yet, memory switched off) does not have
-every message embedded for nothing: after one such turn, the next ones embed nothing ahead, until a turn
-wants the vectors again."""
+"""A turn's message is embedded on another thread as it arrives, while the turn finds its chat and reads the
+database, for recall to rank the notes by meaning. A person whose turns need no such ranking (no notes yet,
+memory switched off, a private chat) does not have every message embedded for nothing: after one such turn,
+the next ones embed nothing ahead, until a turn wants the vectors again."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from localai_memory.chats.services import chat_set_private
 from localai_memory.recall import index
 from tests.chats.helpers import new_chat, send, set_memory
 from tests.fakes.openai_server import reply
@@ -61,3 +62,24 @@ def test_turns_with_memory_switched_off_embed_nothing_ahead(api: Any, owner: Any
     set_memory(owner, enabled=True)
     body = send(api, chat, "And my dog?")
     assert body["memory"]["recall"]["topics"] == ["pets"]
+
+
+def test_a_private_chat_has_its_messages_embedded_at_most_once_and_others_once_each(api: Any, owner: Any,
+                                                                                   model: Any, runs) -> None:
+    note(owner, "pets", "has a dog named Rex")
+    model.script(*[reply("Sure.")] * 5)
+    private = new_chat(api)
+    chat_set_private(owner_id=owner.pk, chat_id=private, private=True)
+    send(api, private, "A first private message.")
+    send(api, private, "A second private message.")
+    assert not embedded(runs, "A second private message.")
+
+    body = send(api, new_chat(api), "How is my dog doing?")  # embedded as it arrived, and not again
+    assert body["memory"]["recall"]["topics"] == ["pets"] and runs["How is my dog doing?"] == 1
+    response = api.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Is Rex well?"}]},
+                        format="json", HTTP_X_CHAT_ID=str(private))
+    assert response.status_code == 200 and not embedded(runs, "Is Rex well?")
+
+    chat_set_private(owner_id=owner.pk, chat_id=private, private=False)
+    body = send(api, private, "And Rex?")
+    assert body["memory"]["recall"]["topics"] == ["pets"] and runs["And Rex?"] == 1
