@@ -539,11 +539,14 @@ def turn_arriving(*, owner_id: int, chat_id: int | None, content: str) -> None:
     (``chat_id``, when the request names it) and reads: the ``turn_ahead_hooks`` start on the message alone,
     so recall's embedding of it runs while the request is served up to the turn's reads (which hand the hooks
     the earlier messages too). Not for a ``/remember``, nor where this owner's or this chat's last turn in
-    this process did without that work (``ahead_used``; a chat that cannot read memory, a private one). A
-    help: never raises."""
+    this process did without that work (``ahead_used``; a chat that cannot read memory, a private one), nor
+    for a message the turn will refuse (``check_content``). A help: never raises."""
     try:
+        check_content(content)
         if remember.parse(content) is None and _works_ahead(owner_id, chat_id):
             _start_ahead(TurnAhead(owner_id, content, [], True))
+    except InvalidInput:
+        return
     except Exception:
         log.exception("starting a turn's work ahead failed")
 

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.test import Client
 
-from localai_memory.chats.services import chat_set_private
+from localai_memory.chats.services import MESSAGE_MAX_CHARS, chat_set_private
 from localai_memory.recall import index
 from tests.chats.helpers import new_chat, send, set_memory
 from tests.fakes.openai_server import reply
@@ -83,3 +84,16 @@ def test_a_private_chat_has_its_messages_embedded_at_most_once_and_others_once_e
     chat_set_private(owner_id=owner.pk, chat_id=private, private=False)
     body = send(api, private, "And Rex?")
     assert body["memory"]["recall"]["topics"] == ["pets"] and runs["And Rex?"] == 1
+
+
+def test_a_message_the_chat_page_refuses_is_not_embedded(api: Any, owner: Any, model: Any, runs) -> None:
+    note(owner, "pets", "has a dog named Rex")
+    chat = new_chat(api)
+    too_long = "Tell me about my dog Rex. " * (MESSAGE_MAX_CHARS // 20)
+
+    page = Client()
+    page.force_login(owner)
+    page.post(f"/chats/{chat}/send/", {"content": too_long})
+
+    assert not model.requests and not any(text.startswith("Tell me about my dog") for text in runs)
+    assert not any(text.startswith("Tell me about my dog") for text in index._ahead)
