@@ -26,7 +26,7 @@ def _message(proposal: Proposal, status: str) -> str:
         return policy.MESSAGES.get(proposal.reason, "")
     if status == "confirmed":
         if proposal.provider:
-            return (f"Confirmed: handed to the memory add-on {addon_label(proposal.provider)}"
+            return (f"Confirmed: handed to the memory add-on \u201c{addon_label(proposal.provider)}\u201d"
                     + (" to forget." if proposal.is_delete else "."))
         return "Confirmed: forgotten." if proposal.is_delete else "Confirmed: saved to memory."
     if status == "rejected":

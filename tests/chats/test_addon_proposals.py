@@ -100,7 +100,7 @@ def test_turning_memory_off_and_on_keeps_the_addon_and_its_waiting_notes(api, ow
     answer = api.post(f"{INBOX}/{proposal_id}/confirm")
 
     assert answer.status_code == 200, answer.content
-    assert answer.json()["proposal"]["message"] == "Confirmed: handed to the memory add-on Sample memory add-on."
+    assert answer.json()["proposal"]["message"] == "Confirmed: handed to the memory add-on \u201cSample memory add-on\u201d."
     assert sample.NOTES[owner.pk] == {"kite": "flies a red kite"}
 
 
