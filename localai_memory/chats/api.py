@@ -121,7 +121,6 @@ class ChatMessagesApi(ApiView):
         chat = selectors.access_chat(request.user, chat_id)
         services.check_answerable_here(chat)
         data = validated(MessageInput, request.data)
-        services.turn_arriving(owner_id=chat.owner_id, chat_id=chat.pk, content=data["content"])
         result = services.turn_run(chat=chat, content=data["content"])
         return Response({
             "chat_id": chat.pk,

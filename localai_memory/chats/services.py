@@ -163,8 +163,9 @@ class TurnAhead:
 
 #: Work other apps start on their own threads as a turn starts, before its first round trip, for what the
 #: turn will need later (recall embeds the turn's query while the turn reads the database). Run only where
-#: the turn's reads run (``_turn_reads``), and as a typed message arrives (``turn_arriving``, without the
-#: earlier messages); a hook must return at once and never raise, and should not do twice what is on its way.
+#: the turn's reads run (``_turn_reads``), first on the message alone (before the chat's earlier messages are
+#: read, or as a request that has yet to find its chat arrives: ``turn_arriving``); a hook must return at once
+#: and never raise, and should not do twice what is on its way.
 turn_ahead_hooks: list[Callable[[TurnAhead], None]] = []
 
 
@@ -535,12 +536,13 @@ def _ahead_mark(key: tuple[str, int], used: bool) -> None:
 
 
 def turn_arriving(*, owner_id: int, chat_id: int | None, content: str) -> None:
-    """A message the person typed, as soon as its request is read and checked, before the turn finds its chat
-    (``chat_id``, when the request names it) and reads: the ``turn_ahead_hooks`` start on the message alone,
-    so recall's embedding of it runs while the request is served up to the turn's reads (which hand the hooks
-    the earlier messages too). Not for a ``/remember``, nor where this owner's or this chat's last turn in
-    this process did without that work (``ahead_used``; a chat that cannot read memory, a private one), nor
-    for a message the turn will refuse (``check_content``). A help: never raises."""
+    """A message the person typed, as soon as a request that has yet to find its chat (``chat_id``, when the
+    request names it: the completions route) is read and checked: the ``turn_ahead_hooks`` start on the
+    message alone, so recall's embedding of it runs while the request finds its chat and the turn reads
+    (``turn_run`` does the same itself once the chat is known). Not for a ``/remember``, nor where this
+    owner's or this chat's last turn in this process did without that work (``ahead_used``; a chat that
+    cannot read memory, a private one), nor for a message the turn will refuse (``check_content``). A help:
+    never raises."""
     try:
         check_content(content)
         if remember.parse(content) is None and _works_ahead(owner_id, chat_id):
@@ -682,13 +684,15 @@ def turn_run(*, chat: Chat, content: str, sender: Sender | None = None,
     arrived_clock = time.monotonic()
     scopes = chat_scopes(chat=chat)
     fact = remember.parse(content) if typed_by_user and not continues else None
+    could_read = _could_read(chat, sender)
+    _ahead_mark(("chat", chat.pk), could_read)
+    works_ahead = could_read and fact is None and _works_ahead(chat.owner_id)
+    if works_ahead and history is None:  # the message first, while the chat's earlier messages are read
+        _start_ahead(TurnAhead(chat.owner_id, content, [], typed_by_user))
     # The chat's earlier messages are read before the turn's memory, so recall can embed what its query needs
     # of them while that read runs (a "/remember" needs neither).
     earlier = (history if history is not None else _history(chat)) if fact is None else []
-    could_read = _could_read(chat, sender)
-    _ahead_mark(("chat", chat.pk), could_read)
-    ahead = (TurnAhead(chat.owner_id, content, earlier, typed_by_user)
-             if fact is None and _works_ahead(chat.owner_id) else None)
+    ahead = TurnAhead(chat.owner_id, content, earlier, typed_by_user) if works_ahead else None
     reads = _turn_reads(chat, scopes, ahead) if could_read else {}
     state, index_files, prefetched, arrived = read_turn_memory(owner_id=chat.owner_id, scopes=scopes, extra=reads,
                                                                arrived=arrived_clock)

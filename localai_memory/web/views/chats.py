@@ -357,7 +357,6 @@ def chat_send(request: AuthenticatedHttpRequest, chat_id: int) -> HttpResponse:
         if retry:
             chat_services.turn_retry(chat=chat, message_id=retry)
         else:
-            chat_services.turn_arriving(owner_id=chat.owner_id, chat_id=chat.pk, content=content)
             chat_services.turn_run(chat=chat, content=content)
     except chat_services.ChatDeleted:  # deleted in another tab while the model answered: it stays deleted
         return _chat_gone(request, str(chat), content)
